@@ -1,0 +1,365 @@
+"""Load hardware/model/config profiles: YAML/JSON data -> typed, SI-unit dataclasses.
+
+Every number in a hardware YAML is `{value: "<number> <unit>", source: "<where it came from>"}`;
+units are converted here, once. Unknown and missing keys are rejected with the file and key named.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import yaml
+
+from tierlab.errors import ConfigError
+from tierlab.profiles.schema import CPU, GPU, Hardware, Model, Network, NVMe, PCIe
+
+ROOT = Path(__file__).resolve().parent
+HARDWARE_DIR = ROOT / "hardware"
+MODELS_DIR = ROOT / "models"
+CONFIGS_DIR = ROOT / "configs"
+
+_PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
+           "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
+_TIME = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+# base unit -> dimension name; a value's unit must have the dimension the key expects
+_BASES = {"B": "bytes", "B/s": "bytes/s", "FLOP/s": "flop/s", "params/s": "params/s"}
+_QUANTITY = re.compile(r"^\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z/]*)\s*$")
+
+
+def parse_quantity(text: Any, dimension: str, where: str) -> float:
+    """'80 GB' -> 8e10 (bytes), '2039 GB/s' -> 2.039e12, '312 TFLOP/s', '10 us' -> 1e-05, '16' -> 16."""
+    if isinstance(text, bool):
+        raise ConfigError(f"{where}: expected a quantity, got {text!r}")
+    if isinstance(text, (int, float)):
+        if dimension != "count":
+            raise ConfigError(f"{where}: {text!r} needs a unit ({dimension})")
+        return float(text)
+    m = _QUANTITY.match(str(text))
+    if not m:
+        raise ConfigError(f"{where}: cannot read quantity {text!r}")
+    number, unit = float(m.group(1)), m.group(2)
+    if dimension == "count":
+        if unit:
+            raise ConfigError(f"{where}: {text!r} is a count and takes no unit")
+        return number
+    if dimension == "seconds":
+        if unit not in _TIME:
+            raise ConfigError(f"{where}: unit {unit!r} is not a time (s, ms, us, ns)")
+        return number * _TIME[unit]
+    for base, dim in _BASES.items():
+        if dim == dimension and unit.endswith(base):
+            prefix = unit[: -len(base)]
+            if prefix in _PREFIX:
+                return number * _PREFIX[prefix]
+    raise ConfigError(f"{where}: unit {unit!r} does not measure {dimension}")
+
+
+def read_data(path: Path) -> Any:
+    """Read a YAML or JSON file; a missing or malformed file is a one-line ConfigError."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such file")
+    text = path.read_text()
+    try:
+        if path.suffix == ".json":
+            return json.loads(text)
+        return yaml.safe_load(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}")
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"{path}: malformed YAML{at}: {getattr(e, 'problem', e)}")
+
+
+class _Reader:
+    """Reads one profile mapping, tracking which keys were used and collecting sources."""
+
+    def __init__(self, data: Any, where: str):
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__}")
+        self.data, self.where, self.used, self.sources = data, where, set(), {}
+
+    def raw(self, key: str, required: bool = True, default: Any = None) -> Any:
+        self.used.add(key)
+        if key not in self.data:
+            if required:
+                raise ConfigError(f"{self.where}: missing key {key!r}")
+            return default
+        return self.data[key]
+
+    def number(self, key: str, dimension: str, required: bool = True, field: str | None = None):
+        entry = self.raw(key, required)
+        if entry is None:
+            return None
+        where = f"{self.where}: {key}"
+        if not isinstance(entry, Mapping) or set(entry) != {"value", "source"}:
+            raise ConfigError(f"{where}: expected {{value: ..., source: ...}}, got {entry!r}")
+        if not str(entry["source"]).strip():
+            raise ConfigError(f"{where}: empty source")
+        self.sources[field or key] = str(entry["source"])
+        return parse_quantity(entry["value"], dimension, where)
+
+    def done(self) -> None:
+        extra = set(self.data) - self.used
+        if extra:
+            raise ConfigError(f"{self.where}: unknown key {sorted(extra)[0]!r}")
+
+
+def _gpu(data: Any, where: str) -> GPU:
+    r = _Reader(data, where)
+    r.raw("kind")
+    flops_block = _Reader(r.raw("peak_flops"), f"{where}: peak_flops")
+    peak = {}
+    for dtype in ("fp32", "tf32", "fp16", "bf16"):
+        value = flops_block.number(dtype, "flop/s", required=dtype == "fp32",
+                                   field=f"peak_flops.{dtype}")
+        if value is not None:
+            peak[dtype] = value
+    flops_block.done()
+    eff = _Reader(r.raw("matmul_efficiency"), f"{where}: matmul_efficiency")
+    points = eff.raw("points")
+    r.sources["matmul_efficiency"] = str(eff.raw("source"))
+    eff.done()
+    try:
+        curve = tuple(sorted((float(f), float(e)) for f, e in points))
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: matmul_efficiency.points must be [[flops, efficiency], ...]")
+    gpu = GPU(name=str(r.raw("name")), hbm_bytes=r.number("hbm", "bytes", field="hbm_bytes"),
+              hbm_bandwidth_Bps=r.number("hbm_bandwidth", "bytes/s", field="hbm_bandwidth_Bps"),
+              peak_flops=peak, matmul_efficiency=curve,
+              nvlink_bandwidth_Bps=r.number("nvlink_bandwidth", "bytes/s", required=False,
+                                            field="nvlink_bandwidth_Bps") or 0.0,
+              cuda_context_bytes=r.number("cuda_context", "bytes", field="cuda_context_bytes"),
+              sources={**r.sources, **flops_block.sources})
+    r.done()
+    return gpu
+
+
+def _cpu(data: Any, where: str) -> CPU:
+    r = _Reader(data, where)
+    r.raw("kind")
+    cpu = CPU(name=str(r.raw("name")), sockets=int(r.number("sockets", "count")),
+              cores=int(r.number("cores", "count")),
+              dram_bandwidth_Bps=r.number("dram_bandwidth", "bytes/s", field="dram_bandwidth_Bps"),
+              adam_params_per_s=r.number("adam_throughput", "params/s", field="adam_params_per_s"),
+              sources=r.sources)
+    r.done()
+    return cpu
+
+
+def _nvme(data: Any, where: str) -> NVMe:
+    r = _Reader(data, where)
+    r.raw("kind")
+    drive = NVMe(name=str(r.raw("name")),
+                 read_bandwidth_Bps=r.number("read_bandwidth", "bytes/s", field="read_bandwidth_Bps"),
+                 write_bandwidth_Bps=r.number("write_bandwidth", "bytes/s",
+                                              field="write_bandwidth_Bps"),
+                 capacity_bytes=r.number("capacity", "bytes", field="capacity_bytes"),
+                 latency_s=r.number("latency", "seconds", field="latency_s"), sources=r.sources)
+    r.done()
+    return drive
+
+
+def _pcie(data: Any, where: str) -> PCIe:
+    r = _Reader(data, where)
+    bw = {k: r.number(k, "bytes/s", field=f"{k}_Bps")
+          for k in ("h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable")}
+    link = PCIe(**{f"{k}_Bps": v for k, v in bw.items()},
+                latency_s=r.number("latency", "seconds", field="latency_s"),
+                switch_uplink_Bps=r.number("switch_uplink", "bytes/s", required=False,
+                                           field="switch_uplink_Bps"),
+                gpus_per_switch=int(r.number("gpus_per_switch", "count", required=False) or 1),
+                nvme_per_switch=int(r.number("nvme_per_switch", "count", required=False) or 0),
+                sources=r.sources)
+    r.done()
+    return link
+
+
+def _network(data: Any, where: str) -> Network:
+    r = _Reader(data, where)
+    net = Network(nic_bandwidth_Bps=r.number("nic_bandwidth", "bytes/s", field="nic_bandwidth_Bps"),
+                  latency_s=r.number("latency", "seconds", field="latency_s"), sources=r.sources)
+    r.done()
+    return net
+
+
+def _system(data: Any, where: str, path: Path | None = None) -> Hardware:
+    r = _Reader(data, where)
+    r.raw("kind")
+    nvme_name = r.raw("nvme", required=False)
+    hw = Hardware(
+        name=str(r.raw("name")), description=str(r.raw("description")),
+        gpu=load_part("gpus", str(r.raw("gpu"))),
+        gpus_per_node=int(r.number("gpus_per_node", "count")),
+        cpu=load_part("cpus", str(r.raw("cpu"))),
+        dram_bytes=r.number("dram", "bytes", field="dram_bytes"),
+        nvme=load_part("nvme", str(nvme_name)) if nvme_name else None,
+        nvme_drives=int(r.number("nvme_drives", "count", required=False) or 0),
+        pcie=_pcie(r.raw("pcie"), f"{where}: pcie"),
+        network=_network(r.raw("network"), f"{where}: network"),
+        nodes=int(r.number("nodes", "count", required=False) or 1), sources=r.sources)
+    r.done()
+    return hw
+
+
+_PARTS: dict[str, Callable[[Any, str], Any]] = {"gpus": _gpu, "cpus": _cpu, "nvme": _nvme,
+                                                "systems": _system}
+_KINDS = {"gpus": "gpu", "cpus": "cpu", "nvme": "nvme", "systems": "system"}
+
+
+def _wrap(fn, data, where):
+    try:
+        return fn(data, where)
+    except ValueError as e:            # dataclass __post_init__ checks
+        if isinstance(e, ConfigError):
+            raise
+        raise ConfigError(f"{where}: {e}") from None
+
+
+def _names(directory: Path, suffix: str) -> dict[str, Path]:
+    return {p.stem.lower(): p for p in sorted(directory.glob(f"*{suffix}"))}
+
+
+def _find(directory: Path, suffix: str, name: str, what: str) -> Path:
+    """A profile by file stem (case-insensitive) or by path; unknown -> closest names."""
+    candidate = Path(name).expanduser()
+    if candidate.suffix in (".yaml", ".yml", ".json") or candidate.exists():
+        if not candidate.is_file():
+            raise ConfigError(f"{candidate}: no such file")
+        return candidate
+    known = _names(directory, suffix)
+    key = name.lower()
+    if key in known:
+        return known[key]
+    close = difflib.get_close_matches(key, known, n=3, cutoff=0.4)
+    hint = f"; closest: {', '.join(close)}" if close else f"; known: {', '.join(known)}"
+    raise ConfigError(f"unknown {what} {name!r}{hint}")
+
+
+def load_part(part: str, name: str):
+    """One GPU / CPU / NVMe / system profile by name or path."""
+    path = _find(HARDWARE_DIR / part, ".yaml", name, _KINDS[part])
+    data = read_data(path)
+    if isinstance(data, Mapping) and data.get("kind") != _KINDS[part]:
+        raise ConfigError(f"{path}: kind must be {_KINDS[part]!r}, got {data.get('kind')!r}")
+    return _wrap(_PARTS[part], data, str(path))
+
+
+def load_hardware(name: str, *, gpus_per_node: int | None = None, nodes: int | None = None) -> Hardware:
+    """A system (node) profile by name or path, optionally resized (--gpus, --nodes)."""
+    from dataclasses import replace
+
+    hw = load_part("systems", name)
+    for flag, value in (("--gpus", gpus_per_node), ("--nodes", nodes)):
+        if value is not None and value < 1:
+            raise ConfigError(f"{flag} must be >= 1, got {value}")
+    return replace(hw, gpus_per_node=gpus_per_node or hw.gpus_per_node, nodes=nodes or hw.nodes)
+
+
+_MODEL_KEYS = {"kind", "name", "source", "n_layers", "hidden", "ffn", "n_heads", "n_kv_heads",
+               "vocab", "seq_len", "gated_mlp", "tie_embeddings", "norm", "bias",
+               "learned_pos_emb", "max_seq_len"}
+
+
+def _model_from_profile(data: Any, where: str) -> Model:
+    r = _Reader(data, where)
+    for key in _MODEL_KEYS - {"kind"}:
+        r.raw(key, required=key in ("name", "source", "n_layers", "hidden", "ffn", "n_heads",
+                                    "n_kv_heads", "vocab", "seq_len"))
+    r.raw("kind")
+    r.done()
+    kwargs = {k: v for k, v in data.items() if k != "kind"}
+    for key in ("n_layers", "hidden", "ffn", "n_heads", "n_kv_heads", "vocab", "seq_len",
+                "max_seq_len"):
+        if key in kwargs and (isinstance(kwargs[key], bool) or not isinstance(kwargs[key], int)):
+            raise ConfigError(f"{where}: {key} must be an integer, got {kwargs[key]!r}")
+    return Model(**kwargs)
+
+
+def model_from_hf_config(data: Any, where: str, name: str | None = None) -> Model:
+    """A Hugging Face config.json (Llama/Mistral/Qwen2-style or GPT-2-style) -> Model."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where}: expected a JSON object")
+    gpt = data.get("model_type") in ("gpt2", "gpt_neo", "gptj") or "n_embd" in data
+
+    def get(*keys, default=None):
+        for key in keys:
+            if data.get(key) is not None:
+                return data[key]
+        if default is None:
+            raise ConfigError(f"{where}: missing key {keys[0]!r}")
+        return default
+
+    hidden = int(get("hidden_size", "n_embd"))
+    heads = int(get("num_attention_heads", "n_head"))
+    seq = int(get("max_position_embeddings", "n_positions", "seq_length", default=2048))
+    return Model(name=name or str(data.get("_name_or_path") or Path(where).parent.name),
+                 n_layers=int(get("num_hidden_layers", "n_layer")), hidden=hidden,
+                 ffn=int(get("intermediate_size", "n_inner", default=4 * hidden)),
+                 n_heads=heads, n_kv_heads=int(get("num_key_value_heads", default=heads)),
+                 vocab=int(get("vocab_size")), seq_len=seq, max_seq_len=seq,
+                 gated_mlp=not gpt, tie_embeddings=bool(data.get("tie_word_embeddings", gpt)),
+                 norm="layernorm" if gpt else "rmsnorm", bias=gpt, learned_pos_emb=gpt,
+                 source=f"Hugging Face config {where}")
+
+
+def load_model(name: str, *, seq_len: int | None = None) -> Model:
+    """A model profile by name, a profile YAML path, or a Hugging Face config.json path."""
+    from dataclasses import replace
+
+    path = _find(MODELS_DIR, ".yaml", name, "model")
+    data = read_data(path)
+    try:
+        if path.suffix == ".json":
+            model = model_from_hf_config(data, str(path))
+        else:
+            model = _model_from_profile(data, str(path))
+        if seq_len is not None:
+            if seq_len < 1:
+                raise ConfigError(f"--seq must be >= 1, got {seq_len}")
+            model = replace(model, seq_len=seq_len)
+    except (TypeError, ValueError) as e:
+        if isinstance(e, ConfigError):
+            raise
+        raise ConfigError(f"{path}: {e}") from None
+    return model
+
+
+def load_ds_config(name: str) -> tuple[dict, str]:
+    """A ds_config preset by name or a JSON file path -> (dict, where it came from)."""
+    path = _find(CONFIGS_DIR, ".json", name, "ds_config")
+    data = read_data(path)
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{path}: the top level must be a JSON object")
+    return dict(data), str(path)
+
+
+def list_profiles(kind: str) -> list[tuple[str, str]]:
+    """(name, one-line summary) of every shipped profile of a kind: hardware, models, configs."""
+    if kind == "hardware":
+        out = []
+        for stem in _names(HARDWARE_DIR / "systems", ".yaml"):
+            hw = load_part("systems", stem)
+            out.append((stem, hw.description))
+        return out
+    if kind == "models":
+        out = []
+        for stem in _names(MODELS_DIR, ".yaml"):
+            m = load_model(stem)
+            out.append((stem, f"{m.n_params / 1e9:.2f} B params, {m.n_layers} layers, hidden "
+                              f"{m.hidden}, {m.n_heads} heads ({m.n_kv_heads} kv), seq {m.seq_len}"))
+        return out
+    if kind == "configs":
+        out = []
+        for stem, path in _names(CONFIGS_DIR, ".json").items():
+            cfg = read_data(path)
+            out.append((stem, str(cfg.get("_description", ""))))
+        return out
+    if kind in _PARTS:
+        return [(stem, load_part(kind, stem).name) for stem in _names(HARDWARE_DIR / kind, ".yaml")]
+    raise ConfigError(f"unknown profile kind {kind!r}; choose hardware, models, configs, gpus, "
+                      "cpus, nvme")

@@ -1,0 +1,243 @@
+"""Typed hardware and model profiles. SI units inside, the unit in every field name.
+
+Conversions from the YAML files ("80 GB", "2039 GB/s", "312 TFLOP/s", "10 us") happen once, in
+`profiles/load.py`. Every number carries its provenance in `sources` (field name -> source text).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+
+def _positive(obj, *names: str) -> None:
+    for name in names:
+        value = getattr(obj, name)
+        if value is None:
+            continue
+        if not value > 0:
+            raise ValueError(f"{type(obj).__name__}.{name} must be > 0, got {value!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GPU:
+    """One accelerator model."""
+
+    name: str
+    """Marketing name, e.g. 'A100-SXM4-80GB'."""
+    hbm_bytes: float
+    """Device memory in bytes (80 GB -> 80e9; cards sold in GiB are stored in GiB x 2**30)."""
+    hbm_bandwidth_Bps: float
+    """Peak device-memory bandwidth, bytes/s."""
+    peak_flops: Mapping[str, float]
+    """Dense peak FLOP/s by dtype: keys among 'fp32', 'tf32', 'fp16', 'bf16'."""
+    matmul_efficiency: tuple[tuple[float, float], ...]
+    """Achieved/peak for a GEMM as a function of its FLOP count: ((flops, efficiency), ...) sorted
+    by flops, interpolated in log(flops) and clamped at both ends."""
+    nvlink_bandwidth_Bps: float = 0.0
+    """Per-GPU, per-direction GPU-to-GPU bandwidth (NVLink/NVSwitch); 0 = none, PCIe peer traffic."""
+    cuda_context_bytes: float
+    """Memory taken by the CUDA context, cuBLAS/NCCL workspaces before any tensor is allocated."""
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _positive(self, "hbm_bytes", "hbm_bandwidth_Bps", "cuda_context_bytes")
+        if not self.peak_flops:
+            raise ValueError(f"GPU.peak_flops of {self.name} is empty")
+        for dtype, flops in self.peak_flops.items():
+            if not flops > 0:
+                raise ValueError(f"GPU.peak_flops.{dtype} must be > 0, got {flops!r}")
+        if not self.matmul_efficiency:
+            raise ValueError(f"GPU.matmul_efficiency of {self.name} is empty")
+        for flops, eff in self.matmul_efficiency:
+            if not (flops > 0 and 0 < eff <= 1):
+                raise ValueError(f"GPU.matmul_efficiency point ({flops}, {eff}) out of range")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CPU:
+    """The host processor(s) of one node, all sockets together."""
+
+    name: str
+    sockets: int
+    """Number of CPU packages."""
+    cores: int
+    """Physical cores of the node, all sockets."""
+    dram_bandwidth_Bps: float
+    """Achievable (STREAM-like) DRAM bandwidth of the node, bytes/s."""
+    adam_params_per_s: float
+    """DeepSpeedCPUAdam throughput using every core, fp32 parameters updated per second."""
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _positive(self, "sockets", "cores", "dram_bandwidth_Bps", "adam_params_per_s")
+
+
+@dataclass(frozen=True, kw_only=True)
+class NVMe:
+    """One NVMe drive model (per-drive figures)."""
+
+    name: str
+    read_bandwidth_Bps: float
+    write_bandwidth_Bps: float
+    capacity_bytes: float
+    latency_s: float
+    """Per-request latency at low queue depth (4 KiB random read class)."""
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _positive(self, "read_bandwidth_Bps", "write_bandwidth_Bps", "capacity_bytes", "latency_s")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PCIe:
+    """Host<->GPU link of one GPU, each direction a separate full-duplex channel."""
+
+    h2d_pinned_Bps: float
+    d2h_pinned_Bps: float
+    h2d_pageable_Bps: float
+    d2h_pageable_Bps: float
+    latency_s: float
+    """Fixed cost per transfer (launch + DMA setup)."""
+    switch_uplink_Bps: float | None = None
+    """Bandwidth per direction of the upstream link a PCIe switch shares; None = no shared switch."""
+    gpus_per_switch: int = 1
+    """GPUs behind one switch uplink."""
+    nvme_per_switch: int = 0
+    """NVMe drives behind the same switch uplink (their traffic shares it with the GPUs)."""
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _positive(self, "h2d_pinned_Bps", "d2h_pinned_Bps", "h2d_pageable_Bps", "d2h_pageable_Bps",
+                  "latency_s", "switch_uplink_Bps", "gpus_per_switch")
+        if self.nvme_per_switch < 0:
+            raise ValueError(f"PCIe.nvme_per_switch must be >= 0, got {self.nvme_per_switch!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Network:
+    """Inter-node network of one node."""
+
+    nic_bandwidth_Bps: float
+    """Aggregate per-direction NIC bandwidth of the node."""
+    latency_s: float
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _positive(self, "nic_bandwidth_Bps", "latency_s")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Hardware:
+    """A cluster: `nodes` identical nodes of `gpus_per_node` GPUs each."""
+
+    name: str
+    description: str
+    gpu: GPU
+    gpus_per_node: int
+    cpu: CPU
+    dram_bytes: float
+    """Host RAM of one node."""
+    nvme: NVMe | None
+    nvme_drives: int
+    """Drives per node used for swap (RAID-0 / striped), 0 if none."""
+    pcie: PCIe
+    network: Network
+    nodes: int = 1
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _positive(self, "gpus_per_node", "dram_bytes", "nodes")
+        if self.nvme_drives < 0:
+            raise ValueError(f"Hardware.nvme_drives must be >= 0, got {self.nvme_drives!r}")
+        if self.nvme_drives > 0 and self.nvme is None:
+            raise ValueError("Hardware.nvme_drives > 0 but no nvme drive model is given")
+
+    @property
+    def world_size(self) -> int:
+        return self.gpus_per_node * self.nodes
+
+    @property
+    def nvme_capacity_bytes(self) -> float:
+        return self.nvme.capacity_bytes * self.nvme_drives if self.nvme else 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Model:
+    """A decoder-only transformer (Llama / GPT family)."""
+
+    name: str
+    n_layers: int
+    hidden: int
+    ffn: int
+    """Intermediate size of the MLP."""
+    n_heads: int
+    n_kv_heads: int
+    """Key/value heads (GQA); == n_heads for multi-head attention."""
+    vocab: int
+    seq_len: int
+    """Sequence length of a training sample (defaults to the profile's context length)."""
+    gated_mlp: bool = True
+    """SwiGLU-style MLP with three matrices (Llama) instead of two (GPT)."""
+    tie_embeddings: bool = False
+    norm: str = "rmsnorm"
+    """'rmsnorm' (weight only) or 'layernorm' (weight and bias)."""
+    bias: bool = False
+    """Linear layers carry biases (GPT-2/3)."""
+    learned_pos_emb: bool = False
+    """A learned position embedding table of seq_len x hidden (GPT) instead of RoPE."""
+    max_seq_len: int = 0
+    """Context length of the architecture (0 = same as seq_len)."""
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        _positive(self, "n_layers", "hidden", "ffn", "n_heads", "n_kv_heads", "vocab", "seq_len")
+        if self.hidden % self.n_heads:
+            raise ValueError(f"Model.hidden {self.hidden} is not divisible by n_heads {self.n_heads}")
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(f"Model.n_heads {self.n_heads} is not divisible by n_kv_heads {self.n_kv_heads}")
+        if self.norm not in ("rmsnorm", "layernorm"):
+            raise ValueError(f"Model.norm must be 'rmsnorm' or 'layernorm', got {self.norm!r}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.n_heads
+
+    @property
+    def kv_dim(self) -> int:
+        return self.head_dim * self.n_kv_heads
+
+    def layer_matrices(self) -> dict[str, tuple[int, int]]:
+        """(in, out) of each weight matrix of one transformer block."""
+        h, f, kv = self.hidden, self.ffn, self.kv_dim
+        mats = {"q_proj": (h, h), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (h, h),
+                "up_proj": (h, f), "down_proj": (f, h)}
+        if self.gated_mlp:
+            mats["gate_proj"] = (h, f)
+        return mats
+
+    def layer_small_params(self) -> dict[str, int]:
+        """Parameters of one block that are not matrices: norms and biases."""
+        per_norm = self.hidden * (2 if self.norm == "layernorm" else 1)
+        small = {"input_norm": per_norm, "post_attention_norm": per_norm}
+        if self.bias:
+            for name, (_, n_out) in self.layer_matrices().items():
+                small[f"{name}.bias"] = n_out
+        return small
+
+    @property
+    def params_per_layer(self) -> int:
+        mats = sum(i * o for i, o in self.layer_matrices().values())
+        return mats + sum(self.layer_small_params().values())
+
+    @property
+    def embedding_params(self) -> int:
+        """Token embedding (+ learned positions) + final norm + untied LM head."""
+        emb = self.vocab * self.hidden
+        pos = (self.max_seq_len or self.seq_len) * self.hidden if self.learned_pos_emb else 0
+        final_norm = self.hidden * (2 if self.norm == "layernorm" else 1)
+        head = 0 if self.tie_embeddings else self.vocab * self.hidden
+        return emb + pos + final_norm + head
+
+    @property
+    def n_params(self) -> int:
+        return self.n_layers * self.params_per_layer + self.embedding_params

@@ -1,0 +1,471 @@
+"""Strategy: DeepSpeed's own meaning for every ds_config key it honours for ZeRO, offload, aio,
+precision and batch — with DeepSpeed 0.19.8's defaults where a key is absent.
+
+Defaults are read off deepspeed/runtime/zero/config.py, zero/offload_config.py and
+swap_tensor/constants.py of 0.19.8 (note: `pin_memory` defaults to True there, although older
+docs say False; `overlap_comm` defaults to True only for stage 3).
+"""
+from __future__ import annotations
+
+import copy
+import json
+import logging
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Literal, Mapping
+
+from tierlab.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+OffloadDevice = Literal["none", "cpu", "nvme"]
+Precision = Literal["fp32", "fp16", "bf16"]
+_DEVICES = ("none", "cpu", "nvme")
+
+
+@dataclass(frozen=True, kw_only=True)
+class OffloadParam:
+    """`zero_optimization.offload_param` (honoured by stage 3 only)."""
+
+    device: OffloadDevice = "none"
+    """Where the 16-bit parameters live between uses."""
+    nvme_path: str | None = None
+    """Directory of the swap files (must accept O_DIRECT)."""
+    pin_memory: bool = True
+    """Page-locked CPU buffers (fast DMA)."""
+    buffer_count: int = 5
+    """Pinned 16-bit swap buffers for NVMe parameters."""
+    buffer_size: int = 100_000_000
+    """Elements per swap buffer; every parameter partition must fit one buffer."""
+    max_in_cpu: int = 1_000_000_000
+    """Elements of NVMe-offloaded parameters kept in pinned CPU memory instead of on NVMe."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class OffloadOptimizer:
+    """`zero_optimization.offload_optimizer` (stages 1-3; NVMe needs stage 3)."""
+
+    device: OffloadDevice = "none"
+    """Where the fp32 master weights, Adam m and v (and fp32 grads) live; the step runs on CPU."""
+    nvme_path: str | None = None
+    pin_memory: bool = True
+    buffer_count: int = 4
+    """Pinned swap buffers of the optimizer swapper (each = largest sub-group x 4 B)."""
+    pipeline_read: bool = False
+    """Read sub-group i+1 while Adam runs on i (NVMe only)."""
+    pipeline_write: bool = False
+    """Write sub-group i-1 while Adam runs on i (NVMe only)."""
+    fast_init: bool = False
+    ratio: float = 1.0
+    """Fraction of the optimizer step done on CPU (partial offload, ZeRO-3 only)."""
+
+    @property
+    def pipeline(self) -> bool:
+        return self.pipeline_read or self.pipeline_write
+
+
+@dataclass(frozen=True, kw_only=True)
+class Aio:
+    """Top-level `aio` block (DeepSpeed ignores an `aio` block inside zero_optimization)."""
+
+    block_size: int = 1_048_576
+    """Bytes per I/O request."""
+    queue_depth: int = 8
+    """Requests in flight per I/O thread."""
+    intra_op_parallelism: int = 1
+    """I/O threads splitting each read/write."""
+    single_submit: bool = False
+    overlap_events: bool = True
+    """Refill the queue on each completion; False = submit a batch and wait for all."""
+    use_gds: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class Zero:
+    """`zero_optimization`."""
+
+    stage: int = 0
+    offload_param: OffloadParam = field(default_factory=OffloadParam)
+    offload_optimizer: OffloadOptimizer = field(default_factory=OffloadOptimizer)
+    contiguous_gradients: bool = True
+    reduce_scatter: bool = True
+    reduce_bucket_size: int = 500_000_000
+    """Elements per gradient reduction bucket."""
+    allgather_partitions: bool = True
+    allgather_bucket_size: int = 500_000_000
+    overlap_comm: bool | None = None
+    """None = DeepSpeed's dynamic default: True for stage 3, else False (see `overlap`)."""
+    sub_group_size: int = 1_000_000_000
+    """Elements per optimizer sub-group (the unit of swap-in/Adam/swap-out)."""
+    stage3_prefetch_bucket_size: int = 50_000_000
+    stage3_param_persistence_threshold: int = 100_000
+    """Parameters with fewer elements stay on the GPU for good."""
+    stage3_max_live_parameters: int = 1_000_000_000
+    stage3_max_reuse_distance: int = 1_000_000_000
+    stage3_gather_16bit_weights_on_model_save: bool = False
+    round_robin_gradients: bool = False
+    zero_hpz_partition_size: int = 1
+
+    @property
+    def overlap(self) -> bool:
+        return self.stage == 3 if self.overlap_comm is None else self.overlap_comm
+
+
+@dataclass(frozen=True, kw_only=True)
+class Strategy:
+    """Everything DeepSpeed does with a ds_config that matters for time and memory."""
+
+    zero: Zero = field(default_factory=Zero)
+    aio: Aio = field(default_factory=Aio)
+    precision: Precision = "fp32"
+    """Model/compute dtype: fp16 or bf16 mixed precision (fp32 master weights), or fp32."""
+    train_batch_size: int = 1
+    train_micro_batch_size_per_gpu: int = 1
+    gradient_accumulation_steps: int = 1
+    data_parallel_size: int = 1
+    """Ranks holding one replica's ZeRO partitions (pure data parallelism: the world size)."""
+    activation_checkpointing: bool = False
+    """Recompute each block's activations in backward (HF gradient checkpointing)."""
+    gradient_clipping: float = 0.0
+    raw: Mapping[str, Any] = field(default_factory=dict)
+    """The ds_config as given (after overrides and "auto" resolution), for passthrough keys."""
+
+    def __post_init__(self) -> None:
+        for name in ("train_batch_size", "train_micro_batch_size_per_gpu",
+                     "gradient_accumulation_steps", "data_parallel_size"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        expected = (self.train_micro_batch_size_per_gpu * self.gradient_accumulation_steps
+                    * self.data_parallel_size)
+        if self.train_batch_size != expected:
+            raise ConfigError(
+                f"train_batch_size {self.train_batch_size} != train_micro_batch_size_per_gpu "
+                f"{self.train_micro_batch_size_per_gpu} x gradient_accumulation_steps "
+                f"{self.gradient_accumulation_steps} x data parallel {self.data_parallel_size}")
+
+    @property
+    def bytes_per_param(self) -> int:
+        """Bytes of one model (compute) parameter."""
+        return 4 if self.precision == "fp32" else 2
+
+    @property
+    def param_device(self) -> OffloadDevice:
+        """Where parameters really live (stage < 3 ignores offload_param)."""
+        return self.zero.offload_param.device if self.zero.stage == 3 else "none"
+
+    @property
+    def optimizer_device(self) -> OffloadDevice:
+        return self.zero.offload_optimizer.device if self.zero.stage >= 1 else "none"
+
+
+# ----------------------------------------------------------------------------------------------
+# ds_config.json -> Strategy
+
+_SECTIONS = {"zero_optimization": Zero, "offload_param": OffloadParam,
+             "offload_optimizer": OffloadOptimizer, "aio": Aio}
+# keys DeepSpeed reads that tierlab passes through without modelling them
+_PASSTHROUGH_TOP = {
+    "optimizer", "scheduler", "fp16", "bf16", "amp", "gradient_clipping", "steps_per_print",
+    "wall_clock_breakdown", "zero_allow_untested_optimizer", "prescale_gradients",
+    "gradient_predivide_factor", "communication_data_type", "activation_checkpointing",
+    "flops_profiler", "tensorboard", "wandb", "csv_monitor", "comms_logger", "dump_state",
+    "memory_breakdown", "train_batch_size", "train_micro_batch_size_per_gpu",
+    "gradient_accumulation_steps", "zero_optimization", "aio", "checkpoint", "data_types",
+    "seed", "sparse_gradients", "disable_allgather", "zero_force_ds_cpu_optimizer",
+    "torch_autocast", "compile", "autotuning", "elasticity", "pipeline", "dataloader_drop_last",
+}
+# zero_optimization keys DeepSpeed reads but the simulator does not model (no effect on time)
+_ZERO_PASSTHROUGH = {
+    "use_multi_rank_bucket_allreduce", "compute_grad_norm", "load_from_fp32_weights",
+    "elastic_checkpoint", "stage3_model_persistence_threshold", "ignore_unused_parameters",
+    "legacy_stage1", "parameter_alignment", "memory_efficient_linear", "log_trace_cache_warnings",
+    "stage3_module_granularity_threshold", "override_module_apply", "enable_sanity_checks",
+    "stage3_gather_fp16_weights_on_model_save", "pipeline_loading_checkpoint",
+}
+_ZERO_UNMODELLED = {
+    "zero_quantized_weights", "zero_quantized_nontrainable_weights", "zero_quantized_gradients",
+    "stage3_use_all_reduce_for_fetch_params", "stage3_allgather_sequential", "zenflow",
+    "mics_shard_size", "cpu_offload", "cpu_offload_param", "cpu_offload_use_pin_memory",
+}
+_OPTIMIZER_UNMODELLED = {"super_offload", "cpuadam_cores_perc"}
+_IGNORED_AIO = {"thread_count": "aio.thread_count is ignored by DeepSpeed since 0.16.4; "
+                                "use aio.intra_op_parallelism"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Flags:
+    """Command-line values that resolve Hugging Face-style "auto" entries and override the file."""
+
+    micro_batch: int | None = None
+    grad_accum: int | None = None
+    world_size: int = 1
+    precision: Precision | None = None
+    activation_checkpointing: bool = False
+    hidden: int | None = None
+    """Model hidden size, for "auto" bucket sizes (HF: hidden^2, 0.9 hidden^2, 10 hidden)."""
+
+
+def _coerce(value: Any, default: Any, where: str) -> Any:
+    """Check/convert one value to the type of its default (DeepSpeed accepts 1e8 for ints)."""
+    if isinstance(default, bool):
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{where}: expected true/false, got {value!r}")
+    if isinstance(default, int):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        if value < 0:
+            raise ConfigError(f"{where}: must be >= 0, got {value!r}")
+        return int(value)
+    if isinstance(default, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{where}: expected a number, got {value!r}")
+        return float(value)
+    return value
+
+
+def _build(cls, block: Any, where: str, passthrough: set[str] = frozenset(),
+           unmodelled: set[str] = frozenset(), warnings: list[str] | None = None, **nested):
+    if not isinstance(block, Mapping):
+        raise ConfigError(f"{where}: expected an object, got {block!r}")
+    defaults = {f.name: f for f in fields(cls)}
+    kwargs = dict(nested)
+    for key, value in block.items():
+        if key in nested or key in passthrough:
+            continue
+        if key in unmodelled:
+            if value not in (None, False, 0, {}):
+                raise ConfigError(f"{where}.{key}={value!r} is not modelled by tierlab; remove it")
+            continue
+        if cls is Aio and key in _IGNORED_AIO:
+            warnings.append(_IGNORED_AIO[key])
+            continue
+        if key not in defaults:
+            warnings.append(f"{where}.{key} is not a key DeepSpeed 0.19 reads; ignored")
+            continue
+        f = defaults[key]
+        default = f.default if f.default is not None else None
+        if key in ("device",):
+            if value not in _DEVICES:
+                raise ConfigError(f"{where}.device must be one of none/cpu/nvme, got {value!r}")
+        elif key == "nvme_path":
+            value = None if value is None else str(value)
+        elif key == "overlap_comm":
+            value = None if value is None else _coerce(value, False, f"{where}.{key}")
+        elif default is not None:
+            value = _coerce(value, default, f"{where}.{key}")
+        kwargs[key] = value
+    return cls(**kwargs)
+
+
+def _resolve_auto(cfg: dict, flags: Flags) -> dict:
+    """Replace HF-style "auto" values the way transformers' HfDeepSpeedConfig does."""
+    zero = cfg.get("zero_optimization") or {}
+    h = flags.hidden
+    auto_zero = {"reduce_bucket_size": lambda: h * h,
+                 "stage3_prefetch_bucket_size": lambda: int(0.9 * h * h),
+                 "stage3_param_persistence_threshold": lambda: 10 * h}
+    for key, fn in auto_zero.items():
+        if zero.get(key) == "auto":
+            if h is None:
+                raise ConfigError(f"zero_optimization.{key}='auto' needs the model's hidden size")
+            zero[key] = fn()
+    for block in ("fp16", "bf16"):
+        if isinstance(cfg.get(block), dict) and cfg[block].get("enabled") == "auto":
+            cfg[block]["enabled"] = flags.precision == block
+    if cfg.get("gradient_clipping") == "auto":
+        cfg["gradient_clipping"] = 1.0
+    return cfg
+
+
+def _batch(cfg: dict, flags: Flags) -> tuple[int, int, int]:
+    """DeepSpeed's batch identity; flags win over the file, "auto" is filled from flags."""
+    dp = flags.world_size
+    tbs, mb, gas = (cfg.get(k) for k in ("train_batch_size", "train_micro_batch_size_per_gpu",
+                                         "gradient_accumulation_steps"))
+    for key, value in (("train_batch_size", tbs), ("train_micro_batch_size_per_gpu", mb),
+                       ("gradient_accumulation_steps", gas)):
+        if value not in (None, "auto") and (isinstance(value, bool) or not isinstance(value, int)
+                                            or value < 1):
+            raise ConfigError(f"{key} must be a positive integer or \"auto\", got {value!r}")
+    if flags.micro_batch is not None:
+        if mb not in (None, "auto") and mb != flags.micro_batch:
+            log.info("train_micro_batch_size_per_gpu %s overridden by --micro-batch %s", mb,
+                     flags.micro_batch)
+        mb, tbs = flags.micro_batch, None if flags.grad_accum or gas not in (None, "auto") else tbs
+    if flags.grad_accum is not None:
+        gas, tbs = flags.grad_accum, None
+    mb, gas, tbs = (None if v == "auto" else v for v in (mb, gas, tbs))
+    if tbs is not None and mb is not None and gas is None:
+        gas = max(1, tbs // (mb * dp))
+    elif tbs is not None and gas is not None and mb is None:
+        if tbs % (gas * dp):
+            raise ConfigError(f"train_batch_size {tbs} is not divisible by "
+                              f"gradient_accumulation_steps {gas} x data parallel {dp}")
+        mb = tbs // (gas * dp)
+    elif tbs is not None and mb is None and gas is None:
+        gas = 1
+        if tbs % dp:
+            raise ConfigError(f"train_batch_size {tbs} is not divisible by data parallel {dp}")
+        mb = tbs // dp
+    mb = mb or 1
+    gas = gas or 1
+    return (tbs if tbs is not None else mb * gas * dp), mb, gas
+
+
+def _precision(cfg: dict, flags: Flags) -> Precision:
+    fp16 = bool((cfg.get("fp16") or {}).get("enabled", False))
+    bf16 = bool((cfg.get("bf16") or {}).get("enabled", False))
+    if fp16 and bf16:
+        raise ConfigError("fp16.enabled and bf16.enabled are both true; DeepSpeed allows one")
+    found = "fp16" if fp16 else "bf16" if bf16 else "fp32"
+    if flags.precision and flags.precision != found:
+        raise ConfigError(f"--precision {flags.precision} contradicts the config's {found}")
+    return found
+
+
+def parse_ds_config(cfg: Mapping[str, Any], flags: Flags = Flags(),
+                    where: str = "ds_config") -> tuple[Strategy, list[str]]:
+    """ds_config dict -> (Strategy, warnings about DeepSpeed quirks). Raises ConfigError."""
+    if not isinstance(cfg, Mapping):
+        raise ConfigError(f"{where}: the top level must be a JSON object")
+    cfg = _resolve_auto(copy.deepcopy(dict(cfg)), flags)
+    warnings: list[str] = []
+    for key in cfg:
+        if key not in _PASSTHROUGH_TOP and not key.startswith("_"):
+            warnings.append(f"{where}: top-level key {key!r} is not modelled; passed through")
+    zcfg = cfg.get("zero_optimization") or {}
+    if not isinstance(zcfg, Mapping):
+        raise ConfigError(f"{where}: zero_optimization must be an object, got {zcfg!r}")
+    if "aio" in zcfg:
+        warnings.append("zero_optimization.aio is ignored by DeepSpeed: put aio at the top level")
+    op = _build(OffloadParam, zcfg.get("offload_param") or {}, "zero_optimization.offload_param",
+                warnings=warnings)
+    oo = _build(OffloadOptimizer, zcfg.get("offload_optimizer") or {},
+                "zero_optimization.offload_optimizer", unmodelled=_OPTIMIZER_UNMODELLED,
+                warnings=warnings)
+    zero = _build(Zero, {k: v for k, v in zcfg.items() if k != "aio"}, "zero_optimization",
+                  passthrough=_ZERO_PASSTHROUGH, unmodelled=_ZERO_UNMODELLED, warnings=warnings,
+                  offload_param=op, offload_optimizer=oo)
+    aio = _build(Aio, cfg.get("aio") or {}, "aio", warnings=warnings)
+    _check_zero(zero, warnings)
+    tbs, mb, gas = _batch(cfg, flags)
+    clip = cfg.get("gradient_clipping", 0.0)
+    if isinstance(clip, bool) or not isinstance(clip, (int, float)):
+        raise ConfigError(f"gradient_clipping must be a number, got {clip!r}")
+    cfg.update(train_batch_size=tbs, train_micro_batch_size_per_gpu=mb,
+               gradient_accumulation_steps=gas)
+    strategy = Strategy(zero=zero, aio=aio, precision=_precision(cfg, flags), train_batch_size=tbs,
+                        train_micro_batch_size_per_gpu=mb, gradient_accumulation_steps=gas,
+                        data_parallel_size=flags.world_size,
+                        activation_checkpointing=flags.activation_checkpointing,
+                        gradient_clipping=float(clip), raw=cfg)
+    return strategy, warnings
+
+
+def _check_zero(zero: Zero, warnings: list[str]) -> None:
+    if zero.stage not in (0, 1, 2, 3):
+        raise ConfigError(f"zero_optimization.stage must be 0, 1, 2 or 3, got {zero.stage}")
+    op, oo = zero.offload_param, zero.offload_optimizer
+    if op.device != "none" and zero.stage != 3:
+        warnings.append(f"ZeRO stage {zero.stage} ignores offload_param (device {op.device}); "
+                        "only stage 3 offloads parameters")
+    if oo.device != "none" and zero.stage == 0:
+        warnings.append("ZeRO stage 0 ignores offload_optimizer; use stage >= 1")
+    if oo.device == "nvme" and zero.stage in (1, 2):
+        raise ConfigError(f"zero_optimization.offload_optimizer.device=nvme needs stage 3 "
+                          f"(stage {zero.stage} offloads the optimizer to cpu only)")
+    for name, off in (("offload_param", op), ("offload_optimizer", oo)):
+        if off.device == "nvme" and not off.nvme_path:
+            raise ConfigError(f"zero_optimization.{name}.device=nvme needs "
+                              f"zero_optimization.{name}.nvme_path")
+    if oo.pipeline and oo.device != "nvme":
+        warnings.append("offload_optimizer.pipeline_read/pipeline_write only act with device nvme")
+    if not 0.0 <= oo.ratio <= 1.0:
+        raise ConfigError(f"zero_optimization.offload_optimizer.ratio must be in [0, 1], "
+                          f"got {oo.ratio}")
+
+
+# ----------------------------------------------------------------------------------------------
+# Strategy -> ds_config.json
+
+def _block(obj) -> dict:
+    out = {}
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if hasattr(value, "__dataclass_fields__"):
+            value = _block(value)
+        out[f.name] = value
+    return out
+
+
+def to_ds_config(strategy: Strategy) -> dict:
+    """Strategy -> a ds_config dict DeepSpeed accepts: the passthrough keys as given, every
+    modelled key explicit (defaults written out)."""
+    cfg = {k: v for k, v in copy.deepcopy(dict(strategy.raw)).items() if not k.startswith("_")}
+    zero = _block(strategy.zero)
+    zero["overlap_comm"] = strategy.zero.overlap
+    raw_zero = cfg.get("zero_optimization") or {}
+    for key in _ZERO_PASSTHROUGH:
+        if key in raw_zero:
+            zero[key] = raw_zero[key]
+    if strategy.zero.stage < 3:   # DeepSpeed asserts on stage-3 offload_param only when used
+        zero["offload_param"] = raw_zero.get("offload_param") if "offload_param" in raw_zero else None
+        if zero["offload_param"] is None:
+            del zero["offload_param"]
+    cfg["zero_optimization"] = zero
+    cfg["aio"] = _block(strategy.aio)
+    cfg.update(train_batch_size=strategy.train_batch_size,
+               train_micro_batch_size_per_gpu=strategy.train_micro_batch_size_per_gpu,
+               gradient_accumulation_steps=strategy.gradient_accumulation_steps)
+    if strategy.precision in ("fp16", "bf16"):
+        cfg.setdefault(strategy.precision, {})["enabled"] = True
+    return cfg
+
+
+# ----------------------------------------------------------------------------------------------
+# --set dotted.key=value
+
+def parse_value(text: str) -> Any:
+    """'3' -> 3, '1e8' -> 100000000, 'true' -> True, 'cpu' -> 'cpu', '{"a":1}' -> dict."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        try:
+            value = float(text)
+        except ValueError:
+            return text
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return int(value)
+    return value
+
+
+def apply_overrides(cfg: Mapping[str, Any], overrides: list[str]) -> dict:
+    """Apply `--set a.b.c=value` overrides to a copy of a ds_config dict."""
+    out = copy.deepcopy(dict(cfg))
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"--set {item!r}: expected dotted.key=value")
+        path, text = item.split("=", 1)
+        keys = path.strip().split(".")
+        if not all(keys):
+            raise ConfigError(f"--set {item!r}: empty key in {path!r}")
+        node = out
+        for key in keys[:-1]:
+            child = node.get(key)
+            if child is None:
+                child = node[key] = {}
+            if not isinstance(child, dict):
+                raise ConfigError(f"--set {item!r}: {key!r} is not an object")
+            node = child
+        node[keys[-1]] = parse_value(text.strip())
+    return out
+
+
+def with_batch(strategy: Strategy, *, micro_batch: int | None = None,
+               grad_accum: int | None = None, world_size: int | None = None) -> Strategy:
+    """A copy of `strategy` with batch numbers changed and the identity kept."""
+    mb = micro_batch or strategy.train_micro_batch_size_per_gpu
+    gas = grad_accum or strategy.gradient_accumulation_steps
+    dp = world_size or strategy.data_parallel_size
+    return replace(strategy, train_micro_batch_size_per_gpu=mb, gradient_accumulation_steps=gas,
+                   data_parallel_size=dp, train_batch_size=mb * gas * dp)
