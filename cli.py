@@ -167,6 +167,61 @@ def profiles(kind):
 # memory  (owner: foundation)
 # @@MEMORY@@
 
+def _gb(nbytes: float) -> str:
+    return f"{nbytes / 1e9:,.2f} GB"
+
+
+def format_memory_plan(plan, title: str) -> str:
+    """The plan as a table: per tier used / capacity / fits, then the breakdown."""
+    lines = [title, f"{'tier':8s} {'used':>14s} {'capacity':>14s}  fits",
+             "-" * 46]
+    for name, tier in plan.tiers.items():
+        scope = "per GPU" if name == "gpu" else "per node"
+        lines.append(f"{name:8s} {_gb(tier.used_bytes):>14s} {_gb(tier.capacity_bytes):>14s}  "
+                     f"{'yes' if tier.fits else 'NO'}   ({scope})")
+        for item, nbytes in sorted(tier.breakdown.items(), key=lambda kv: -kv[1]):
+            lines.append(f"    {item:34s} {_gb(nbytes):>14s}")
+    states = plan.model_states
+    total = sum(states.values())
+    parts = " + ".join(f"{k} {_gb(v)}" for k, v in states.items())
+    lines.append(f"model states (whole model, {plan.n_params / 1e9:.2f} B params): {parts} = "
+                 f"{_gb(total)} ({total / plan.n_params:.0f} B/param)")
+    verdict = "fits" if plan.fits else f"does NOT fit: {plan.binding_tier} tier is over capacity"
+    lines.append(f"verdict: {verdict}; binding tier: {plan.binding_tier}")
+    return "\n".join(lines)
+
+
+@main.command()
+@scenario_options
+@click.option("--gpu-mem-cap", default=None, metavar="BYTES",
+              help="Pretend the GPU has this much memory, e.g. 8GiB (emulates a smaller card).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@click.option("--quiet", "-q", is_flag=True, help="Do not print DeepSpeed-quirk warnings.")
+def memory(gpu_mem_cap, as_json, quiet, **scenario):
+    """Per-tier memory plan: GPU (per rank), host RAM and NVMe (per node), fits, binding tier."""
+    from dataclasses import replace
+
+    from tierlab.sim.memory import plan_memory
+
+    sc = build_scenario(**scenario)
+    hw = sc.hardware
+    if gpu_mem_cap is not None:
+        hw = replace(hw, gpu=replace(hw.gpu, hbm_bytes=parse_bytes(gpu_mem_cap, "--gpu-mem-cap")))
+    echo_warnings(sc.warnings, quiet or as_json)
+    plan = plan_memory(hw, sc.model, sc.strategy)
+    if as_json:
+        click.echo(json.dumps({"model": sc.model.name, "hardware": hw.name,
+                               "ds_config": sc.config_where, "seq_len": sc.model.seq_len,
+                               "micro_batch": sc.strategy.train_micro_batch_size_per_gpu,
+                               **plan.to_dict()}, indent=2))
+    else:
+        s = sc.strategy
+        title = (f"{sc.model.name} on {hw.name} ({hw.world_size} GPU), {Path(sc.config_where).stem}: "
+                 f"ZeRO-{s.zero.stage}, params on {s.param_device}, optimizer on "
+                 f"{s.optimizer_device}, micro-batch {s.train_micro_batch_size_per_gpu}, seq "
+                 f"{sc.model.seq_len}, {s.precision}")
+        click.echo(format_memory_plan(plan, title))
+
 # ----------------------------------------------------------------------------------------------
 # simulate  (owner: simulator)
 # @@SIMULATE@@
