@@ -1,0 +1,3 @@
+import os
+
+os.environ.setdefault("DS_ACCELERATOR", "cpu")

@@ -1,0 +1,97 @@
+"""The CLI's foundation verbs and its bad-input contract: one line, exit 2, no traceback."""
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from tierlab.cli import main
+
+
+def run(*args):
+    return CliRunner().invoke(main, list(args))
+
+
+def assert_user_error(result, *fragments):
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    lines = [l for l in result.output.strip().splitlines() if l.startswith("error:")]
+    assert len(lines) == 1, result.output
+    for f in fragments:
+        assert f in lines[0], lines[0]
+
+
+def test_profiles_lists_each_kind():
+    out = run("profiles")
+    assert out.exit_code == 0, out.output
+    for name in ("workstation-rtx3070", "tinyllama-1.1b", "offload-example", "zero3-nvme"):
+        assert name in out.output
+
+
+def test_memory_table_and_json():
+    out = run("memory", "--model", "tinyllama-1.1b", "--ds-config", "no-offload",
+              "--micro-batch", "4", "--seq", "1024")
+    assert out.exit_code == 0, out.output
+    assert "does NOT fit: gpu tier" in out.output
+    out = run("memory", "-c", "zero3-nvme", "--micro-batch", "4", "--seq", "1024", "--json")
+    d = json.loads(out.output)
+    assert d["fits"] and d["tiers"]["nvme"]["used_bytes"] > 0 and d["micro_batch"] == 4
+
+
+def test_gpu_mem_cap():
+    out = run("memory", "-c", "zero3-cpu", "--gpu-mem-cap", "1GiB", "--json")
+    d = json.loads(out.output)
+    assert d["tiers"]["gpu"]["capacity_bytes"] == 2**30 and not d["fits"]
+
+
+def test_missing_config_file(tmp_path):
+    assert_user_error(run("memory", "-c", str(tmp_path / "nope.json")), "nope.json", "no such file")
+
+
+def test_malformed_json(tmp_path):
+    p = tmp_path / "bad.json"
+    p.write_text("{ not json")
+    assert_user_error(run("memory", "-c", str(p)), "bad.json", "malformed JSON")
+
+
+def test_malformed_yaml(tmp_path):
+    p = tmp_path / "box.yaml"
+    p.write_text("kind: system\nname: [x\n")
+    assert_user_error(run("memory", "-H", str(p)), "box.yaml", "malformed YAML")
+
+
+def test_unknown_profile_suggests():
+    assert_user_error(run("memory", "-m", "tinyllama"), "unknown model 'tinyllama'", "closest")
+    assert_user_error(run("memory", "-c", "zero3-cpus"), "unknown ds_config", "zero3-cpu")
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--micro-batch", "0"], "--micro-batch must be >= 1"),
+    (["--seq", "-5"], "--seq must be >= 1"),
+    (["--gpus", "0"], "--gpus must be >= 1"),
+    (["--set", "zero_optimization.offload_optimizer.device=nvme", "--set",
+      "zero_optimization.offload_optimizer.nvme_path=null"], "needs zero_optimization.offload_optimizer.nvme_path"),
+    (["-c", "offload-example", "--set", "train_micro_batch_size_per_gpu=3"],
+     "train_batch_size 8 != train_micro_batch_size_per_gpu 3"),
+    (["--set", "zero_optimization.stage"], "expected dotted.key=value"),
+    (["--gpu-mem-cap", "lots"], "--gpu-mem-cap"),
+    (["-c", "offload-example", "--precision", "bf16"], "contradicts"),
+])
+def test_bad_values(args, fragment):
+    assert_user_error(run("memory", *args), fragment)
+
+
+def test_import_sim_does_not_import_torch():
+    code = "import sys, tierlab.sim, tierlab.sim.memory, tierlab.sim.strategy; " \
+           "print('torch' in sys.modules, 'deepspeed' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False False"
+
+
+def test_console_script_help():
+    out = run("--help")
+    assert out.exit_code == 0 and "memory" in out.output and "profiles" in out.output
+    out = run("memory", "--help")
+    for opt in ("--model", "--hardware", "--ds-config", "--set", "--micro-batch", "--seq", "--json"):
+        assert opt in out.output

@@ -1,0 +1,112 @@
+"""sim/strategy.py: ds_config <-> Strategy, defaults, "auto", overrides, quirks, errors."""
+import pytest
+
+from tierlab.errors import ConfigError
+from tierlab.profiles.load import load_ds_config
+from tierlab.sim.strategy import Flags, apply_overrides, parse_ds_config, to_ds_config, parse_value
+
+
+def _keys_equal(given, produced, path=""):
+    """Every key the input sets is in the output with the same value (recursively)."""
+    for key, value in given.items():
+        if key.startswith("_"):
+            continue
+        assert key in produced, f"{path}{key} lost"
+        if isinstance(value, dict):
+            _keys_equal(value, produced[key], f"{path}{key}.")
+        else:
+            assert produced[key] == value, f"{path}{key}: {value!r} -> {produced[key]!r}"
+
+
+def test_offload_example_round_trips():
+    cfg, _ = load_ds_config("offload-example")
+    s, warnings = parse_ds_config(cfg)
+    out = to_ds_config(s)
+    _keys_equal(cfg, out)
+    assert s.zero.stage == 2 and s.optimizer_device == "cpu" and s.param_device == "none"
+    assert s.train_micro_batch_size_per_gpu == 2   # 8 = mb x 4 x 1
+    assert s.precision == "fp16"
+    assert any("stage 2 ignores offload_param" in w for w in warnings)
+    s2, _ = parse_ds_config(out)
+    assert s2 == s.__class__(**{**s.__dict__, "raw": s2.raw})
+
+
+def test_deepspeed_defaults():
+    s, _ = parse_ds_config({"zero_optimization": {"stage": 3}})
+    z = s.zero
+    assert z.stage3_prefetch_bucket_size == 50_000_000 and z.sub_group_size == 1_000_000_000
+    assert z.stage3_param_persistence_threshold == 100_000 and z.reduce_bucket_size == 500_000_000
+    assert z.overlap and s.aio.queue_depth == 8 and s.aio.block_size == 1 << 20
+    assert z.offload_param.buffer_count == 5 and z.offload_param.max_in_cpu == 1_000_000_000
+    assert z.offload_optimizer.pin_memory is True   # DeepSpeed 0.19.8 default
+    s2, _ = parse_ds_config({"zero_optimization": {"stage": 2}})
+    assert not s2.zero.overlap
+
+
+def test_auto_resolved_from_flags():
+    cfg, _ = load_ds_config("zero3-cpu")
+    cfg = apply_overrides(cfg, ["zero_optimization.reduce_bucket_size=auto"])
+    s, _ = parse_ds_config(cfg, Flags(micro_batch=4, grad_accum=2, world_size=8,
+                                      precision="bf16", hidden=2048))
+    assert (s.train_micro_batch_size_per_gpu, s.gradient_accumulation_steps,
+            s.train_batch_size) == (4, 2, 64)
+    assert s.precision == "bf16" and s.zero.reduce_bucket_size == 2048 * 2048
+    out = to_ds_config(s)
+    assert out["bf16"]["enabled"] is True and out["fp16"]["enabled"] is False
+    assert out["train_batch_size"] == 64
+
+
+def test_batch_identity_checked():
+    with pytest.raises(ConfigError, match="train_batch_size 10 != train_micro_batch_size_per_gpu 2"):
+        parse_ds_config({"train_batch_size": 10, "train_micro_batch_size_per_gpu": 2,
+                         "gradient_accumulation_steps": 4})
+    with pytest.raises(ConfigError, match="not divisible"):
+        parse_ds_config({"train_batch_size": 9, "gradient_accumulation_steps": 2})
+    s, _ = parse_ds_config({"train_batch_size": 32, "gradient_accumulation_steps": 2},
+                           Flags(world_size=4))
+    assert s.train_micro_batch_size_per_gpu == 4
+
+
+def test_overrides():
+    out = apply_overrides({"zero_optimization": {"stage": 2}},
+                          ["zero_optimization.stage=3", "zero_optimization.sub_group_size=1e8",
+                           "aio.overlap_events=false", "zero_optimization.offload_optimizer.device=cpu"])
+    assert out["zero_optimization"]["stage"] == 3
+    assert out["zero_optimization"]["sub_group_size"] == 100_000_000
+    assert out["aio"]["overlap_events"] is False
+    assert out["zero_optimization"]["offload_optimizer"]["device"] == "cpu"
+    assert parse_value("1.5") == 1.5 and parse_value("cpu") == "cpu"
+    with pytest.raises(ConfigError, match="expected dotted.key=value"):
+        apply_overrides({}, ["zero_optimization.stage"])
+    with pytest.raises(ConfigError, match="'stage' is not an object"):
+        apply_overrides({"zero_optimization": {"stage": 3}}, ["zero_optimization.stage.x=1"])
+
+
+def test_quirk_warnings():
+    _, w = parse_ds_config({"zero_optimization": {"stage": 3, "aio": {}},
+                            "aio": {"thread_count": 4}})
+    assert any("thread_count is ignored" in x for x in w)
+    assert any("zero_optimization.aio is ignored" in x for x in w)
+    _, w = parse_ds_config({"zero_optimization": {"stage": 3, "stage3_prefetch_bucket": 5}})
+    assert any("stage3_prefetch_bucket is not a key" in x for x in w)
+
+
+@pytest.mark.parametrize("cfg,match", [
+    ({"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "nvme"}}},
+     "offload_optimizer.device=nvme needs zero_optimization.offload_optimizer.nvme_path"),
+    ({"zero_optimization": {"stage": 3, "offload_param": {"device": "nvme"}}},
+     "offload_param.device=nvme needs"),
+    ({"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme", "nvme_path": "/x"}}},
+     "needs stage 3"),
+    ({"zero_optimization": {"stage": "three"}}, "stage: expected an integer"),
+    ({"zero_optimization": {"stage": 4}}, "must be 0, 1, 2 or 3"),
+    ({"zero_optimization": {"stage": 3, "offload_param": {"device": "gpu"}}}, "none/cpu/nvme"),
+    ({"zero_optimization": {"stage": 3, "sub_group_size": -1}}, "sub_group_size: must be >= 0"),
+    ({"zero_optimization": {"stage": 3, "zero_quantized_weights": True}}, "not modelled"),
+    ({"fp16": {"enabled": True}, "bf16": {"enabled": True}}, "both true"),
+    ({"train_micro_batch_size_per_gpu": 0}, "positive integer"),
+    ([1, 2], "top level must be a JSON object"),
+])
+def test_bad_configs(cfg, match):
+    with pytest.raises(ConfigError, match=match):
+        parse_ds_config(cfg)
