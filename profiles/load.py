@@ -103,6 +103,15 @@ class _Reader:
         self.sources[field or key] = str(entry["source"])
         return parse_quantity(entry["value"], dimension, where)
 
+    def count(self, key: str, required: bool = True, default: int | None = None) -> int | None:
+        """A whole-number count: `{value: 16, source: ...}`; absent -> default."""
+        value = self.number(key, "count", required)
+        if value is None:
+            return default
+        if value != int(value):
+            raise ConfigError(f"{self.where}: {key} must be a whole number, got {value}")
+        return int(value)
+
     def done(self) -> None:
         extra = set(self.data) - self.used
         if extra:
@@ -122,7 +131,10 @@ def _gpu(data: Any, where: str) -> GPU:
     flops_block.done()
     eff = _Reader(r.raw("matmul_efficiency"), f"{where}: matmul_efficiency")
     points = eff.raw("points")
-    r.sources["matmul_efficiency"] = str(eff.raw("source"))
+    eff_source = eff.raw("source")
+    if not isinstance(eff_source, str) or not eff_source.strip():
+        raise ConfigError(f"{where}: matmul_efficiency: empty source")
+    r.sources["matmul_efficiency"] = eff_source
     eff.done()
     try:
         curve = tuple(sorted((float(f), float(e)) for f, e in points))
@@ -142,8 +154,7 @@ def _gpu(data: Any, where: str) -> GPU:
 def _cpu(data: Any, where: str) -> CPU:
     r = _Reader(data, where)
     r.raw("kind")
-    cpu = CPU(name=str(r.raw("name")), sockets=int(r.number("sockets", "count")),
-              cores=int(r.number("cores", "count")),
+    cpu = CPU(name=str(r.raw("name")), sockets=r.count("sockets"), cores=r.count("cores"),
               dram_bandwidth_Bps=r.number("dram_bandwidth", "bytes/s", field="dram_bandwidth_Bps"),
               adam_params_per_s=r.number("adam_throughput", "params/s", field="adam_params_per_s"),
               sources=r.sources)
@@ -172,8 +183,8 @@ def _pcie(data: Any, where: str) -> PCIe:
                 latency_s=r.number("latency", "seconds", field="latency_s"),
                 switch_uplink_Bps=r.number("switch_uplink", "bytes/s", required=False,
                                            field="switch_uplink_Bps"),
-                gpus_per_switch=int(r.number("gpus_per_switch", "count", required=False) or 1),
-                nvme_per_switch=int(r.number("nvme_per_switch", "count", required=False) or 0),
+                gpus_per_switch=r.count("gpus_per_switch", required=False, default=1),
+                nvme_per_switch=r.count("nvme_per_switch", required=False, default=0),
                 sources=r.sources)
     r.done()
     return link
@@ -194,14 +205,14 @@ def _system(data: Any, where: str, path: Path | None = None) -> Hardware:
     hw = Hardware(
         name=str(r.raw("name")), description=str(r.raw("description")),
         gpu=load_part("gpus", str(r.raw("gpu"))),
-        gpus_per_node=int(r.number("gpus_per_node", "count")),
+        gpus_per_node=r.count("gpus_per_node"),
         cpu=load_part("cpus", str(r.raw("cpu"))),
         dram_bytes=r.number("dram", "bytes", field="dram_bytes"),
         nvme=load_part("nvme", str(nvme_name)) if nvme_name else None,
-        nvme_drives=int(r.number("nvme_drives", "count", required=False) or 0),
+        nvme_drives=r.count("nvme_drives", required=False, default=0),
         pcie=_pcie(r.raw("pcie"), f"{where}: pcie"),
         network=_network(r.raw("network"), f"{where}: network"),
-        nodes=int(r.number("nodes", "count", required=False) or 1), sources=r.sources)
+        nodes=r.count("nodes", required=False, default=1), sources=r.sources)
     r.done()
     return hw
 
@@ -227,7 +238,7 @@ def _names(directory: Path, suffix: str) -> dict[str, Path]:
 def _find(directory: Path, suffix: str, name: str, what: str) -> Path:
     """A profile by file stem (case-insensitive) or by path; unknown -> closest names."""
     candidate = Path(name).expanduser()
-    if candidate.suffix in (".yaml", ".yml", ".json") or candidate.exists():
+    if candidate.suffix in (".yaml", ".yml", ".json") or "/" in name:
         if not candidate.is_file():
             raise ConfigError(f"{candidate}: no such file")
         return candidate
@@ -277,6 +288,9 @@ def _model_from_profile(data: Any, where: str) -> Model:
                 "max_seq_len"):
         if key in kwargs and (isinstance(kwargs[key], bool) or not isinstance(kwargs[key], int)):
             raise ConfigError(f"{where}: {key} must be an integer, got {kwargs[key]!r}")
+    for key in ("gated_mlp", "tie_embeddings", "bias", "learned_pos_emb"):
+        if key in kwargs and not isinstance(kwargs[key], bool):
+            raise ConfigError(f"{where}: {key} must be true or false, got {kwargs[key]!r}")
     return Model(**kwargs)
 
 

@@ -117,3 +117,24 @@ def test_hf_gpt2_config(tmp_path):
     p = tmp_path / "config.json"
     p.write_text(json.dumps(cfg))
     assert abs(load.load_model(str(p)).n_params - 124_439_808) < 1e5   # GPT-2 small
+
+
+def test_counts_must_be_whole_and_booleans_typed(tmp_path):
+    import yaml
+
+    data = yaml.safe_load((load.HARDWARE_DIR / "cpus" / "ryzen-9-5900x.yaml").read_text())
+    data["cores"]["value"] = 12.5
+    with pytest.raises(ConfigError, match="cores must be a whole number"):
+        load._cpu(data, "cpu.yaml")
+    m = yaml.safe_load((load.MODELS_DIR / "tinyllama-1.1b.yaml").read_text())
+    m["gated_mlp"] = "false"
+    p = tmp_path / "m.yaml"
+    p.write_text(yaml.safe_dump(m))
+    with pytest.raises(ConfigError, match="gated_mlp must be true or false"):
+        load.load_model(str(p))
+
+
+def test_a_directory_named_like_a_profile_does_not_shadow_it(tmp_path, monkeypatch):
+    (tmp_path / "tinyllama-1.1b").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert load.load_model("tinyllama-1.1b").n_layers == 22
