@@ -226,6 +226,113 @@ def memory(gpu_mem_cap, as_json, quiet, **scenario):
 # simulate  (owner: simulator)
 # @@SIMULATE@@
 
+BUILTIN_PRESETS = ("no-offload", "zero2-cpu", "zero3-cpu", "zero3-nvme")
+"""The built-in scenario of `tierlab simulate` with no arguments: TinyLlama-1.1B on the RTX 3070
+workstation, micro-batch 4, seq 1024, one row per preset."""
+
+
+def _gib(nbytes) -> str:
+    return "-" if nbytes is None else f"{nbytes / 2**30:.2f} GiB"
+
+
+def _simulate_one(kw: dict, gpu_mem_cap, strict: bool):
+    from dataclasses import replace
+
+    from tierlab.sim import simulate
+
+    sc = build_scenario(**kw)
+    hw = sc.hardware
+    if gpu_mem_cap is not None:
+        hw = replace(hw, gpu=replace(hw.gpu, hbm_bytes=parse_bytes(gpu_mem_cap, "--gpu-mem-cap")))
+    return sc, simulate(hw, sc.model, sc.strategy, strict=strict)
+
+
+def _table_row(name: str, r) -> dict:
+    tiers = r.memory.tiers if r.memory is not None else {}
+    used = {k: (tiers[k].used_bytes if k in tiers else None) for k in ("gpu", "host", "nvme")}
+    return {"config": name, "gpu_mem": _gib(used["gpu"]), "host_mem": _gib(used["host"]),
+            "nvme": _gib(used["nvme"]), "step_s": f"{r.step_time_s:.3f}",
+            "tokens/s": f"{r.tokens_per_s:,.0f}", "bottleneck": r.bottleneck,
+            "fits": "yes" if r.fits else f"NO ({r.binding_tier})"}
+
+
+def _echo_table(rows: list[dict]) -> None:
+    cols = list(rows[0])
+    width = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in cols}
+    click.echo("  ".join(c.ljust(width[c]) for c in cols))
+    for r in rows:
+        click.echo("  ".join(str(r[c]).ljust(width[c]) for c in cols))
+
+
+@main.command()
+@scenario_options
+@click.option("--gpu-mem-cap", default=None, metavar="BYTES",
+              help="Cap the GPU's memory, e.g. 8GiB (what-if for a smaller card).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (one object; a list in the "
+              "built-in comparison).")
+@click.option("--trace", "trace_path", default=None, metavar="FILE",
+              help="Write a Chrome/Perfetto trace of the steady-state step (one track per "
+                   "resource; open in ui.perfetto.dev).")
+@click.option("--strict", is_flag=True, help="Fail (exit 2) when the config does not fit memory.")
+@click.pass_context
+def simulate(ctx, gpu_mem_cap, as_json, trace_path, strict, **kw):
+    """Simulate one training step: time, phases, exposed time per resource, memory, bottleneck.
+
+    With no --model/--hardware/--ds-config it compares the presets no-offload, zero2-cpu,
+    zero3-cpu and zero3-nvme for TinyLlama-1.1B on the RTX 3070 workstation (micro-batch 4,
+    seq 1024)."""
+    from click.core import ParameterSource
+
+    given = [p for p in ("model", "hardware", "ds_config")
+             if ctx.get_parameter_source(p) != ParameterSource.DEFAULT]
+    if not given:
+        kw["micro_batch"] = kw["micro_batch"] or 4
+        kw["seq"] = kw["seq"] or 1024
+        rows, results = [], []
+        for preset in BUILTIN_PRESETS:
+            sc, r = _simulate_one({**kw, "ds_config": preset}, gpu_mem_cap, strict)
+            results.append({"config": preset, **r.to_dict()})
+            rows.append(_table_row(preset, r))
+        if trace_path:
+            write_json(trace_path, r.trace_events())
+        if as_json:
+            click.echo(json.dumps(results, indent=2, default=str))
+        else:
+            click.echo(f"{sc.model.name} on {sc.hardware.name}, micro-batch {kw['micro_batch']}, "
+                       f"seq {kw['seq']}:")
+            _echo_table(rows)
+        return
+    sc, r = _simulate_one(kw, gpu_mem_cap, strict)
+    echo_warnings(sc.warnings, quiet=as_json)
+    if trace_path:
+        write_json(trace_path, r.trace_events())
+    if as_json:
+        click.echo(json.dumps(r.to_dict(), indent=2, default=str))
+        return
+    _echo_result(sc, r)
+
+
+def _echo_result(sc, r) -> None:
+    click.echo(f"{sc.model.name} on {sc.hardware.name} x{sc.hardware.world_size} "
+               f"({sc.config_where}), micro-batch {sc.strategy.train_micro_batch_size_per_gpu}, "
+               f"seq {sc.model.seq_len}")
+    p = r.phases
+    click.echo(f"step {r.step_time_s:.3f} s (step 1: {r.first_step_time_s:.3f} s): forward "
+               f"{p['forward_s']:.3f} s, backward {p['backward_s']:.3f} s, optimizer "
+               f"{p['optimizer_s']:.3f} s")
+    click.echo(f"{r.tokens_per_s:,.0f} tokens/s, {r.tflops_per_gpu:.1f} TFLOP/s per GPU, "
+               f"roofline {r.lower_bound_s:.3f} s (efficiency {r.efficiency:.0%})")
+    click.echo("resource       busy s   exposed s")
+    for name, busy in r.busy_s.items():
+        if busy or r.exposed_s[name]:
+            click.echo(f"{name:13s} {busy:8.3f}  {r.exposed_s[name]:9.3f}")
+    click.echo(f"bottleneck: {r.bottleneck}")
+    if r.memory is not None:
+        for name, t in r.memory.tiers.items():
+            click.echo(f"memory {name:5s} {_gib(t.used_bytes)} of {_gib(t.capacity_bytes)}"
+                       f"{'' if t.fits else '  DOES NOT FIT'}")
+    click.echo(f"fits: {'yes' if r.fits else 'no (' + str(r.binding_tier) + ')'}")
+
 # ----------------------------------------------------------------------------------------------
 # run / compare / preflight  (owner: runner)
 # @@RUNNER@@
@@ -233,6 +340,84 @@ def memory(gpu_mem_cap, as_json, quiet, **scenario):
 # ----------------------------------------------------------------------------------------------
 # calibrate / validate  (owner: calibration)
 # @@CALIBRATE@@
+
+def _write_text_atomic(path: Path, text: str) -> None:
+    """Write text via a temp file + rename: a reader never sees a half-written profile."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{__import__('os').getpid()}")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+@main.command()
+@click.option("--nvme-path", default=None, metavar="DIR",
+              help="Directory on the drive to measure with DeepSpeed aio (O_DIRECT); must exist, "
+                   "be writable and not be tmpfs. Without it the NVMe part comes from --hardware.")
+@click.option("--out", default=None, metavar="FILE",
+              help="System profile YAML to write (default: profiles/hardware/systems/NAME.yaml); "
+                   "the measured GPU/CPU/NVMe parts go to gpus/, cpus/, nvme/ beside its systems/ "
+                   "folder, or beside FILE when it is not in one.")
+@click.option("--name", default=None,
+              help="Profile name, also the file stem of the part profiles (default: the --out "
+                   "file stem, else calibrated-HOSTNAME).")
+@click.option("--hardware", "-H", default=DEFAULT_HARDWARE, show_default=True, metavar="BASE",
+              help="Base system profile: what cannot be measured here (network, a GPU on a "
+                   "CPU-only host, ...) is copied from it with its original sources.")
+@click.option("--quick", is_flag=True,
+              help="Few sizes and points, small files: under a minute (CI, smoke checks).")
+@click.option("--raw", default=None, metavar="FILE",
+              help="Also write every measured point, with its settings, host facts and library "
+                   "versions, as JSON.")
+@click.option("--skip", default="", metavar="LIST",
+              help="Comma-separated benchmarks not to run: gpu, pcie, gemm, nccl, aio, adam, memcpy.")
+@click.option("--sweep", multiple=True, metavar="KEY=V1,V2",
+              help="Override sweep points, e.g. --sweep aio_block_sizes=1M,8M --sweep "
+                   "aio_queue_depths=32,128 --sweep repeats=2 (sizes: K/M/G = KiB/MiB/GiB; "
+                   "repeatable; keys are the fields of runner.calibrate.SweepPlan).")
+def calibrate(nvme_path, out, name, hardware, quick, raw, skip, sweep):
+    """Measure this host (PCIe, GEMM, NCCL, DeepSpeed aio, CPU Adam, memcpy) into a profile.
+
+    Writes a system profile in the loader's format whose measured numbers say 'measured <date> by
+    tierlab calibrate: <settings>', plus the measured part profiles; what it cannot measure is
+    taken from --hardware and keeps its source. Benchmarks that need missing hardware are
+    skipped and listed."""
+    import socket
+
+    from tqdm import tqdm
+
+    from tierlab.profiles.load import HARDWARE_DIR
+    from tierlab.runner import calibrate as cal
+    from tierlab.runner.calibrate_profile import layout
+
+    if name is None:
+        name = Path(out).stem if out else f"calibrated-{socket.gethostname().split('.')[0]}"
+    out_path = Path(out) if out else HARDWARE_DIR / "systems" / f"{name}.yaml"
+    plan = cal.apply_sweep_overrides(cal.quick_plan() if quick else cal.SweepPlan(), list(sweep))
+    skips = {s.strip() for s in skip.split(",") if s.strip()}
+
+    def bar(tasks):
+        progress = tqdm(tasks, desc="calibrate", unit="pt", file=sys.stderr, mininterval=0.5)
+        for task in progress:
+            progress.set_postfix_str(task.label, refresh=False)
+            yield task
+
+    result = cal.calibrate(name=name, base=hardware, nvme_path=nvme_path, plan=plan, skip=skips,
+                           progress=bar)
+    paths = layout(out_path, name)
+    for kind, text in result.texts.items():
+        _write_text_atomic(paths[kind], text)
+        click.echo(f"wrote {paths[kind]}")
+    if raw:
+        write_json(raw, result.raw)
+        click.echo(f"wrote {raw}")
+    hw = result.hardware
+    click.echo(f"{hw.name}: PCIe H2D/D2H pinned {hw.pcie.h2d_pinned_Bps / 1e9:.1f}/"
+               f"{hw.pcie.d2h_pinned_Bps / 1e9:.1f} GB/s, DRAM {hw.cpu.dram_bandwidth_Bps / 1e9:.1f}"
+               f" GB/s, CPU Adam {hw.cpu.adam_params_per_s / 1e9:.2f} G params/s"
+               + (f", NVMe read/write {hw.nvme.read_bandwidth_Bps / 1e9:.2f}/"
+                  f"{hw.nvme.write_bandwidth_Bps / 1e9:.2f} GB/s" if hw.nvme else ""))
+    for group, why in result.skipped.items():
+        click.echo(f"skipped {group}: {why}")
 
 # ----------------------------------------------------------------------------------------------
 # plot / sweep / plan  (owner: plots)

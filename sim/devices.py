@@ -1,0 +1,175 @@
+"""How long things take: one SimPy primitive per physical thing, plus the pure rate functions.
+
+The engine simulates one representative rank of one node (scale by symmetry, see engine.py).
+Resources the node's ranks share — the PCIe switch uplink, the CPU (DRAM bandwidth and cores that
+run CPU Adam), the NVMe drives, the NIC — are seen by that rank at their fair share
+(capacity / ranks sharing). Every rank of a data-parallel job issues the same operations at the
+same moments, so fair sharing is exactly what contention between them produces.
+
+Each device is a `simpy.Resource` of capacity 1 (a CUDA stream, a DMA engine direction, one aio
+handle): requests queue FIFO and `Device.run` logs a (resource, name, start_s, end_s) span.
+Pinned swap buffers are a `simpy.Container` (`SwapBuffers`): a swap-in that finds too few
+buffers waits for a swap-out to return them, as DeepSpeed's swap buffer manager makes it.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import simpy
+
+from tierlab.profiles.schema import CPU, NVMe, PCIe
+from tierlab.sim.strategy import Aio
+
+log = logging.getLogger(__name__)
+
+ADAM_DRAM_BYTES_PER_PARAM = 28
+"""DeepSpeedCPUAdam reads p, g, m, v and writes p, m, v: 7 x 4 B (DEEPSPEED_RUNTIME.md)."""
+
+RESOURCES = ("gpu_compute", "gpu_comm", "pcie_h2d", "pcie_d2h", "cpu_adam", "nvme_read",
+             "nvme_write", "network")
+"""Resource names of SimResult.busy_s / exposed_s, in display order."""
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """One operation on one resource."""
+
+    resource: str
+    name: str
+    start_s: float
+    end_s: float
+
+
+# ----------------------------------------------------------------------------------------------
+# pure rate functions (no SimPy)
+
+def pcie_bandwidth_Bps(pcie: PCIe, direction: str, pinned: bool, gpus_per_node: int = 1) -> float:
+    """Per-GPU bandwidth of one direction; a shared switch uplink caps it at its fair share
+    among the GPUs of the node behind it (all ranks copy at the same moments, by symmetry).
+
+    E.g. DGX-2: 4 GPUs behind one 16 GB/s uplink, all copying: min(12, 16 / 4) = 4 GB/s each.
+    """
+    if direction not in ("h2d", "d2h"):
+        raise ValueError(f"direction must be 'h2d' or 'd2h', got {direction!r}")
+    kind = "pinned" if pinned else "pageable"
+    link = getattr(pcie, f"{direction}_{kind}_Bps")
+    if pcie.switch_uplink_Bps is not None:
+        sharers = max(1, min(pcie.gpus_per_switch, gpus_per_node))
+        link = min(link, pcie.switch_uplink_Bps / sharers)
+    return link
+
+
+def pcie_seconds(pcie: PCIe, nbytes: float, direction: str, pinned: bool,
+                 gpus_per_node: int = 1) -> float:
+    """latency + bytes / bandwidth (0 for nothing to move)."""
+    if nbytes <= 0:
+        return 0.0
+    return pcie.latency_s + nbytes / pcie_bandwidth_Bps(pcie, direction, pinned, gpus_per_node)
+
+
+def cpu_adam_params_per_s(cpu: CPU, ranks: int) -> float:
+    """CPU Adam throughput one rank sees when `ranks` ranks step at once.
+
+    Node ceiling = min(compute: adam_params_per_s, DRAM: bandwidth / 28 B); ranks share it fairly.
+    E.g. DGX-2 host: min(1.6e9, 200e9 / 28 = 7.1e9) = 1.6e9 params/s for the node.
+    """
+    node = min(cpu.adam_params_per_s, cpu.dram_bandwidth_Bps / ADAM_DRAM_BYTES_PER_PARAM)
+    return node / max(1, ranks)
+
+
+def cpu_adam_seconds(cpu: CPU, ranks: int, elements: float) -> float:
+    return elements / cpu_adam_params_per_s(cpu, ranks) if elements > 0 else 0.0
+
+
+def aio_throughput_Bps(nvme: NVMe, drives: int, aio: Aio, direction: str, ranks: int) -> float:
+    """Bytes/s one rank's aio handle gets from a RAID-0 array of `drives` drives.
+
+    Every rank keeps queue_depth x intra_op_parallelism requests of block_size in flight; a
+    request is striped over the drives and costs latency + block / array bandwidth. With
+    overlap_events the queue is refilled on each completion (Little's law):
+        array = min(drives x bw, ranks x inflight x block / (latency + block / (drives x bw)))
+    Without overlap_events a batch of `inflight` blocks is submitted and waited for as a whole,
+    so each batch also pays the latency once with the array idle:
+        per rank = inflight x block / (latency + ranks x inflight x block / (drives x bw)).
+    The rank's share is the array rate / ranks.
+    """
+    if drives <= 0:
+        raise ValueError("no NVMe drives")
+    bw = drives * (nvme.read_bandwidth_Bps if direction == "read" else nvme.write_bandwidth_Bps)
+    inflight = aio.queue_depth * aio.intra_op_parallelism
+    block = float(aio.block_size)
+    if aio.overlap_events:
+        array = min(bw, ranks * inflight * block / (nvme.latency_s + block / bw))
+        return array / ranks
+    return inflight * block / (nvme.latency_s + ranks * inflight * block / bw)
+
+
+def nvme_seconds(nvme: NVMe, drives: int, aio: Aio, direction: str, ranks: int,
+                 nbytes: float) -> float:
+    """One swap request batch: first-request latency + bytes / the rank's aio throughput."""
+    if nbytes <= 0:
+        return 0.0
+    return nvme.latency_s + nbytes / aio_throughput_Bps(nvme, drives, aio, direction, ranks)
+
+
+# ----------------------------------------------------------------------------------------------
+# SimPy primitives
+
+@dataclass
+class Device:
+    """A serial device (capacity-1 simpy.Resource): a CUDA stream, a DMA direction, an aio handle."""
+
+    env: simpy.Environment
+    name: str
+    spans: list[Span] = field(default_factory=list)
+    resource: simpy.Resource = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.resource = simpy.Resource(self.env, capacity=1)
+
+    def run(self, op_name: str, duration_s: float) -> Iterator[simpy.Event]:
+        """Queue for the device, hold it for `duration_s`, log the span."""
+        with self.resource.request() as req:
+            yield req
+            start = self.env.now
+            yield self.env.timeout(duration_s)
+            self.spans.append(Span(self.name, op_name, start, self.env.now))
+
+    @property
+    def busy_s(self) -> float:
+        return sum(s.end_s - s.start_s for s in self.spans)
+
+
+class SwapBuffers:
+    """Pinned swap buffers (DeepSpeed's SwapBufferManager) as a simpy.Container of `count` units.
+
+    `take(n)` waits until n buffers are free; `give(n)` returns them. `log` records
+    (time_s, +/-n, who) so tests can assert the exact sequence.
+    """
+
+    def __init__(self, env: simpy.Environment, count: int, name: str = "swap_buffers"):
+        if count < 1:
+            raise ValueError(f"{name}: need at least one buffer, got {count}")
+        self.env, self.name, self.count = env, name, count
+        self.container = simpy.Container(env, capacity=count, init=count)
+        self.log: list[tuple[float, int, str]] = []
+        self.last_giver: int | None = None
+        """Id of the op that last returned buffers (set by the engine, for the critical path)."""
+
+    def take(self, n: int, who: str) -> Iterator[simpy.Event]:
+        if n > self.count:
+            raise ValueError(f"{self.name}: {who} needs {n} buffers, only {self.count} exist")
+        yield self.container.get(n)
+        self.log.append((self.env.now, -n, who))
+
+    def give(self, n: int, who: str) -> Iterator[simpy.Event]:
+        yield self.container.put(n)
+        self.log.append((self.env.now, n, who))
+
+
+def make_devices(env: simpy.Environment) -> dict[str, Device]:
+    """One Device per resource name of RESOURCES."""
+    return {name: Device(env, name) for name in RESOURCES}
+

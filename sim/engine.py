@@ -1,0 +1,267 @@
+"""simulate(hardware, model, strategy) -> SimResult: time DeepSpeed's schedule with SimPy.
+
+Scale by symmetry: every rank of a data-parallel ZeRO job runs the same ops at the same moments,
+so one representative rank is simulated; what the node's ranks share (PCIe uplink, CPU Adam,
+NVMe, NIC) enters at its fair share (devices.py), and collectives are analytic over NVLink and the
+NIC (collectives.py). The cost is independent of the GPU count and linear in layers x micro-steps.
+
+Each resource is one SimPy process working through its ops in issue order (a CUDA stream, one DMA
+direction, one aio handle): an op starts when the previous op of its resource has finished, its
+dependencies are done and its swap buffers are free. The schedule is therefore a fixed DAG and the
+step time can only grow when any op gets slower (no scheduling anomalies); it is deterministic.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import simpy
+
+from tierlab.errors import ConfigError
+from tierlab.profiles.schema import Hardware, Model
+from tierlab.sim import collectives, devices, flops
+from tierlab.sim.devices import RESOURCES, Device, SwapBuffers
+from tierlab.sim.result import SimResult
+from tierlab.sim.strategy import Strategy
+from tierlab.sim.workload import Op, Workload, build_workload
+
+log = logging.getLogger(__name__)
+
+GPU_ADAM_HBM_BYTES_PER_PARAM = 36
+"""Adam on the GPU (no offload): fp32 p, m, v, g read (16 B), p, m, v written (12 B), the fp32
+grad built from the 16-bit one (2 B read + 4 B write) and the 16-bit param written (2 B)."""
+
+
+@dataclass
+class _Timer:
+    """How long each op takes on this hardware (cached per distinct op kind and size)."""
+
+    hw: Hardware
+    model: Model
+    strategy: Strategy
+
+    def __post_init__(self) -> None:
+        s, gpu = self.strategy, self.hw.gpu
+        mb = s.train_micro_batch_size_per_gpu
+        lf = flops.layer_forward(self.model, mb, s.bytes_per_param)
+        self.block_s = flops.layer_forward_seconds(gpu, s.precision, lf)
+        logits = flops.logits_forward(self.model, mb)
+        # logits written, then read by softmax/cross-entropy: 2 x tokens x V x bytes
+        ce_bytes = 2.0 * mb * self.model.seq_len * self.model.vocab * s.bytes_per_param
+        self.head_s = (flops.gemm_seconds(gpu, s.precision, logits)
+                       + ce_bytes / gpu.hbm_bandwidth_Bps)
+        self._cache: dict[tuple, float] = {}
+
+    def seconds(self, op: Op) -> float:
+        key = (op.resource, op.work, op.amount, op.nbytes, op.pinned)
+        t = self._cache.get(key)
+        if t is None:
+            t = self._cache[key] = self._compute(op)
+        return t
+
+    def _compute(self, op: Op) -> float:
+        hw, s, r = self.hw, self.strategy, op.resource
+        ranks = hw.gpus_per_node
+        if r == "gpu_compute":
+            if op.work == "block":
+                return op.amount * self.block_s
+            if op.work == "head":
+                return op.amount * self.head_s
+            if op.work == "adam_gpu":
+                return op.amount * GPU_ADAM_HBM_BYTES_PER_PARAM / hw.gpu.hbm_bandwidth_Bps
+            return 0.0
+        if r in ("gpu_comm", "network"):
+            c = getattr(collectives, op.work)(hw, op.nbytes)
+            return c.intra_s if r == "gpu_comm" else c.inter_s
+        if r in ("pcie_h2d", "pcie_d2h"):
+            return devices.pcie_seconds(hw.pcie, op.nbytes, r[-3:], op.pinned, ranks)
+        if r == "cpu_adam":
+            return devices.cpu_adam_seconds(hw.cpu, ranks, op.amount)
+        if r in ("nvme_read", "nvme_write"):
+            if hw.nvme is None or hw.nvme_drives == 0:
+                raise ConfigError(f"{hw.name} has no NVMe drive but the config swaps to NVMe "
+                                  "(offload_*.device=nvme)")
+            return devices.nvme_seconds(hw.nvme, hw.nvme_drives, s.aio, r[5:], ranks, op.nbytes)
+        raise ValueError(f"unknown resource {r!r}")
+
+
+@dataclass(slots=True)
+class _Rec:
+    """When one op ran, and what it waited for."""
+
+    op: Op
+    start_s: float = 0.0
+    end_s: float = 0.0
+    buffer_from: int | None = None
+    """Op whose returned buffers let this op start, if it waited on buffers."""
+
+
+@dataclass
+class _Run:
+    workload: Workload
+    recs: list[_Rec]
+    spans: list[devices.Span]
+    step_s: float
+
+
+def _stream(env, dev: Device, ops: list[Op], done, recs, pools, timer: _Timer):
+    """The process of one resource: its ops in issue order."""
+    for op in ops:
+        rec = recs[op.id]
+        for d in op.deps:
+            if not done[d].processed:
+                yield done[d]
+        if op.take_buffers:
+            pool = pools[op.pool]
+            before = env.now
+            yield from pool.take(op.take_buffers, op.name)
+            if env.now > before:
+                rec.buffer_from = pool.last_giver
+        rec.start_s = env.now
+        yield from dev.run(op.name, timer.seconds(op))
+        rec.end_s = env.now
+        if op.give_buffers:
+            pool = pools[op.pool]
+            pool.last_giver = op.id
+            yield from pool.give(op.give_buffers, op.name)
+        done[op.id].succeed()
+
+
+def run_step(hw: Hardware, model: Model, strategy: Strategy, *, first_step: bool = False) -> _Run:
+    """Build the workload of one step and time it; raise ConfigError if it cannot finish."""
+    wl = build_workload(hw, model, strategy, first_step=first_step)
+    env = simpy.Environment()
+    devs = devices.make_devices(env)
+    pools = {"optimizer": SwapBuffers(env, max(1, wl.optimizer_buffers), "optimizer buffers"),
+             "param": SwapBuffers(env, max(1, wl.param_buffers), "param buffers")}
+    timer = _Timer(hw, model, strategy)
+    done = [env.event() for _ in wl.ops]
+    recs = [_Rec(op) for op in wl.ops]
+    by_res: dict[str, list[Op]] = {name: [] for name in RESOURCES}
+    for op in wl.ops:
+        by_res[op.resource].append(op)
+    for name, ops in by_res.items():
+        if ops:
+            env.process(_stream(env, devs[name], ops, done, recs, pools, timer))
+    env.run()
+    stuck = [op.name for op, ev in zip(wl.ops, done) if not ev.processed]
+    if stuck:
+        raise ConfigError(f"the simulated step cannot finish: {stuck[0]} waits forever for swap "
+                          "buffers (zero_optimization.offload_*.buffer_count too small)")
+    spans = sorted((s for d in devs.values() for s in d.spans),
+                   key=lambda s: (s.start_s, RESOURCES.index(s.resource)))
+    step = max((r.end_s for r in recs), default=0.0)
+    return _Run(workload=wl, recs=recs, spans=spans, step_s=step)
+
+
+def critical_path(recs: list[_Rec]) -> dict[str, float]:
+    """Seconds each resource spends on the critical path, walking back from the last op.
+
+    An op started when the last of (its resource's previous op, its dependencies, the op that
+    returned its swap buffers) ended; that one is its predecessor on the path.
+    """
+    exposed = dict.fromkeys(RESOURCES, 0.0)
+    if not recs:
+        return exposed
+    prev_on_res: dict[int, int] = {}
+    last_seen: dict[str, int] = {}
+    for r in recs:
+        if r.op.resource in last_seen:
+            prev_on_res[r.op.id] = last_seen[r.op.resource]
+        last_seen[r.op.resource] = r.op.id
+    cur = max(recs, key=lambda r: (r.end_s, r.op.id))
+    while cur is not None:
+        exposed[cur.op.resource] += cur.end_s - cur.start_s
+        cands = list(cur.op.deps)
+        if cur.op.id in prev_on_res:
+            cands.append(prev_on_res[cur.op.id])
+        if cur.buffer_from is not None:
+            cands.append(cur.buffer_from)
+        cands = [c for c in cands if recs[c].end_s <= cur.start_s + 1e-12]
+        cur = recs[max(cands, key=lambda c: (recs[c].end_s, c))] if cands else None
+    return exposed
+
+
+def phase_times(run: _Run) -> dict[str, float]:
+    """forward_s / backward_s summed over micro-steps, optimizer_s after the last backward."""
+    fwd = bwd = 0.0
+    start = 0.0
+    for m in range(run.workload.micro_steps):
+        tag = f"m{m}."
+        mine = [r for r in run.recs if r.op.name.startswith(tag)]
+        end = max((r.end_s for r in mine), default=start)
+        fend = max((r.end_s for r in mine if r.op.resource == "gpu_compute"
+                    and r.op.phase == "forward"), default=start)
+        fwd += fend - start
+        bwd += end - fend
+        start = end
+    return {"forward_s": fwd, "backward_s": bwd, "optimizer_s": run.step_s - start}
+
+
+def _memory(hw: Hardware, model: Model, strategy: Strategy):
+    """The planner's MemoryPlan (imported lazily: the planner is optional for timing)."""
+    try:
+        from tierlab.sim.memory import plan_memory
+    except ImportError:        # pragma: no cover - planner ships with the package
+        log.warning("tierlab.sim.memory not available: memory and fits not checked")
+        return None
+    return plan_memory(hw, model, strategy)
+
+
+def _bytes_moved(run: _Run) -> dict[str, float]:
+    out = dict.fromkeys(("pcie_h2d", "pcie_d2h", "nvme_read", "nvme_write", "gpu_comm",
+                         "network"), 0.0)
+    for op in run.workload.ops:
+        if op.nbytes and op.resource in out:
+            out[op.resource] += op.nbytes
+    return out
+
+
+def _scenario(hw: Hardware, model: Model, s: Strategy) -> dict:
+    return {"model": model.name, "hardware": hw.name, "gpus_per_node": hw.gpus_per_node,
+            "nodes": hw.nodes, "world_size": hw.world_size,
+            "micro_batch": s.train_micro_batch_size_per_gpu,
+            "grad_accum": s.gradient_accumulation_steps, "seq_len": model.seq_len,
+            "precision": s.precision, "zero_stage": s.zero.stage,
+            "offload_param": s.param_device, "offload_optimizer": s.optimizer_device,
+            "activation_checkpointing": s.activation_checkpointing}
+
+
+def simulate(hardware: Hardware, model: Model, strategy: Strategy, *,
+             strict: bool = False) -> SimResult:
+    """Simulate one steady-state step (and step 1) of DeepSpeed on `hardware`.
+
+    A config that does not fit memory is still simulated (fits=False, binding_tier named) unless
+    `strict`, which raises ConfigError naming the binding tier. Configs the engine does not
+    model raise ConfigError naming the key.
+    """
+    plan = _memory(hardware, model, strategy)
+    fits = plan.fits if plan is not None else True
+    binding = plan.binding_tier if plan is not None else None
+    if strict and not fits:
+        t = plan.tiers[binding]
+        raise ConfigError(f"does not fit: {binding} tier needs {t.used_bytes / 1e9:.2f} GB of "
+                          f"{t.capacity_bytes / 1e9:.2f} GB")
+    steady = run_step(hardware, model, strategy, first_step=False)
+    first = (run_step(hardware, model, strategy, first_step=True)
+             if strategy.zero.stage == 3 else steady)
+    busy = dict.fromkeys(RESOURCES, 0.0)
+    for span in steady.spans:
+        busy[span.resource] += span.end_s - span.start_s
+    exposed = critical_path(steady.recs)
+    step = steady.step_s
+    s = strategy
+    tokens = (s.train_micro_batch_size_per_gpu * s.gradient_accumulation_steps * model.seq_len
+              * hardware.world_size)
+    work = flops.step_flops(model, s.train_micro_batch_size_per_gpu,
+                            s.gradient_accumulation_steps, s.activation_checkpointing)
+    lower = max(busy.values())
+    return SimResult(
+        step_time_s=step, first_step_time_s=first.step_s, phases=phase_times(steady),
+        busy_s=busy, exposed_s=exposed, bottleneck=max(RESOURCES, key=lambda r: exposed[r]),
+        memory=plan, fits=fits, binding_tier=binding,
+        tokens_per_s=tokens / step if step else 0.0,
+        tflops_per_gpu=work / step / 1e12 if step else 0.0,
+        lower_bound_s=lower, efficiency=lower / step if step else 1.0,
+        bytes_moved=_bytes_moved(steady), spans=tuple(steady.spans),
+        scenario=_scenario(hardware, model, strategy))

@@ -1,0 +1,117 @@
+"""FLOPs of a decoder-only transformer, per layer and per step.
+
+Conventions (Megatron-LM / Narayanan et al. 2021, "Efficient Large-Scale Language Model Training
+on GPU Clusters", eq. 3, which DeepSpeed's published TFLOP/s figures also use):
+- a GEMM of (m x k) @ (k x n) costs 2 m k n FLOPs;
+- backward costs 2x forward (grad w.r.t. inputs and w.r.t. weights);
+- activation checkpointing recomputes each block's forward once more in backward (the logits
+  are not recomputed), so a GPT block costs 4 x forward per step -> 96 B s l h^2 (1 + s/6h) plus
+  6 B s h V for the logits — the figure DeepSpeed reports as "TFLOP/s per GPU".
+- attention scores (Q K^T) and the weighted sum (A V) are counted in full (no causal halving),
+  as Megatron does: 2 x 2 s^2 h per sample per layer.
+GQA: K and V projections are h x (n_kv_heads x head_dim); the score FLOPs do not change.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from tierlab.profiles.schema import GPU, Model
+
+
+@dataclass(frozen=True, kw_only=True)
+class LayerFlops:
+    """Forward FLOPs of one transformer block for `tokens` tokens."""
+
+    gemms: tuple[float, ...]
+    """FLOPs of each weight GEMM (q, k, v, o, up, [gate], down), in that order."""
+    attention: float
+    """Q K^T and A V FLOPs (batched GEMMs over heads)."""
+    hbm_bytes: float
+    """Bytes of memory-bound kernels (norms, residual adds, activation, softmax), read + write."""
+
+    @property
+    def total(self) -> float:
+        return sum(self.gemms) + self.attention
+
+
+def layer_forward(model: Model, micro_batch: int, bytes_per_value: int = 2) -> LayerFlops:
+    """Forward FLOPs and memory-bound traffic of one block for one micro-batch."""
+    tokens = micro_batch * model.seq_len
+    gemms = tuple(2.0 * tokens * n_in * n_out for n_in, n_out in model.layer_matrices().values())
+    # Q K^T: 2 s h per token, A V: 2 s h per token (all query heads; GQA shares K/V, not FLOPs)
+    attention = 4.0 * tokens * model.seq_len * model.hidden
+    return LayerFlops(gemms=gemms, attention=attention,
+                      hbm_bytes=_layer_hbm_bytes(model, micro_batch, bytes_per_value))
+
+
+def _layer_hbm_bytes(model: Model, micro_batch: int, bytes_per_value: int) -> float:
+    """Memory-bound kernels of one block's forward (unfused, as PyTorch eager runs them).
+
+    2 norms (read + write h) + 2 residual adds (read 2h, write h) = 10 h values per token;
+    activation: gated reads 2 f writes f (3 f), plain reads f writes f (2 f);
+    softmax over the score matrix (no flash attention): read + write heads x s per token.
+    """
+    tokens = micro_batch * model.seq_len
+    act = 3 if model.gated_mlp else 2
+    per_token = 10 * model.hidden + act * model.ffn + 2 * model.n_heads * model.seq_len
+    return float(tokens * per_token * bytes_per_value)
+
+
+def logits_forward(model: Model, micro_batch: int) -> float:
+    """LM head GEMM: 2 h V per token (embedding lookup is free)."""
+    return 2.0 * micro_batch * model.seq_len * model.hidden * model.vocab
+
+
+def step_flops(model: Model, micro_batch: int, grad_accum: int = 1,
+               checkpointing: bool = True) -> float:
+    """FLOPs one GPU executes per optimizer step (forward + backward [+ recompute]).
+
+    Blocks: 3 x forward (+1 with checkpointing); logits: 3 x forward (never recomputed).
+    """
+    block = layer_forward(model, micro_batch).total * model.n_layers
+    logits = logits_forward(model, micro_batch)
+    return grad_accum * ((4.0 if checkpointing else 3.0) * block + 3.0 * logits)
+
+
+def matmul_efficiency(gpu: GPU, flops: float) -> float:
+    """Achieved/peak for a GEMM of `flops`, interpolated in log10(flops), clamped at the ends."""
+    points = gpu.matmul_efficiency
+    if flops <= points[0][0]:
+        return points[0][1]
+    if flops >= points[-1][0]:
+        return points[-1][1]
+    x = math.log10(flops)
+    for (f0, e0), (f1, e1) in zip(points, points[1:]):
+        if flops <= f1:
+            t = (x - math.log10(f0)) / (math.log10(f1) - math.log10(f0))
+            return e0 + t * (e1 - e0)
+    return points[-1][1]  # pragma: no cover - loop always returns
+
+
+def peak_flops(gpu: GPU, precision: str) -> float:
+    """Dense peak for the compute dtype (fp16/bf16 fall back to each other, then to fp32)."""
+    order = {"fp16": ("fp16", "bf16", "fp32"), "bf16": ("bf16", "fp16", "fp32"),
+             "fp32": ("tf32", "fp32")}[precision]
+    for dtype in order:
+        if dtype in gpu.peak_flops:
+            return gpu.peak_flops[dtype]
+    return gpu.peak_flops["fp32"]
+
+
+def gemm_seconds(gpu: GPU, precision: str, flops: float) -> float:
+    """Time of one GEMM: flops / (peak x efficiency(flops))."""
+    if flops <= 0:
+        return 0.0
+    return flops / (peak_flops(gpu, precision) * matmul_efficiency(gpu, flops))
+
+
+def layer_forward_seconds(gpu: GPU, precision: str, lf: LayerFlops) -> float:
+    """GEMMs at their size-dependent efficiency + attention batched GEMMs + HBM-bound kernels.
+
+    The attention GEMMs run as micro_batch x heads batched products; their efficiency is taken at
+    the size of the whole batch (cuBLAS batched GEMMs fill the GPU like one large GEMM).
+    """
+    t = sum(gemm_seconds(gpu, precision, f) for f in lf.gemms)
+    t += gemm_seconds(gpu, precision, lf.attention)
+    return t + lf.hbm_bytes / gpu.hbm_bandwidth_Bps

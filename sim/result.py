@@ -1,0 +1,85 @@
+"""SimResult: what one simulated step tells, as a value; JSON and Chrome/Perfetto trace views."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from tierlab.sim.devices import RESOURCES, Span
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimResult:
+    """One representative rank's optimizer step (all ranks are alike by symmetry)."""
+
+    step_time_s: float
+    """Steady-state step (prefetch trace complete), forward + backward + optimizer."""
+    first_step_time_s: float
+    """Step 1 of ZeRO-3: no recorded module trace yet, so no prefetch and every use re-gathers."""
+    phases: Mapping[str, float]
+    """'forward_s', 'backward_s', 'optimizer_s' of the steady step (summed over micro-steps)."""
+    busy_s: Mapping[str, float]
+    """Seconds each resource is busy in the steady step (devices.RESOURCES)."""
+    exposed_s: Mapping[str, float]
+    """Seconds each resource spends on the critical path; they sum to step_time_s."""
+    bottleneck: str
+    """Resource with the most exposed time."""
+    memory: Any = None
+    """The memory planner's MemoryPlan (tiers gpu/host/nvme), or None if unavailable."""
+    fits: bool = True
+    binding_tier: str | None = None
+    tokens_per_s: float
+    """Tokens of the whole job per second: micro-batch x accumulation x seq x world / step."""
+    tflops_per_gpu: float
+    """Model FLOPs incl. recompute (Megatron convention, as DeepSpeed reports) / step / 1e12."""
+    lower_bound_s: float
+    """Roofline: max over resources of the work it must do / its capacity (= busy time)."""
+    efficiency: float
+    """lower_bound_s / step_time_s."""
+    bytes_moved: Mapping[str, float]
+    """Bytes per step of one rank per tier: pcie_h2d, pcie_d2h, nvme_read, nvme_write, and the
+    full-tensor bytes of collectives on gpu_comm and network."""
+    spans: tuple[Span, ...] = ()
+    """Every operation of the steady step, for the trace."""
+    scenario: Mapping[str, Any] = field(default_factory=dict)
+    """Names and sizes that produced this result (model, hardware, world size, batch)."""
+
+    def to_dict(self, *, spans: bool = False) -> dict:
+        """The JSON of `tierlab simulate --json` (keys as issue 3 lists them, plus extras)."""
+        mem = self.memory
+        out = {
+            "step_time_s": self.step_time_s,
+            "first_step_time_s": self.first_step_time_s,
+            "phases": dict(self.phases),
+            "exposed_s": dict(self.exposed_s),
+            "busy_s": dict(self.busy_s),
+            "bottleneck": self.bottleneck,
+            "memory": ({name: t.used_bytes for name, t in mem.tiers.items()} if mem else {}),
+            "fits": self.fits,
+            "binding_tier": self.binding_tier,
+            "tokens_per_s": self.tokens_per_s,
+            "tflops_per_gpu": self.tflops_per_gpu,
+            "lower_bound_s": self.lower_bound_s,
+            "efficiency": self.efficiency,
+            "bytes_moved": dict(self.bytes_moved),
+            "scenario": dict(self.scenario),
+            "memory_plan": mem.to_dict() if mem else None,
+        }
+        if spans:
+            out["spans"] = [[s.resource, s.name, s.start_s, s.end_s] for s in self.spans]
+        return out
+
+    def trace_events(self) -> dict:
+        """Chrome trace JSON (chrome://tracing, ui.perfetto.dev): one track per resource."""
+        tid = {name: i for i, name in enumerate(RESOURCES)}
+        events: list[dict] = [{"name": "process_name", "ph": "M", "pid": 0, "tid": 0,
+                               "args": {"name": f"tierlab rank 0 ({self.scenario.get('model', '')})"}}]
+        for name, i in tid.items():
+            events.append({"name": "thread_name", "ph": "M", "pid": 0, "tid": i,
+                           "args": {"name": name}})
+            events.append({"name": "thread_sort_index", "ph": "M", "pid": 0, "tid": i,
+                           "args": {"sort_index": i}})
+        for s in self.spans:
+            events.append({"name": s.name, "cat": s.resource, "ph": "X", "pid": 0,
+                           "tid": tid.get(s.resource, len(tid)), "ts": s.start_s * 1e6,
+                           "dur": (s.end_s - s.start_s) * 1e6})
+        return {"traceEvents": events, "displayTimeUnit": "ms"}

@@ -1,0 +1,486 @@
+"""What DeepSpeed 0.19 moves, and when, for one rank of a data-parallel ZeRO job (pure Python).
+
+`build_workload(hardware, model, strategy, first_step=...)` lists the operations of one optimizer
+step in the order DeepSpeed issues them. Each op names the resource it occupies, what it moves
+(bytes) or computes (forward-equivalents of a block, elements for Adam), the ops it waits for,
+and the pinned swap buffers it takes/gives back. Each resource runs its ops in issue order (a CUDA
+stream, a DMA direction, an aio handle), so the schedule is a fixed DAG: `engine.py` times it with
+SimPy and `devices.py` says how long each op takes.
+
+Sources (deepspeed 0.19.8, runtime/zero/): parameter fetch/prefetch/release —
+partitioned_param_coordinator.py `fetch_sub_module`, `__params_to_release`; gradients —
+stage3.py `partition_grads`, `_offload_grad_partition_at_boundary`; stage_1_and_2.py
+`async_accumulate_grad_in_cpu_via_gpu`, `async_inplace_copy_grad_to_fp32_buffer_from_gpu`;
+optimizer — stage3.py `step`, `_create_param_groups_fp16_flat_cpu_memory` (max_in_cpu),
+swap_tensor/partitioned_optimizer_swapper.py and pipelined_optimizer_swapper.py.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tierlab.errors import ConfigError
+from tierlab.profiles.schema import Hardware, Model
+from tierlab.sim.strategy import Strategy
+
+OPT_STATE_TENSORS = 3
+"""Adam's swapped fp32 tensors per sub-group: master weights p, m, v (12 B/element)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One operation of the step on one resource."""
+
+    id: int
+    name: str
+    resource: str
+    """One of devices.RESOURCES."""
+    phase: str
+    """'forward', 'backward' or 'optimizer'."""
+    nbytes: float = 0.0
+    """Bytes moved (PCIe, NVMe) or the full tensor size of a collective."""
+    work: str = ""
+    """Compute kind ('block', 'head', 'adam_gpu', 'adam_cpu') or collective kind."""
+    amount: float = 0.0
+    """Forward-equivalents for 'block'/'head'; elements for Adam."""
+    deps: tuple[int, ...] = ()
+    take_buffers: int = 0
+    give_buffers: int = 0
+    pool: str = ""
+    """'optimizer' or 'param': the swap-buffer pool taken from / given to."""
+    pinned: bool = True
+    """Host side of a PCIe copy is page-locked (offload_*.pin_memory)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Module:
+    """A unit DeepSpeed fetches as a whole in this coarse model: embedding, one block, the head."""
+
+    name: str
+    kind: str
+    """'embed', 'block' or 'head'."""
+    fetch_numel: int
+    """Elements gathered before use: non-persistent parameters (>= persistence threshold)."""
+    fetch_tensors: int
+    """Parameters gathered (one NVMe swap buffer each)."""
+    own_params: tuple[int, ...]
+    """Numel of the parameters this module owns (tied LM head owns none), in model order."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Workload:
+    ops: tuple[Op, ...]
+    micro_steps: int
+    dp: int
+    sub_groups: tuple[int, ...]
+    """Elements of each optimizer sub-group of this rank (one group for stages 0-2)."""
+    nvme_param_fraction: float
+    """Fraction of this rank's 16-bit parameter partition living on NVMe (beyond max_in_cpu)."""
+    optimizer_buffers: int
+    param_buffers: int
+
+
+def check_supported(strategy: Strategy) -> None:
+    """Raise ConfigError naming a key whose effect the engine does not model."""
+    z = strategy.zero
+    if z.offload_optimizer.ratio < 1.0 and strategy.optimizer_device != "none":
+        raise ConfigError("zero_optimization.offload_optimizer.ratio < 1 (partial offload) is not "
+                          "modelled by tierlab's simulator; use 1.0")
+    if z.zero_hpz_partition_size > 1:
+        raise ConfigError("zero_optimization.zero_hpz_partition_size > 1 (ZeRO++ hpZ) is not "
+                          "modelled by tierlab's simulator")
+    if strategy.aio.use_gds:
+        raise ConfigError("aio.use_gds=true (GPUDirect Storage) is not modelled by tierlab's "
+                          "simulator")
+    if strategy.param_device == "nvme" and strategy.optimizer_device == "none":
+        raise ConfigError("zero_optimization.offload_param.device=nvme without offload_optimizer "
+                          "is not modelled (DeepSpeed keeps fp32 partitions on the GPU then)")
+    oo = z.offload_optimizer
+    need = optimizer_buffers_needed(strategy)
+    if strategy.optimizer_device == "nvme" and oo.buffer_count < need:
+        raise ConfigError(f"zero_optimization.offload_optimizer.buffer_count={oo.buffer_count}: "
+                          f"this swapper needs {need} (4 per sub-group in flight: p, m, v, g; "
+                          "pipeline_read/pipeline_write each add a sub-group); DeepSpeed asserts "
+                          "'ran out of swap buffers'")
+
+
+def optimizer_buffers_needed(strategy: Strategy) -> int:
+    """4 buffers per sub-group in flight (swap_in_optimizer_state: num_tensors + 1 gradient)."""
+    oo = strategy.zero.offload_optimizer
+    return (OPT_STATE_TENSORS + 1) * (1 + int(oo.pipeline_read) + int(oo.pipeline_write))
+
+
+# ----------------------------------------------------------------------------------------------
+# the model as modules and parameters
+
+def modules(model: Model, strategy: Strategy) -> list[Module]:
+    """embed, blocks..., head — with the parameters each gathers and owns."""
+    thr = strategy.zero.stage3_param_persistence_threshold if strategy.zero.stage == 3 else 0
+    emb = [model.vocab * model.hidden]
+    if model.learned_pos_emb:
+        emb.append((model.max_seq_len or model.seq_len) * model.hidden)
+    block = [i * o for i, o in model.layer_matrices().values()]
+    block += list(model.layer_small_params().values())
+    final_norm = model.hidden * (2 if model.norm == "layernorm" else 1)
+    head_used = [final_norm, model.vocab * model.hidden]
+    head_own = [final_norm] if model.tie_embeddings else head_used
+
+    def mod(name, kind, used, own):
+        big = [n for n in used if n >= thr]
+        return Module(name=name, kind=kind, fetch_numel=sum(big), fetch_tensors=len(big),
+                      own_params=tuple(own))
+
+    out = [mod("embed", "embed", emb, emb)]
+    out += [mod(f"L{i}", "block", block, block) for i in range(model.n_layers)]
+    out.append(mod("head", "head", head_used, head_own))
+    return out
+
+
+def _ceil_div(a: float, b: int) -> float:
+    """Elements of one rank's partition (a rate model: fractional elements are fine)."""
+    return a / b
+
+
+def sub_groups(mods: list[Module], strategy: Strategy, dp: int) -> list[list[int]]:
+    """Partition numel of each parameter, grouped as DeepSpeed's `_create_fp16_sub_groups`
+    (stage 3: close a group once it reaches sub_group_size; stages 0-2: one group)."""
+    parts = [n if strategy.zero.stage == 0 else _ceil_div(n, dp)
+             for m in mods for n in m.own_params]
+    if strategy.zero.stage < 3:
+        return [parts]
+    groups, cur = [], []
+    for n in parts:
+        cur.append(n)
+        if sum(cur) >= strategy.zero.sub_group_size:
+            groups.append(cur)
+            cur = []
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+def nvme_param_fraction(groups: list[list[int]], strategy: Strategy) -> tuple[float, list[bool]]:
+    """Which sub-groups' 16-bit params live on NVMe: those past the first max_in_cpu elements
+    (stage3.py: a group gets a CPU flat buffer only if flat_offset + its size <= max_in_cpu)."""
+    if strategy.param_device != "nvme":
+        return 0.0, [False] * len(groups)
+    cap, offset, on_nvme = strategy.zero.offload_param.max_in_cpu, 0, []
+    for g in groups:
+        offset += sum(g)
+        on_nvme.append(offset > cap)
+    total = sum(sum(g) for g in groups)
+    nvme = sum(sum(g) for g, n in zip(groups, on_nvme) if n)
+    return (nvme / total if total else 0.0), on_nvme
+
+
+# ----------------------------------------------------------------------------------------------
+# the trace of one micro-step: every use of every module, and whether it needs a fetch
+
+@dataclass(frozen=True, slots=True)
+class Use:
+    module: int
+    kind: str
+    """'fwd', 'recompute' or 'bwd'."""
+    fetch: bool
+
+
+def trace(mods: list[Module], strategy: Strategy, first_step: bool) -> list[Use]:
+    """Module uses in execution order; a use fetches unless the params stayed gathered.
+
+    Stage 3 keeps a module's params gathered until its next use if fewer than
+    stage3_max_reuse_distance elements are used in between (`__params_to_release`); on step 1
+    the trace is incomplete and every use releases (and so re-fetches).
+    """
+    ckpt = strategy.activation_checkpointing
+    order = [(j, "fwd") for j in range(len(mods))]
+    for j in reversed(range(len(mods))):
+        if ckpt and mods[j].kind == "block":
+            order.append((j, "recompute"))
+        order.append((j, "bwd"))
+    if strategy.zero.stage < 3:
+        return [Use(j, k, False) for j, k in order]
+    reuse = strategy.zero.stage3_max_reuse_distance
+    prefix = [0]
+    for j, _ in order:
+        prefix.append(prefix[-1] + mods[j].fetch_numel)
+    last: dict[int, int] = {}
+    uses = []
+    for i, (j, kind) in enumerate(order):
+        fetch = mods[j].fetch_numel > 0
+        if fetch and not first_step and j in last:
+            fetch = prefix[i] - prefix[last[j] + 1] >= reuse
+        last[j] = i
+        uses.append(Use(j, kind, fetch))
+    return uses
+
+
+def prefetch_depth(mods: list[Module], strategy: Strategy, first_step: bool) -> int:
+    """How many uses ahead parameter fetches are issued (0 = fetched when needed).
+
+    fetch_sub_module prefetches up to min(max_live - available, prefetch_bucket) elements on every
+    sub-module call once the trace is complete; calls come several per block, so in steady state
+    the frontier runs ahead until max_live_parameters elements are gathered."""
+    z = strategy.zero
+    sizes = [m.fetch_numel for m in mods if m.fetch_numel > 0]
+    if first_step or z.stage < 3 or z.stage3_prefetch_bucket_size <= 0 or not sizes:
+        return 0
+    block = max(sizes)
+    if block > z.stage3_max_live_parameters:
+        return 0
+    return max(1, z.stage3_max_live_parameters // block)
+
+
+# ----------------------------------------------------------------------------------------------
+# op emission
+
+@dataclass
+class _Builder:
+    """Appends ops in issue order and hands out ids."""
+
+    phase: str = "forward"
+    ops: list[Op] = field(default_factory=list)
+
+    def add(self, name: str, resource: str, deps=(), **kw) -> int:
+        op = Op(id=len(self.ops), name=name, resource=resource, phase=self.phase,
+                deps=tuple(d for d in deps if d is not None), **kw)
+        self.ops.append(op)
+        return op.id
+
+    def collective(self, name: str, work: str, nbytes: float, hw: Hardware, deps=()) -> int | None:
+        """Intra-node ring on gpu_comm, then the inter-node stage on the network."""
+        last = None
+        if hw.gpus_per_node > 1:
+            last = self.add(f"{name}.{work}", "gpu_comm", deps, nbytes=nbytes, work=work)
+        if hw.nodes > 1:
+            last = self.add(f"{name}.{work}.inter", "network", deps if last is None else (last,),
+                            nbytes=nbytes, work=work)
+        return last
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Ctx:
+    hw: Hardware
+    strategy: Strategy
+    mods: list
+    dp: int
+    bpp: int
+    nvme_frac: float
+
+
+def _fetch(b: _Builder, c: _Ctx, mod: Module, tag: str, deps) -> int | None:
+    """NVMe read -> pinned buffer -> H2D of the partition -> all-gather (stage 3)."""
+    part = _ceil_div(mod.fetch_numel, c.dp)
+    s = c.strategy
+    last, bufs = None, 0
+    if s.param_device == "nvme" and c.nvme_frac > 0:
+        bufs = min(mod.fetch_tensors, s.zero.offload_param.buffer_count)
+        last = b.add(f"{tag}.param_read", "nvme_read", deps, nbytes=c.nvme_frac * part * c.bpp,
+                     take_buffers=bufs, pool="param")
+    if s.param_device in ("cpu", "nvme"):
+        last = b.add(f"{tag}.param_h2d", "pcie_h2d", (last,) if last is not None else deps,
+                     nbytes=part * c.bpp, give_buffers=bufs, pool="param" if bufs else "",
+                     pinned=s.zero.offload_param.pin_memory)
+    if c.dp > 1:
+        ag = b.collective(tag, "all_gather", mod.fetch_numel * c.bpp, c.hw,
+                          (last,) if last is not None else deps)
+        last = ag if ag is not None else last
+    return last
+
+
+def _grads(b: _Builder, c: _Ctx, numel: int, tag: str, deps, micro: int, gas: int) -> list[int]:
+    """Reduce a gradient bucket and move this rank's partition where the optimizer wants it."""
+    s, stage = c.strategy, c.strategy.zero.stage
+    boundary = micro == gas - 1
+    part = _ceil_div(numel, c.dp)
+    last = None
+    if c.dp > 1 and stage >= 1:
+        last = b.collective(tag, "reduce_scatter", numel * c.bpp, c.hw, deps)
+    after = (last,) if last is not None else deps
+    out = [last] if last is not None else []
+    dev = s.optimizer_device
+    if dev == "none":
+        return out
+    pin = s.zero.offload_optimizer.pin_memory
+    if stage == 3:       # partition_grads: 16-bit copy_ to pinned CPU, .to(cuda) back
+        d = b.add(f"{tag}.grad_d2h", "pcie_d2h", after, nbytes=part * c.bpp, pinned=pin)
+        u = b.add(f"{tag}.grad_h2d", "pcie_h2d", (d,), nbytes=part * c.bpp, pinned=pin)
+        out += [d, u]
+        after = (u,)
+    elif gas > 1:        # stage 2: async_accumulate_grad_in_cpu_via_gpu
+        u = (b.add(f"{tag}.grad_h2d", "pcie_h2d", after, nbytes=part * c.bpp, pinned=pin)
+             if micro else None)
+        d = b.add(f"{tag}.grad_d2h", "pcie_d2h", (u,) if u is not None else after,
+                  nbytes=part * c.bpp, pinned=pin)
+        out += [x for x in (u, d) if x is not None]
+        after = (d,)
+    if boundary:         # fp32 gradient partition to the CPU (or the NVMe gradient swapper)
+        d = b.add(f"{tag}.grad32_d2h", "pcie_d2h", after, nbytes=part * 4.0, pinned=pin)
+        out.append(d)
+        if dev == "nvme" and stage == 3:
+            out.append(b.add(f"{tag}.grad32_write", "nvme_write", (d,), nbytes=part * 4.0))
+    return out
+
+
+_COMPUTE = {("block", "fwd"): 1.0, ("block", "recompute"): 1.0, ("block", "bwd"): 2.0,
+            ("head", "fwd"): 1.0, ("head", "bwd"): 2.0, ("embed", "fwd"): 0.0,
+            ("embed", "bwd"): 0.0}
+"""Forward-equivalents per use: backward = 2 x forward (the embedding lookup is ~free)."""
+
+
+def _micro_step(b: _Builder, c: _Ctx, uses: list[Use], depth: int, micro: int, gas: int,
+                start: tuple) -> list[int]:
+    """Forward and backward of one micro-batch; returns the ops the next step waits for."""
+    s, n = c.strategy, len(uses)
+    fetch_done: list[int | None] = [None] * n
+    compute: list[int | None] = [None] * n
+    issued, bucket, pending, grad_ops = -1, 0.0, [], []
+    for i, use in enumerate(uses):
+        mod = c.mods[use.module]
+        b.phase = "forward" if use.kind == "fwd" else "backward"
+        prev = (compute[i - 1],) if i else start
+        while issued < min(n - 1, i + depth):
+            issued += 1
+            if uses[issued].fetch:
+                wait = prev + ((fetch_done[i],) if issued != i and fetch_done[i] is not None else ())
+                fetch_done[issued] = _fetch(b, c, c.mods[uses[issued].module],
+                                            f"m{micro}.{use_tag(c, uses[issued])}", wait)
+        deps = prev + ((fetch_done[i],) if fetch_done[i] is not None else ())
+        if not s.zero.overlap:
+            deps += tuple(pending)
+        compute[i] = b.add(f"m{micro}.{use_tag(c, use)}", "gpu_compute", deps,
+                           work=mod.kind, amount=_COMPUTE[(mod.kind, use.kind)])
+        if use.kind != "bwd" or s.zero.stage == 0:
+            continue
+        bucket += sum(mod.own_params)
+        if bucket >= s.zero.reduce_bucket_size or i == n - 1:
+            pending = _grads(b, c, bucket, f"m{micro}.grads.{mod.name}", (compute[i],), micro, gas)
+            grad_ops += pending
+            bucket = 0.0
+    if s.zero.stage == 0 and micro == gas - 1 and c.dp > 1:    # engine.allreduce_gradients
+        total = sum(sum(m.own_params) for m in c.mods)
+        ar = b.collective(f"m{micro}.grads", "all_reduce", total * c.bpp, c.hw, (compute[-1],))
+        grad_ops.append(ar)
+    return [x for x in (compute[-1], *grad_ops) if x is not None]
+
+
+def use_tag(c: _Ctx, use: Use) -> str:
+    return f"{use.kind}.{c.mods[use.module].name}"
+
+
+def _optimizer(b: _Builder, c: _Ctx, groups: list[list[int]], on_nvme: list[bool],
+               start: tuple) -> None:
+    """Sub-groups strictly in order: [swap-in] -> Adam -> 16-bit params back -> [swap-out]."""
+    b.phase = "optimizer"
+    s, dev = c.strategy, c.strategy.optimizer_device
+    oo = s.zero.offload_optimizer
+    prev_adam = prev_read = prev_write = None
+    for k, g in enumerate(groups):
+        e = float(sum(g))
+        tag = f"opt.sg{k}"
+        if dev == "none":
+            prev_adam = b.add(f"{tag}.adam_gpu", "gpu_compute", (prev_adam,) if k else start,
+                              work="adam_gpu", amount=e)
+            continue
+        read = None
+        if dev == "nvme":
+            if oo.pipeline_read and prev_read is not None:
+                rdeps = (prev_read,)
+            else:
+                rdeps = (prev_write,) if prev_write is not None else (prev_adam,) if k else start
+            read = b.add(f"{tag}.swap_in", "nvme_read", rdeps, nbytes=e * 16.0,
+                         take_buffers=OPT_STATE_TENSORS + 1, pool="optimizer")
+            prev_read = read
+        adeps = (read,) if read is not None else ((prev_adam,) if k else start)
+        if dev == "nvme" and not oo.pipeline_write and prev_write is not None:
+            adeps += (prev_write,)
+        adam = b.add(f"{tag}.adam", "cpu_adam", adeps, work="adam_cpu", amount=e)
+        back = adam
+        if s.param_device == "none":
+            back = b.add(f"{tag}.param_h2d", "pcie_h2d", (adam,), nbytes=e * c.bpp,
+                         pinned=oo.pin_memory)
+        elif on_nvme[k]:
+            back = b.add(f"{tag}.param_write", "nvme_write", (adam,), nbytes=e * c.bpp)
+        if dev == "nvme":
+            prev_write = b.add(f"{tag}.swap_out", "nvme_write", (back,),
+                               nbytes=e * 4.0 * OPT_STATE_TENSORS,
+                               give_buffers=OPT_STATE_TENSORS + 1, pool="optimizer")
+        prev_adam = back
+    if s.zero.stage in (1, 2) and c.dp > 1:     # updated 16-bit partitions all-gathered
+        total = sum(sum(g) for g in groups) * c.dp
+        last = prev_write if prev_write is not None else prev_adam
+        b.collective("opt.params", "all_gather", total * c.bpp, c.hw, (last,))
+
+
+def build_workload(hw: Hardware, model: Model, strategy: Strategy, *,
+                   first_step: bool = False) -> Workload:
+    """The ops of one optimizer step (gradient_accumulation_steps micro-steps + the step)."""
+    check_supported(strategy)
+    dp = hw.world_size
+    mods = modules(model, strategy)
+    groups = sub_groups(mods, strategy, dp)
+    frac, on_nvme = nvme_param_fraction(groups, strategy)
+    c = _Ctx(hw=hw, strategy=strategy, mods=mods, dp=dp, bpp=strategy.bytes_per_param,
+             nvme_frac=frac)
+    uses = trace(mods, strategy, first_step)
+    depth = prefetch_depth(mods, strategy, first_step)
+    b = _Builder()
+    start: tuple = ()
+    gas = strategy.gradient_accumulation_steps
+    for micro in range(gas):
+        start = tuple(_micro_step(b, c, uses, depth, micro, gas, start))
+    _optimizer(b, c, groups, on_nvme, start)
+    return Workload(ops=tuple(b.ops), micro_steps=gas, dp=dp,
+                    sub_groups=tuple(float(sum(g)) for g in groups), nvme_param_fraction=frac,
+                    optimizer_buffers=strategy.zero.offload_optimizer.buffer_count,
+                    param_buffers=strategy.zero.offload_param.buffer_count)
+
+
+def bytes_by_resource(ops) -> dict[str, float]:
+    """Bytes each resource moves in the ops (collectives: full tensor bytes)."""
+    out: dict[str, float] = {}
+    for op in ops:
+        if op.nbytes:
+            out[op.resource] = out.get(op.resource, 0.0) + op.nbytes
+    return out
+
+
+def expected_bytes(hw: Hardware, model: Model, strategy: Strategy, *,
+                   first_step: bool = False) -> dict[str, float]:
+    """Bytes per step of one rank by closed form (DEEPSPEED_RUNTIME.md's table, generalised to
+    any precision, gradient accumulation, reuse distance and max_in_cpu) — the conservation
+    check for the ops `build_workload` emits.
+
+    P = this rank's partition, F = elements fetched per micro-step (uses that re-gather), g =
+    gradient_accumulation_steps, b = bytes per 16-bit param:
+      H2D  = g F b [params offloaded] + g P b [stage-3 grad bounce] | (g-1) P b [stage 2, g>1]
+             + P b [16-bit params back to a GPU-resident partition]
+      D2H  = g P b [stage 3] | g P b [stage 2, g>1]  + 4 P [fp32 grads]
+      NVMe read  = g F b x nvme_fraction + 16 P [p, m, v, g]
+      NVMe write = 4 P [g] + 12 P [p, m, v] + b P_nvme [16-bit params beyond max_in_cpu]
+    """
+    dp, s = hw.world_size, strategy
+    mods = modules(model, strategy)
+    groups = sub_groups(mods, strategy, dp)
+    frac, on_nvme = nvme_param_fraction(groups, strategy)
+    g, b = s.gradient_accumulation_steps, s.bytes_per_param
+    P = sum(sum(m.own_params) for m in mods) / dp
+    F = sum(mods[u.module].fetch_numel / dp for u in trace(mods, s, first_step) if u.fetch)
+    out = dict.fromkeys(("pcie_h2d", "pcie_d2h", "nvme_read", "nvme_write"), 0.0)
+    if s.param_device in ("cpu", "nvme"):
+        out["pcie_h2d"] += g * F * b
+        out["nvme_read"] += g * F * b * frac
+    if s.optimizer_device == "none":
+        return out
+    if s.zero.stage == 3:
+        out["pcie_h2d"] += g * P * b
+        out["pcie_d2h"] += g * P * b
+    elif g > 1:
+        out["pcie_h2d"] += (g - 1) * P * b
+        out["pcie_d2h"] += g * P * b
+    out["pcie_d2h"] += 4 * P
+    if s.param_device == "none":
+        out["pcie_h2d"] += P * b
+    if s.optimizer_device == "nvme":
+        out["nvme_read"] += 16 * P
+        out["nvme_write"] += 16 * P
+    out["nvme_write"] += b * sum(sum(x) for x, n in zip(groups, on_nvme) if n)
+    return out

@@ -1,0 +1,170 @@
+"""Published DeepSpeed figures (tolerance +-20%; /work/shared/DEEPSPEED_RUNTIME.md lists them).
+
+Where the simulator misses a figure the test is xfail(strict=True) with the reason; constants are
+not bent to reach it. Model shapes of the 13/20/40B GPTs are assumed (12 L h^2 params): the blog
+does not give them.
+"""
+from dataclasses import replace
+
+import pytest
+
+from tierlab.profiles.load import load_ds_config, load_hardware, load_model
+from tierlab.profiles.schema import Model
+from tierlab.sim import simulate
+from tierlab.sim.memory import plan_memory
+from tierlab.sim.strategy import Flags, apply_overrides, parse_ds_config
+
+TOL = 0.20
+COMPUTE_REASON = (
+    "GPU compute too fast: the V100 profile's assumed matmul_efficiency (e_max 0.85, not "
+    "calibrated) runs the 10B forward at ~91 TFLOP/s; the tutorial's forward (2.0e14 FLOP in "
+    "6.1-6.4 s) is ~32 TFLOP/s and its backward (3x forward FLOPs with recompute, 11.8-12.6 s) "
+    "~49 TFLOP/s. Unfused Megatron-era kernels (dropout, bias-GeLU, masked softmax) and "
+    "DeepSpeed activation-checkpointing overheads are not modelled, and a backward of exactly "
+    "3x forward FLOPs at one efficiency cannot give the published 1:1.95 forward:backward split")
+
+
+def gpt(n_layers: int, hidden: int, name: str = "gpt") -> Model:
+    return Model(name=name, n_layers=n_layers, hidden=hidden, ffn=4 * hidden,
+                 n_heads=hidden // 128, n_kv_heads=hidden // 128, vocab=50257, seq_len=1024,
+                 max_seq_len=1024, gated_mlp=False, tie_embeddings=True, norm="layernorm",
+                 bias=True, learned_pos_emb=True)
+
+
+def strategy(preset, hw, model, micro_batch, sets=()):
+    cfg, _ = load_ds_config(preset)
+    cfg = apply_overrides(cfg, list(sets))
+    s, _ = parse_ds_config(cfg, Flags(micro_batch=micro_batch, world_size=hw.world_size,
+                                      precision="fp16", activation_checkpointing=True,
+                                      hidden=model.hidden))
+    return s
+
+
+def within(value, lo, hi=None):
+    hi = lo if hi is None else hi
+    return lo * (1 - TOL) <= value <= hi * (1 + TOL)
+
+
+# ---------------------------------------------------------------------------------------------
+# ZeRO-Offload tutorial: GPT-2 10B, 1x V100 (DGX-2 host), micro-batch 10, ZeRO-2 + CPU offload:
+# 25.8-26.8 s/iteration = forward 6.1-6.4 + backward 11.8-12.6 + optimizer 7.6-8.0 s.
+# "Iteration" = one micro-batch of 10 (GAS 1): 4 x 2e14 FLOP / 26.3 s = 31 TFLOP/s, which is the
+# blog's "ZeRO-2 Offload ~30 TFLOP/s (10B)"; with accumulation the rate would exceed the V100.
+
+@pytest.fixture(scope="module")
+def gpt2_10b():
+    hw = load_hardware("dgx-2", gpus_per_node=1)
+    m = load_model("gpt2-10b")
+    return simulate(hw, m, strategy("zero2-cpu", hw, m, 10))
+
+
+def test_gpt2_10b_optimizer_phase(gpt2_10b):
+    # 10.3e9 params / 1.6e9 params/s CPU Adam = 6.4 s + 20.6 GB fp16 H2D at 12 GB/s = 1.7 s
+    assert within(gpt2_10b.phases["optimizer_s"], 7.6, 8.0)
+
+
+@pytest.mark.xfail(strict=True, reason=COMPUTE_REASON + " (predicted ~17.1 s vs 25.8-26.8 s)")
+def test_gpt2_10b_iteration(gpt2_10b):
+    assert within(gpt2_10b.step_time_s, 25.8, 26.8)
+
+
+@pytest.mark.xfail(strict=True, reason=COMPUTE_REASON + " (predicted ~2.2 s vs 6.1-6.4 s)")
+def test_gpt2_10b_forward(gpt2_10b):
+    assert within(gpt2_10b.phases["forward_s"], 6.1, 6.4)
+
+
+@pytest.mark.xfail(strict=True, reason=COMPUTE_REASON + " (predicted ~6.8 s vs 11.8-12.6 s)")
+def test_gpt2_10b_backward(gpt2_10b):
+    assert within(gpt2_10b.phases["backward_s"], 11.8, 12.6)
+
+
+@pytest.mark.xfail(strict=True, reason=COMPUTE_REASON + " (predicted ~51 vs ~30 TFLOP/s)")
+def test_gpt2_10b_zero2_offload_tflops(gpt2_10b):
+    assert within(gpt2_10b.tflops_per_gpu, 30)
+
+
+# ---------------------------------------------------------------------------------------------
+# ZeRO-3 Offload blog (2021): 1x V100, ~48/47/46/43 TFLOP/s for 10/13/20/40B. The batch is not
+# published; we take the largest power-of-two micro-batch the memory planner fits.
+
+def _largest_fitting_micro_batch(hw, m, preset):
+    best = None
+    for mb in (1, 2, 4, 8, 16, 32, 64):
+        if plan_memory(hw, m, strategy(preset, hw, m, mb)).fits:
+            best = mb
+    return best
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "compute-bound at the largest fitting micro-batch (16): the uncalibrated V100 curve gives "
+    "~0.8 of 125 TFLOP/s in the GEMMs, so the simulator predicts ~66-68 TFLOP/s flat across "
+    "10-40B; the published 48->43 decline needs the lower achieved GEMM efficiency (see the "
+    "GPT-2 10B tutorial tests)"))
+@pytest.mark.parametrize("layers, hidden, published", [
+    (50, 4096, 48), (40, 5120, 47), (25, 8192, 46), (50, 8192, 43)])
+def test_zero3_offload_one_v100(layers, hidden, published):
+    hw = load_hardware("dgx-2", gpus_per_node=1)
+    m = gpt(layers, hidden)
+    mb = _largest_fitting_micro_batch(hw, m, "zero3-cpu")
+    r = simulate(hw, m, strategy("zero3-cpu", hw, m, mb))
+    assert r.fits and within(r.tflops_per_gpu, published)
+
+
+# ---------------------------------------------------------------------------------------------
+# 1T parameters on 512 V100s (32 DGX-2): 48.9 TFLOP/s per GPU (ZeRO-3 Offload blog).
+
+@pytest.mark.xfail(strict=True, reason=(
+    "does not fit: at micro-batch 1 the memory planner needs ~41 GiB of a 32 GiB V100 (one "
+    "gathered 7.9e9-param block = 14.7 GiB of fp16 params + 14.7 GiB of fp16 grads); the "
+    "published run relies on memory-centric tiling (TiledLinear), which tierlab does not model. "
+    "The timing alone, with the preset's prefetch limits, predicts ~42 TFLOP/s"))
+def test_one_trillion_on_512_v100():
+    hw = load_hardware("dgx-2", nodes=32)
+    m = load_model("dense-1t")
+    r = simulate(hw, m, strategy("zero3-cpu", hw, m, 1))
+    assert r.fits and within(r.tflops_per_gpu, 48.9)
+
+
+# ---------------------------------------------------------------------------------------------
+# ZeRO-Infinity (SC21), largest trainable model on one DGX-2 (16x V100 32 GB, 1.5 TB RAM):
+# data parallel 1.4B, ZeRO-Offload 13B, ZeRO-3 20B, ZeRO-Infinity CPU 70B, NVMe 1T.
+# Largest GPT (any of a few hidden sizes, any depth) the memory planner fits at micro-batch 1.
+
+STRATEGIES = {
+    "data-parallel": ("no-offload", ()),
+    "zero-offload": ("zero2-cpu", ()),
+    "zero-3": ("zero3-cpu", ("zero_optimization.offload_param.device=none",
+                             "zero_optimization.offload_optimizer.device=none")),
+    "infinity-cpu": ("zero3-cpu", ()),
+    "infinity-nvme": ("zero3-nvme", ("zero_optimization.offload_param.device=nvme",
+                                     "zero_optimization.offload_param.nvme_path=/nvme")),
+}
+
+
+def _largest_trainable(name):
+    preset, sets = STRATEGIES[name]
+    hw = load_hardware("dgx-2")
+    best = 0
+    for hidden in (1024, 2048, 4096, 8192, 16384, 25600):
+        lo, hi = 0, 4096
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            m = gpt(mid, hidden)
+            if plan_memory(hw, m, strategy(preset, hw, m, 1, sets)).fits:
+                lo = mid
+            else:
+                hi = mid - 1
+        if lo:
+            best = max(best, gpt(lo, hidden).n_params)
+    return best
+
+
+@pytest.mark.parametrize("name, published", [
+    ("data-parallel", 1.4e9), ("zero-offload", 13e9), ("zero-3", 20e9), ("infinity-cpu", 70e9),
+    pytest.param("infinity-nvme", 1e12, marks=pytest.mark.xfail(strict=True, reason=(
+        "the planner fits ~1.57e12 params (hidden 16384): 8 x 3.84 TB of NVMe hold 18 B/param; "
+        "the paper's 1T is the size it demonstrated (with its 25600-wide shape, which needs "
+        "tiling to fit the GPU), not a capacity limit"))),
+])
+def test_zero_infinity_largest_model_per_dgx2(name, published):
+    assert within(_largest_trainable(name), published)
