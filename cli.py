@@ -423,6 +423,303 @@ def calibrate(nvme_path, out, name, hardware, quick, raw, skip, sweep):
 # plot / sweep / plan  (owner: plots)
 # @@PLOTS@@
 
+PLOT_KINDS = ("bottleneck", "timeline", "memory", "sweep")
+
+
+def _builtin(ctx, kw: dict, compare: tuple[str, ...]) -> list[str]:
+    """The configs to plot: --ds-config + --compare; with neither --model/--hardware/--ds-config
+    nor --compare, the built-in scenario (the four presets, micro-batch 4, seq 1024)."""
+    from click.core import ParameterSource
+
+    given = [p for p in ("model", "hardware", "ds_config")
+             if ctx.get_parameter_source(p) != ParameterSource.DEFAULT]
+    if given or compare:
+        return [kw["ds_config"], *compare]
+    kw["micro_batch"] = kw["micro_batch"] or 4
+    kw["seq"] = kw["seq"] or 1024
+    return list(BUILTIN_PRESETS)
+
+
+def _read_measurement(path: str):
+    """A measured run for the timeline: Measurement JSON, JSONL (records or samples), a CSV of
+    samples, or a run folder holding one of those."""
+    import pandas as pd
+
+    from tierlab.profiles.load import read_data
+
+    p = Path(path)
+    if p.is_dir():
+        found = sorted([*p.glob("*sample*.*"), *p.glob("measurement*.json"), *p.glob("*.json")])
+        if not found:
+            raise ConfigError(f"{p}: no measurement or samples file in this folder")
+        p = found[0]
+    if not p.is_file():
+        raise ConfigError(f"{p}: no such file")
+    if p.suffix == ".csv":
+        return pd.read_csv(p)
+    if p.suffix == ".jsonl":
+        records = []
+        for n, line in enumerate(p.read_text().splitlines(), 1):
+            if line.strip():
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    raise ConfigError(f"{p}: malformed JSON on line {n}: {e.msg}") from None
+        merged = [r for r in records if isinstance(r, dict) and "samples" in r]
+        return merged[-1] if merged else records
+    return read_data(p)
+
+
+def _save_figure(fig, out: str) -> None:
+    from tierlab.validate.plots import save
+
+    for path in save(fig, out):
+        click.echo(f"wrote {path}")
+
+
+@main.command()
+@click.argument("kind", type=click.Choice(PLOT_KINDS))
+@scenario_options
+@click.option("--compare", multiple=True, metavar="CONFIG",
+              help="bottleneck/memory: another ds_config preset or path drawn side by side "
+                   "(repeatable). With no --model/--hardware/--ds-config/--compare: the four "
+                   "built-in presets at micro-batch 4, seq 1024.")
+@click.option("--gpu-mem-cap", default=None, metavar="BYTES",
+              help="Cap the GPU's memory, e.g. 8GiB (what-if for a smaller card).")
+@click.option("--measurement", default=None, metavar="PATH",
+              help="timeline: a measured run (Measurement JSON, JSONL, a samples CSV, or its "
+                   "folder); its sampled GPU utilisation and PCIe/disk throughput are drawn "
+                   "under the simulated lanes.")
+@click.option("--results", default=None, metavar="FILE",
+              help="sweep: a results file (.csv/.parquet) written by `tierlab sweep --out`.")
+@click.option("--x", "x_key", default=None, metavar="KEY",
+              help="sweep: the swept key on the x axis (default: the first swept key).")
+@click.option("--by", multiple=True, metavar="KEY",
+              help="sweep: one line per value of this column (repeatable; default: the other "
+                   "swept keys).")
+@click.option("--title", default=None, help="Figure title (default: a descriptive one).")
+@click.option("--out", "-o", default=None, metavar="FILE",
+              help="Image file: .png, .svg or .pdf; without a suffix both .png and .svg "
+                   "[default: tierlab-KIND.png].")
+@click.pass_context
+def plot(ctx, kind, compare, gpu_mem_cap, measurement, results, x_key, by, title, out, **kw):
+    """Plot where the time and bytes go: bottleneck, timeline, memory or sweep.
+
+    \b
+    bottleneck  stacked exposed time per resource per config, step time and roofline marked
+    timeline    Gantt lanes per resource for one simulated step (+ measured samples)
+    memory      bytes per tier (GPU, pinned/pageable host, NVMe) against capacity
+    sweep       step time and tokens/s along a swept key (needs --results)"""
+    from tierlab.validate import plots
+
+    out = out or f"tierlab-{kind}.png"
+    if kind == "sweep":
+        if not results:
+            raise ConfigError("plot sweep needs --results FILE (written by `tierlab sweep --out`)")
+        from tierlab.sim.sweep import read_results
+
+        df = read_results(results)
+        if df.empty:
+            raise ConfigError(f"{results}: no such file or no rows")
+        _save_figure(_sweep_figure(df, x_key, by, title), out)
+        return
+    configs = _builtin(ctx, kw, compare) if kind != "timeline" else [kw["ds_config"]]
+    sims = []
+    for cfg in configs:
+        sc, r = _simulate_one({**kw, "ds_config": cfg}, gpu_mem_cap, strict=False)
+        echo_warnings(sc.warnings)
+        sims.append((Path(cfg).stem, r))
+    if kind == "bottleneck":
+        fig = plots.bottleneck(sims, title=title)
+    elif kind == "memory":
+        fig = plots.memory(sims, title=title)
+    else:
+        meas = _read_measurement(measurement) if measurement else None
+        fig = plots.timeline(sims[0][1], meas, title=title)
+    _save_figure(fig, out)
+
+
+def _sweep_figure(df, x_key, by, title):
+    from tierlab.validate import plots
+
+    keys = plots.vary_columns(df)
+    x = x_key or (keys[0] if keys else None)
+    if x is None:
+        raise ConfigError("--x KEY is needed: the results do not say which keys were swept")
+    if x not in df.columns:
+        raise ConfigError(f"--x {x!r} is not a column of the results; swept keys: "
+                          f"{', '.join(keys) or 'none'}")
+    for b in by:
+        if b not in df.columns:
+            raise ConfigError(f"--by {b!r} is not a column of the results")
+    try:
+        return plots.sweep(df, x, by=list(by) or None, title=title)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+@main.command()
+@scenario_options
+@click.option("--vary", "varies", multiple=True, metavar="KEY=V1,V2,...",
+              help="A swept key and its values (repeatable; the grid is their product). Keys: "
+                   "ds_config dotted keys (zero_optimization.sub_group_size), micro_batch, "
+                   "grad_accum, seq, gpus, nodes, config, model, hardware, precision, "
+                   "checkpointing, hardware keys (nvme.drives, nvme.read_bandwidth=3GB/s,...) "
+                   "and model.* keys; see --list-keys. Ranges: 1..8, 1..64:x2.")
+@click.option("--out", "-o", default=None, metavar="FILE",
+              help="Results file, .csv or .parquet (Parquet needs pyarrow), written atomically; "
+                   "rows already in it are skipped (resume). Without it the rows are printed "
+                   "as CSV.")
+@click.option("--jobs", "-j", type=int, default=None,
+              help="Worker processes (default: every core this process may use).")
+@click.option("--memory-only", is_flag=True,
+              help="Only plan memory per point (fits, bytes per tier); no simulation.")
+@click.option("--strict", is_flag=True,
+              help="A point that does not fit memory is an error row instead of a simulated one.")
+@click.option("--plot", "plot_path", default=None, metavar="FILE",
+              help="Also plot step time and tokens/s along --x (PNG/SVG).")
+@click.option("--x", "x_key", default=None, metavar="KEY",
+              help="Key on the plot's x axis (default: the first --vary key).")
+@click.option("--by", multiple=True, metavar="KEY",
+              help="One plot line per value of this column (default: the other --vary keys).")
+@click.option("--list-keys", is_flag=True, help="List every key --vary accepts and exit.")
+@click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
+@click.option("--quiet", "-q", is_flag=True, help="Do not print DeepSpeed-quirk warnings.")
+def sweep(varies, out, jobs, memory_only, strict, plot_path, x_key, by, list_keys, no_progress,
+          quiet, **kw):
+    """What-if grid over hardware, strategy, batch and model keys; one row per point.
+
+    Invalid combinations are rows with the reason in `error`. Example:
+    tierlab sweep -c zero3-nvme --micro-batch 4 --seq 1024 --vary nvme.drives=1,2,4,8
+    --vary zero_optimization.sub_group_size=1e8,1e9 --out drives.csv --plot drives.png"""
+    from tqdm import tqdm
+
+    from tierlab.sim.sweep import Base, default_simulator, parse_vary, resolve, run_sweep
+    from tierlab.sim.sweep_keys import all_keys
+
+    if list_keys:
+        for key, what in all_keys().items():
+            click.echo(f"{key:52s} {what}")
+        return
+    axes = [parse_vary(v) for v in varies]
+    if not axes:
+        raise ConfigError("empty grid: give at least one --vary KEY=V1,V2,...")
+    base = Base(model=kw["model"], hardware=kw["hardware"], ds_config=kw["ds_config"],
+                overrides=tuple(kw["overrides"]), micro_batch=kw["micro_batch"],
+                grad_accum=kw["grad_accum"], seq=kw["seq"], gpus=kw["gpus"], nodes=kw["nodes"],
+                precision=kw["precision"], checkpointing=kw["checkpointing"])
+    try:
+        echo_warnings(resolve(base).warnings, quiet)
+    except ValueError as e:          # the base itself is broken: say so once
+        raise ConfigError(str(e)) from None
+    simulator = None if memory_only else default_simulator()
+    bar = tqdm(total=0, unit="config", file=sys.stderr, disable=no_progress, dynamic_ncols=True)
+    try:
+        outcome = run_sweep(base, axes, simulator=simulator, strict=strict, jobs=jobs, out=out,
+                            on_start=lambda todo, skipped: (setattr(bar, "total", todo),
+                                                            bar.refresh()),
+                            on_rows=lambda rows: bar.update(len(rows)))
+    finally:
+        bar.close()
+    df = outcome.frame
+    if out is None:
+        click.echo(df.to_csv(index=False), nl=False)
+    click.echo(_sweep_summary(outcome, out), err=out is None)
+    if plot_path and not memory_only:
+        _save_figure(_sweep_figure(df, x_key or axes[0].key, by, None), plot_path)
+    elif plot_path:
+        raise ConfigError("--plot needs simulated rows (drop --memory-only)")
+
+
+def _sweep_summary(outcome, out) -> str:
+    df = outcome.frame
+    where = f" -> {out}" if out else ""
+    text = (f"{len(df)} rows{where}: {outcome.computed} computed, {outcome.skipped} already "
+            f"there, {outcome.errors} with an error")
+    if "step_time_s" in df.columns and "fits" in df.columns:
+        ok = df[(df["error"] == "") & (df["fits"].astype(str).str.lower() == "true")]
+        if not ok.empty:
+            best = ok.loc[ok["step_time_s"].idxmin()]
+            keys = [c for c in df.columns[1:df.columns.get_loc("config_name")]]
+            point = ", ".join(f"{k}={best[k]}" for k in keys)
+            text += (f"\nfastest that fits: {point}: {best['step_time_s']:.3f} s/step, "
+                     f"{best['tokens_per_s']:,.0f} tokens/s, {best['bottleneck']} binds")
+    return text
+
+
+@main.command()
+@click.option("--model", "-m", default=DEFAULT_MODEL, show_default=True,
+              help="Model profile name, a profile YAML, or a Hugging Face config.json path.")
+@click.option("--hardware", "-H", default=DEFAULT_HARDWARE, show_default=True,
+              help="System profile name or YAML path.")
+@click.option("--gpus", type=int, default=None, help="GPUs per node (default: the profile's).")
+@click.option("--nodes", type=int, default=None, help="Nodes (default: the profile's).")
+@click.option("--seq", type=int, default=None,
+              help="Sequence length in tokens (default: the model's context length).")
+@click.option("--global-batch", type=int, default=None,
+              help="Sequences per optimizer step over all GPUs; the planner trades micro-batch "
+                   "against gradient accumulation at this size.")
+@click.option("--grad-accum", type=int, default=None,
+              help="Gradient accumulation steps when --global-batch is not given (default 1).")
+@click.option("--micro-batch", type=int, default=None,
+              help="Fix the micro-batch (default: searched over 1, 2, 4, ... --max-micro-batch).")
+@click.option("--max-micro-batch", type=int, default=64, show_default=True,
+              help="Largest micro-batch the search tries.")
+@click.option("--checkpointing/--no-checkpointing", default=None,
+              help="Fix activation checkpointing (default: try both).")
+@click.option("--precision", type=click.Choice(["fp16", "bf16", "fp32"]), default=None,
+              help="Compute dtype (default: bf16 where the GPU has it, else fp16).")
+@click.option("--min-tokens-per-s", type=float, default=None,
+              help="Reject configurations slower than this (tokens/s of the whole job).")
+@click.option("--max-gpu-mem", default=None, metavar="BYTES",
+              help="Use at most this much memory per GPU, e.g. 70GB (leave headroom).")
+@click.option("--nvme-path", default="/local_nvme", show_default=True,
+              help="nvme_path written into the ds_config for NVMe offload.")
+@click.option("--out", "-o", default=None, metavar="FILE",
+              help="Write the winner's ds_config.json here (atomically), ready for deepspeed.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the whole plan (ranked alternatives, notes, ds_config) as JSON.")
+@click.option("--jobs", "-j", type=int, default=1, show_default=True,
+              help="Worker processes for the simulations.")
+@click.pass_context
+def plan(ctx, model, hardware, gpus, nodes, seq, global_batch, grad_accum, micro_batch,
+         max_micro_batch, checkpointing, precision, min_tokens_per_s, max_gpu_mem, nvme_path,
+         out, as_json, jobs):
+    """The fastest DeepSpeed configuration that fits every tier, and why the others lost.
+
+    Searches ZeRO stage, CPU/NVMe offload of parameters and optimizer, micro-batch, gradient
+    accumulation, checkpointing, sub_group_size, swap buffers and aio settings. Exits 1 when
+    nothing fits (or nothing reaches --min-tokens-per-s)."""
+    from tierlab.profiles.load import load_hardware, load_model
+    from tierlab.sim.plan import format_plan, plan as run_plan
+
+    for flag, value in (("--micro-batch", micro_batch), ("--grad-accum", grad_accum),
+                        ("--global-batch", global_batch), ("--max-micro-batch", max_micro_batch),
+                        ("--jobs", jobs)):
+        if value is not None and value < 1:
+            raise ConfigError(f"{flag} must be >= 1, got {value}")
+    if global_batch is not None and grad_accum is not None:
+        raise ConfigError("give --global-batch or --grad-accum, not both")
+    hw = load_hardware(hardware, gpus_per_node=gpus, nodes=nodes)
+    mdl = load_model(model, seq_len=seq)
+    result = run_plan(hw, mdl, global_batch=global_batch, grad_accum=grad_accum,
+                      micro_batch=micro_batch, checkpointing=checkpointing, precision=precision,
+                      min_tokens_per_s=min_tokens_per_s,
+                      max_gpu_mem_bytes=parse_bytes(max_gpu_mem, "--max-gpu-mem")
+                      if max_gpu_mem else None, nvme_path=nvme_path,
+                      max_micro_batch=max_micro_batch, jobs=jobs)
+    if out and result.ds_config is not None:
+        write_json(out, result.ds_config)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2, default=str))
+    else:
+        click.echo(format_plan(result))
+        if out and result.ds_config is not None:
+            click.echo(f"wrote {out} (deepspeed --num_gpus {hw.gpus_per_node} train.py "
+                       f"--deepspeed {out})")
+    if result.best is None:
+        ctx.exit(1)
+
 
 if __name__ == "__main__":
     main()

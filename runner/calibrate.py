@@ -1,0 +1,561 @@
+"""`tierlab calibrate`: microbenchmarks of this host -> the numbers of a hardware profile.
+
+Each benchmark is a small function that returns values (lists of points, each with its settings);
+`calibration_tasks()` lists them for a SweepPlan so the CLI can drive a progress bar, and
+`calibrate_profile.py` turns the points into profile YAML. The only files written here are the
+aio test files under --nvme-path (removed afterwards) and, where permitted, '1' to
+/proc/sys/vm/drop_caches. GPU benchmarks live in calibrate_gpu.py.
+
+What each number counts:
+- memcpy: one `dst.copy_(src)` of N bytes moves 2N bytes through DRAM (read N + write N); the
+  bandwidth reported counts both (STREAM "Copy" convention).
+- Adam: fp32 parameters updated per second by one `step()` (DeepSpeedCPUAdam, or torch.optim.Adam
+  with foreach=True), for each thread count.
+- aio: what DeepSpeed's `ds_io --engine aio_handle` does: one aio_handle(block_size, queue_depth,
+  single_submit, overlap_events, intra_op_parallelism), a page-locked buffer of the whole file
+  (handle.new_cpu_locked_tensor, or torch pinned memory on CUDA), pwrite/pread async + wait,
+  files opened O_DIRECT by DeepSpeed itself; bandwidth = file bytes / wall time of the call.
+  Timed writes overwrite an existing file (the first, allocating write is kept as 'write_alloc').
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import random
+import statistics
+import sys
+import time
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any, Callable
+
+from tierlab.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+KiB, MiB, GiB = 2**10, 2**20, 2**30
+SKIPPABLE = ("gpu", "pcie", "gemm", "nccl", "aio", "adam", "memcpy")
+_TMPFS = {"tmpfs", "ramfs", "devtmpfs"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepPlan:
+    """Which points each benchmark measures (every tuple is swept; `repeats` per point)."""
+
+    repeats: int = 3
+    """Timed repetitions per point; profiles take the best, raw data keeps all."""
+    pcie_sizes: tuple[int, ...] = tuple(64 * KiB * 4**i for i in range(8))
+    """Host<->GPU transfer sizes, bytes (64 KiB, 256 KiB, ... 1 GiB; larger ones are capped)."""
+    gemm_models: tuple[str, ...] = ("llama-0.5b", "tinyllama-1.1b", "llama-3b", "llama-2-7b",
+                                    "llama-3-8b", "llama-2-13b", "llama-3-70b")
+    """Model profiles whose per-layer matmul shapes are timed."""
+    gemm_tokens: tuple[int, ...] = (512, 2048, 8192)
+    """Rows (micro-batch x sequence tokens) of each GEMM."""
+    gemm_dtypes: tuple[str, ...] = ("bf16", "fp16")
+    nccl_sizes: tuple[int, ...] = (1 * MiB, 16 * MiB, 256 * MiB)
+    aio_file_size: int = 1 * GiB
+    aio_block_sizes: tuple[int, ...] = (128 * KiB, 1 * MiB, 8 * MiB)
+    aio_queue_depths: tuple[int, ...] = (4, 32, 128)
+    aio_parallelism: tuple[int, ...] = (1, 2, 4, 8, 16)
+    """intra_op_parallelism values (capped at the usable cores)."""
+    aio_single_submit: tuple[bool, ...] = (False,)
+    aio_overlap_events: tuple[bool, ...] = (True,)
+    aio_latency_reads: int = 64
+    """4 KiB O_DIRECT reads at queue depth 1 for the drive's latency."""
+    adam_params: int = 64 * 2**20
+    adam_threads: tuple[int, ...] = ()
+    """Thread counts; () = 1, 2, 4, ... up to the usable cores, and the usable cores."""
+    adam_torch: bool = True
+    """Also time torch.optim.Adam (foreach) at the same thread counts."""
+    memcpy_size: int = 1 * GiB
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            values = value if isinstance(value, tuple) else (value,)
+            for v in values:
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and v <= 0:
+                    raise ValueError(f"SweepPlan.{f.name} must be > 0, got {v!r}")
+
+
+def quick_plan() -> SweepPlan:
+    """Under a minute on a 2-core CPU box (most time goes to the aio sweep and Adam)."""
+    return SweepPlan(repeats=2, pcie_sizes=(64 * KiB, 1 * MiB, 16 * MiB, 256 * MiB),
+                     gemm_models=("llama-0.5b", "llama-2-7b"), gemm_tokens=(2048,),
+                     nccl_sizes=(16 * MiB,), aio_file_size=64 * MiB,
+                     aio_block_sizes=(128 * KiB, 1 * MiB), aio_queue_depths=(4, 32),
+                     aio_parallelism=(1, 2), aio_latency_reads=16, adam_params=4 * 2**20,
+                     adam_threads=(), memcpy_size=128 * MiB)
+
+
+def _parse_size(text: str, key: str) -> int:
+    from tierlab.profiles.load import parse_quantity
+
+    t = text.strip()
+    if t.isdigit():
+        return int(t)
+    if t[-1:] in "KMGT":
+        t += "i"
+    if not t.endswith("B"):
+        t += "B"
+    return int(parse_quantity(t, "bytes", f"--sweep {key}"))
+
+
+def apply_sweep_overrides(plan: SweepPlan, items: list[str]) -> SweepPlan:
+    """`--sweep aio_block_sizes=1M,8M --sweep repeats=2` -> a new plan (sizes: K/M/G = KiB/MiB/GiB)."""
+    kinds = {f.name: f.type for f in fields(SweepPlan)}
+    changes: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or key not in kinds:
+            raise ConfigError(f"--sweep {item!r}: expected KEY=V1,V2 with KEY one of "
+                              f"{', '.join(kinds)}")
+        parts = [p for p in text.split(",") if p.strip()]
+        typ = str(kinds[key])
+        try:
+            if "bool" in typ:
+                vals = [p.strip().lower() in ("1", "true", "yes", "on") for p in parts]
+            elif "str" in typ:
+                vals = [p.strip() for p in parts]
+            elif key.endswith("size") or key.endswith("sizes") or key == "adam_params":
+                vals = [_parse_size(p, key) for p in parts]
+            else:
+                vals = [int(p) for p in parts]
+        except ValueError:
+            raise ConfigError(f"--sweep {item!r}: cannot read the values") from None
+        if not typ.startswith("tuple"):
+            if len(vals) != 1:
+                raise ConfigError(f"--sweep {key} takes one value, got {text!r}")
+            vals = vals[0]
+        changes[key] = tuple(vals) if isinstance(vals, list) else vals
+    try:
+        return replace(plan, **changes)
+    except ValueError as e:
+        raise ConfigError(f"--sweep: {e}") from None
+
+
+# ----------------------------------------------------------------------------------------------
+# host facts and the --nvme-path check
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def mount_of(path: Path) -> tuple[str, str, str]:
+    """(mount point, filesystem type, source device) of the filesystem holding `path`."""
+    path = Path(path).resolve()
+    best = ("/", "unknown", "unknown")
+    try:
+        lines = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return best
+    for line in lines:
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        mnt = parts[1].replace("\\040", " ")
+        if (path == Path(mnt) or Path(mnt) in path.parents) and len(mnt) >= len(best[0]):
+            best = (mnt, parts[2], parts[0])
+    return best
+
+
+def block_device_model(path: Path) -> str | None:
+    """The drive model under `path` from /sys (None when it cannot be found, e.g. overlayfs)."""
+    st = os.stat(path)
+    base = Path(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}")
+    for cand in (base / "device" / "model", base / ".." / "device" / "model"):
+        try:
+            return cand.read_text().strip() or None
+        except OSError:
+            continue
+    return None
+
+
+def check_nvme_path(path: str | Path) -> Path:
+    """The --nvme-path must be an existing writable directory on a filesystem that takes O_DIRECT
+    and is a drive, not RAM; anything else is a one-line ConfigError naming the path and the fix."""
+    p = Path(path).expanduser()
+    fix = "point --nvme-path at a directory on the NVMe drive, e.g. /var/tmp/tierlab-cal"
+    if not p.exists():
+        raise ConfigError(f"--nvme-path {p}: no such directory; create it (mkdir -p {p}) or {fix}")
+    if not p.is_dir():
+        raise ConfigError(f"--nvme-path {p}: not a directory; {fix}")
+    if not os.access(p, os.W_OK | os.X_OK):
+        raise ConfigError(f"--nvme-path {p}: not writable by this user; {fix}")
+    _, fstype, _ = mount_of(p)
+    if fstype in _TMPFS:
+        raise ConfigError(f"--nvme-path {p} is on {fstype} (RAM, not a drive; DeepSpeed's O_DIRECT "
+                          f"swap files are refused there before Linux 6.6 and would measure "
+                          f"memory): {fix}")
+    probe = p / f".tierlab-odirect-probe-{os.getpid()}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_DIRECT", 0), 0o600)
+    except OSError as e:
+        raise ConfigError(f"--nvme-path {p}: the filesystem ({fstype}) refuses O_DIRECT "
+                          f"({e.strerror}), which DeepSpeed's aio needs; {fix}") from None
+    try:
+        import mmap
+
+        buf = mmap.mmap(-1, 4096)      # page-aligned, as O_DIRECT requires
+        os.write(fd, buf)
+    except OSError as e:
+        raise ConfigError(f"--nvme-path {p}: an O_DIRECT write fails there ({e.strerror}) on "
+                          f"{fstype}; {fix}") from None
+    finally:
+        os.close(fd)
+        probe.unlink(missing_ok=True)
+    return p
+
+
+def drop_page_cache() -> str:
+    """Write 1 to /proc/sys/vm/drop_caches (root only); returns what happened, for provenance."""
+    try:
+        os.sync()
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("1\n")
+        return "page cache dropped before each read via /proc/sys/vm/drop_caches"
+    except OSError as e:
+        return (f"page cache not dropped ({e.strerror or e}: /proc/sys/vm/drop_caches needs root); "
+                f"O_DIRECT bypasses it anyway")
+
+
+def _has_fileno(stream) -> bool:
+    try:
+        stream.fileno()
+        return True
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        return False
+
+
+@contextlib.contextmanager
+def quiet_deepspeed():
+    """Import/load DeepSpeed ops without its stdout chatter (accelerator notice, SSD warning).
+
+    DeepSpeed's JIT compatibility check (OpBuilder.has_function) dup2()s sys.stderr's file
+    descriptor and reports 'not compatible' when sys.stderr has none (click's CliRunner, pytest
+    capture), so stderr is pointed at the process's real one meanwhile."""
+    ds_log = logging.getLogger("DeepSpeed")
+    level = ds_log.level
+    ds_log.setLevel(logging.ERROR)
+    err = sys.stderr if _has_fileno(sys.stderr) else sys.__stderr__
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            yield
+    finally:
+        ds_log.setLevel(level)
+
+
+# ----------------------------------------------------------------------------------------------
+# CPU: memcpy and Adam
+
+def memcpy_bandwidth(nbytes: int, repeats: int) -> list[dict]:
+    """Host memcpy with torch's parallel copy (all threads); Bps counts read + write (2 x nbytes)."""
+    import torch
+
+    src = torch.ones(nbytes, dtype=torch.uint8)
+    dst = torch.empty_like(src)
+    dst.copy_(src)                                    # fault the pages in before timing
+    points = []
+    for i in range(repeats):
+        t0 = time.perf_counter()
+        dst.copy_(src)
+        dt = time.perf_counter() - t0
+        points.append({"nbytes": nbytes, "rep": i, "seconds": dt, "threads": torch.get_num_threads(),
+                       "bytes_moved": 2 * nbytes, "Bps": 2 * nbytes / dt})
+    return points
+
+
+def adam_thread_counts(plan: SweepPlan) -> tuple[int, ...]:
+    if plan.adam_threads:
+        return plan.adam_threads
+    cores = usable_cores()
+    counts = {cores}
+    n = 1
+    while n < cores:
+        counts.add(n)
+        n *= 2
+    return tuple(sorted(counts))
+
+
+def adam_throughput(kind: str, n_params: int, threads: int, repeats: int) -> list[dict]:
+    """fp32 params/s of one optimizer step: kind 'deepspeed' (DeepSpeedCPUAdam) or 'torch'."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)   # DeepSpeedCPUAdam's OpenMP shares torch's runtime
+    try:
+        p = torch.nn.Parameter(torch.zeros(n_params))
+        p.grad = torch.full((n_params,), 1e-3)
+        if kind == "deepspeed":
+            with quiet_deepspeed():
+                from deepspeed.ops.adam import DeepSpeedCPUAdam
+
+                opt = DeepSpeedCPUAdam([p], lr=1e-3)
+        elif kind == "torch":
+            opt = torch.optim.Adam([p], lr=1e-3, foreach=True)
+        else:
+            raise ValueError(f"adam kind must be 'deepspeed' or 'torch', got {kind!r}")
+        opt.step()                       # allocates m and v
+        points = []
+        for i in range(repeats):
+            t0 = time.perf_counter()
+            opt.step()
+            dt = time.perf_counter() - t0
+            points.append({"optimizer": kind, "threads": threads, "n_params": n_params, "rep": i,
+                           "seconds": dt, "params_per_s": n_params / dt})
+        return points
+    finally:
+        torch.set_num_threads(before)
+
+
+# ----------------------------------------------------------------------------------------------
+# NVMe through DeepSpeed's aio handle (what ds_io --engine aio_handle does)
+
+def load_aio():
+    """DeepSpeed's async_io op (JIT-built on first use); a ConfigError names the fix."""
+    try:
+        with quiet_deepspeed():
+            from deepspeed.ops.op_builder import AsyncIOBuilder
+
+            return AsyncIOBuilder().load(verbose=False)
+    except RuntimeError as e:
+        raise ConfigError(f"DeepSpeed's async_io op cannot be built here ({str(e).splitlines()[0]}"
+                          f"): install libaio-dev (apt-get install libaio-dev) or pass --skip aio"
+                          ) from None
+    except ImportError as e:
+        raise ConfigError(f"cannot import DeepSpeed ({e}); pip install 'tierlab[runner]' or pass "
+                          f"--skip aio") from None
+
+
+def _locked_buffer(handle, nbytes: int, pinned=None):
+    """(buffer, free) a page-locked buffer: `pinned` (torch pinned memory on CUDA, shared by all
+    settings, as ds_io --use_accelerator_pin_memory), else the handle's own
+    new_cpu_locked_tensor (ds_io's default), freed after the setting."""
+    import torch
+
+    if pinned is not None and pinned.numel() >= nbytes:
+        return pinned[:nbytes], (lambda: None)
+    buf = handle.new_cpu_locked_tensor(nbytes, torch.empty(0, dtype=torch.uint8))
+    return buf, (lambda: handle.free_cpu_locked_tensor(buf))
+
+
+def aio_point(lib, folder: Path, nbytes: int, block_size: int, queue_depth: int,
+              intra_op_parallelism: int, single_submit: bool, overlap_events: bool,
+              repeats: int, drop_caches: bool, pinned=None) -> list[dict]:
+    """Write then read one file of `nbytes` with one handle configuration; one dict per op x rep."""
+    handle = lib.aio_handle(block_size, queue_depth, single_submit, overlap_events,
+                            intra_op_parallelism)
+    buf, free = _locked_buffer(handle, nbytes, pinned)
+    buf.random_(0, 128)
+    path = folder / f"tierlab-cal-{os.getpid()}-{block_size}-{queue_depth}-{intra_op_parallelism}.bin"
+    settings = {"nbytes": nbytes, "block_size": block_size, "queue_depth": queue_depth,
+                "intra_op_parallelism": intra_op_parallelism, "single_submit": single_submit,
+                "overlap_events": overlap_events}
+    points = []
+    try:
+        # the first write of a new file also allocates its blocks (slower on ext4/xfs); it is kept
+        # as op 'write_alloc', and the timed writes overwrite, as DeepSpeed's swapper does each step
+        for op, reps in (("write_alloc", 1), ("write", repeats), ("read", repeats)):
+            for i in range(reps):
+                if op == "read" and drop_caches:
+                    drop_page_cache()
+                t0 = time.perf_counter()
+                rc = (handle.async_pread if op == "read" else handle.async_pwrite)(buf, str(path))
+                done = handle.wait() if rc == 0 else -1
+                dt = time.perf_counter() - t0
+                if rc != 0 or done < 1:
+                    raise ConfigError(f"--nvme-path {folder}: DeepSpeed aio {op} of {path} failed "
+                                      f"(rc {rc}); check free space and O_DIRECT support there")
+                points.append({**settings, "op": op, "rep": i, "seconds": dt, "Bps": nbytes / dt})
+    finally:
+        free()
+        path.unlink(missing_ok=True)
+    return points
+
+
+def aio_latency(lib, folder: Path, reads: int) -> list[dict]:
+    """4 KiB O_DIRECT reads at queue depth 1 (handle block 4 KiB, qd 1) at random offsets of a
+    64 MiB file; each time includes the Python call (~10 us)."""
+    handle = lib.aio_handle(4 * KiB, 1, True, False, 1)
+    span = 64 * MiB
+    big, free_big = _locked_buffer(handle, span)
+    small, free_small = _locked_buffer(handle, 4 * KiB)
+    path = folder / f"tierlab-cal-{os.getpid()}-latency.bin"
+    rng = random.Random(0)
+    points = []
+    try:
+        handle.sync_pwrite(big, str(path))
+        drop_page_cache()
+        for i in range(reads):
+            offset = rng.randrange(span // (4 * KiB)) * 4 * KiB
+            t0 = time.perf_counter()
+            handle.sync_pread(small, str(path), offset)
+            points.append({"nbytes": 4 * KiB, "offset": offset, "seconds": time.perf_counter() - t0})
+    finally:
+        free_small()
+        free_big()
+        path.unlink(missing_ok=True)
+    return points
+
+
+def aio_grid(plan: SweepPlan) -> list[dict]:
+    """Every (block, qd, parallelism, single_submit, overlap) setting of the plan, as dicts."""
+    cores = usable_cores()
+    pars = sorted({min(p, cores) for p in plan.aio_parallelism})
+    grid = []
+    for bs in plan.aio_block_sizes:
+        for qd in plan.aio_queue_depths:
+            for par in pars:
+                for ss in plan.aio_single_submit:
+                    for ov in plan.aio_overlap_events:
+                        grid.append({"block_size": bs, "queue_depth": qd,
+                                     "intra_op_parallelism": par, "single_submit": ss,
+                                     "overlap_events": ov})
+    return grid
+
+
+# ----------------------------------------------------------------------------------------------
+# the task list the CLI walks (one progress-bar tick each)
+
+@dataclass(frozen=True)
+class Task:
+    group: str
+    """Result key in the raw data: 'memcpy', 'adam', 'aio', 'aio_latency', 'pcie', 'gemm', ..."""
+    label: str
+    run: Callable[[], list[dict]]
+
+
+def calibration_tasks(plan: SweepPlan, *, nvme_path: Path | None, skip: set[str],
+                      cuda: bool, n_gpus: int, facts: dict) -> tuple[list[Task], dict[str, str]]:
+    """(tasks to run, {benchmark: why skipped}). `facts` receives settings the profile cites."""
+    tasks: list[Task] = []
+    skipped: dict[str, str] = {}
+    if "memcpy" in skip:
+        skipped["memcpy"] = "--skip memcpy"
+    else:
+        tasks.append(Task("memcpy", f"memcpy {plan.memcpy_size / MiB:.0f} MiB",
+                          lambda: memcpy_bandwidth(plan.memcpy_size, plan.repeats)))
+    if "adam" in skip:
+        skipped["adam"] = "--skip adam"
+    else:
+        kinds = ("deepspeed", "torch") if plan.adam_torch else ("deepspeed",)
+        for kind in kinds:
+            for t in adam_thread_counts(plan):
+                tasks.append(Task("adam", f"{kind} Adam x{t} threads",
+                                  lambda k=kind, t=t: adam_throughput(k, plan.adam_params, t,
+                                                                      plan.repeats)))
+    tasks += _aio_tasks(plan, nvme_path, skip, skipped, facts)
+    from tierlab.runner import calibrate_gpu
+
+    tasks += calibrate_gpu.gpu_tasks(plan, skip, skipped, cuda=cuda, n_gpus=n_gpus, facts=facts)
+    return tasks, skipped
+
+
+def _aio_tasks(plan, nvme_path, skip, skipped, facts) -> list[Task]:
+    if "aio" in skip:
+        skipped["aio"] = "--skip aio"
+        return []
+    if nvme_path is None:
+        skipped["aio"] = "no --nvme-path given"
+        return []
+    folder = check_nvme_path(nvme_path)
+    lib = load_aio()
+    cache = drop_page_cache()
+    facts["aio_page_cache"] = cache
+    drop = cache.startswith("page cache dropped")
+    shared: dict = {}
+
+    def pinned():
+        import torch
+
+        if torch.cuda.is_available() and "buf" not in shared:
+            shared["buf"] = torch.empty(plan.aio_file_size, dtype=torch.uint8).pin_memory()
+        return shared.get("buf")
+
+    tasks = [Task("aio", f"aio bs {g['block_size'] // KiB}K qd {g['queue_depth']} "
+                         f"par {g['intra_op_parallelism']}",
+                  lambda g=g: aio_point(lib, folder, plan.aio_file_size, repeats=plan.repeats,
+                                        drop_caches=drop, pinned=pinned(), **g))
+             for g in aio_grid(plan)]
+    tasks.append(Task("aio_latency", "aio 4 KiB QD1 latency",
+                      lambda: aio_latency(lib, folder, plan.aio_latency_reads)))
+    tasks.append(Task("aio_done", "release pinned buffer", lambda: shared.clear() or []))
+    return tasks
+
+
+def best(points: list[dict], key: str, **where) -> dict | None:
+    """The point with the largest `key` among those matching `where` (None if none)."""
+    match = [p for p in points if all(p.get(k) == v for k, v in where.items())]
+    return max(match, key=lambda p: p[key]) if match else None
+
+
+def median(values) -> float:
+    return statistics.median(values)
+
+
+# ----------------------------------------------------------------------------------------------
+# the whole calibration
+
+@dataclass(frozen=True)
+class Calibration:
+    """What `calibrate()` returns: profile documents, their YAML text, the raw record."""
+
+    documents: dict
+    """{'systems': system data, 'gpus'/'cpus'/'nvme': measured part data}."""
+    texts: dict
+    """The same as YAML text in the loader's format, checked to load."""
+    raw: dict
+    skipped: dict
+    hardware: Any
+    """The loaded `Hardware` (the round trip through tierlab.profiles.load)."""
+
+
+def calibrate(*, name: str, base: str, nvme_path: str | Path | None, plan: SweepPlan,
+              skip: set[str] = frozenset(), date: str | None = None,
+              progress: Callable[[list[Task]], Any] | None = None) -> Calibration:
+    """Measure what this host has, fill the rest from the `base` system profile."""
+    import datetime
+
+    import torch
+
+    from tierlab.runner import calibrate_profile as cp
+
+    unknown = set(skip) - set(SKIPPABLE)
+    if unknown:
+        raise ConfigError(f"--skip {sorted(unknown)[0]!r}: choose from {', '.join(SKIPPABLE)}")
+    if not name or "/" in name or name.startswith("."):
+        raise ConfigError(f"--name {name!r}: use a plain profile name such as h200-host")
+    date = date or datetime.date.today().isoformat()
+    base_docs = cp.base_documents(base)
+    cuda = torch.cuda.is_available()
+    cpu_model, sockets = cp.cpu_identity()
+    facts: dict[str, Any] = {"cpu_model": cpu_model, "sockets": sockets,
+                             "n_gpus": torch.cuda.device_count() if cuda else 0,
+                             "nvme_path": str(Path(nvme_path).resolve()) if nvme_path else None}
+    if nvme_path:
+        facts["nvme_mount"] = dict(zip(("mount", "fstype", "device"), mount_of(Path(nvme_path))))
+    tasks, skipped = calibration_tasks(plan, nvme_path=Path(nvme_path) if nvme_path else None,
+                                       skip=set(skip), cuda=cuda, n_gpus=facts["n_gpus"],
+                                       facts=facts)
+    results: dict[str, list] = {}
+    elapsed: dict[str, float] = {}
+    for task in (progress(tasks) if progress else tasks):
+        t0 = time.perf_counter()
+        points = task.run()
+        if points:
+            results.setdefault(task.group, []).extend(points)
+        elapsed[task.group] = round(elapsed.get(task.group, 0.0) + time.perf_counter() - t0, 3)
+    for group, why in skipped.items():
+        log.info("calibrate: skipped %s (%s)", group, why)
+    docs = cp.build_documents(name, date, results, facts, base_docs)
+    texts = {kind: cp.render_yaml(doc) for kind, doc in docs.items()}
+    hardware = cp.check_loadable(texts, name)
+    raw = cp.raw_record(name, date, base_docs["systems_name"], plan, results, skipped, facts,
+                        elapsed)
+    return Calibration(docs, texts, raw, skipped, hardware)

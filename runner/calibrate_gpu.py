@@ -1,0 +1,226 @@
+"""GPU microbenchmarks of `tierlab calibrate` (CUDA only): PCIe copies, GEMMs, HBM copy, CUDA
+context size, NCCL collectives. Each returns a list of points (dicts with their settings).
+
+Timing: wall clock around the operation and a `torch.cuda.synchronize()`, so small transfers
+include the launch and synchronisation cost the simulator calls PCIe latency.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+from tierlab.runner.calibrate import GiB, SweepPlan, Task
+
+log = logging.getLogger(__name__)
+
+_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+
+def pcie_curve(sizes: tuple[int, ...], repeats: int, device: int = 0) -> list[dict]:
+    """H2D and D2H bandwidth of `copy_` for pinned and pageable host buffers at each size."""
+    import torch
+
+    dev = torch.device("cuda", device)
+    points = []
+    for memory in ("pinned", "pageable"):
+        for n in sorted({min(s, GiB) for s in sizes}):
+            host = torch.ones(n, dtype=torch.uint8)
+            if memory == "pinned":
+                host = host.pin_memory()
+            gpu = torch.empty(n, dtype=torch.uint8, device=dev)
+            for direction in ("h2d", "d2h"):
+                dst, src = (gpu, host) if direction == "h2d" else (host, gpu)
+                dst.copy_(src, non_blocking=memory == "pinned")
+                torch.cuda.synchronize(dev)
+                for i in range(repeats):
+                    t0 = time.perf_counter()
+                    dst.copy_(src, non_blocking=memory == "pinned")
+                    torch.cuda.synchronize(dev)
+                    dt = time.perf_counter() - t0
+                    points.append({"direction": direction, "memory": memory, "nbytes": n,
+                                   "rep": i, "seconds": dt, "Bps": n / dt})
+            del host, gpu
+    return points
+
+
+def gemm_shapes(models: tuple[str, ...], tokens: tuple[int, ...]) -> list[dict]:
+    """(m, k, n) of the forward matmuls of one block of each model profile, per token count
+    (q/k/v fused as one; gate and up are separate Linear layers in Hugging Face Llama, as `up`)."""
+    from tierlab.profiles.load import load_model
+
+    shapes = {}
+    for name in models:
+        mdl = load_model(name)
+        h, f, kv = mdl.hidden, mdl.ffn, mdl.kv_dim
+        for t in tokens:
+            for op, (k, n) in {"qkv": (h, h + 2 * kv), "o": (h, h), "up": (h, f),
+                               "down": (f, h)}.items():
+                shapes[(t, k, n)] = {"model": name, "op": op, "m": t, "k": k, "n": n}
+    return list(shapes.values())
+
+
+def gemm_point(m: int, k: int, n: int, dtype: str, device: int = 0,
+               min_seconds: float = 0.02) -> float:
+    """Achieved FLOP/s of `a @ b` ((m x k) @ (k x n)), 2*m*k*n FLOPs, CUDA-event timed."""
+    import torch
+
+    dt = getattr(torch, _DTYPES[dtype])
+    a = torch.randn(m, k, device=f"cuda:{device}", dtype=dt)
+    b = torch.randn(k, n, device=f"cuda:{device}", dtype=dt)
+    for _ in range(3):
+        a @ b
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    a @ b
+    end.record()
+    end.synchronize()
+    iters = max(3, min(1000, int(min_seconds / max(start.elapsed_time(end) / 1e3, 1e-6))))
+    start.record()
+    for _ in range(iters):
+        a @ b
+    end.record()
+    end.synchronize()
+    return 2.0 * m * k * n * iters / (start.elapsed_time(end) / 1e3)
+
+
+def gemm_curve(shapes: list[dict], dtypes: tuple[str, ...]) -> list[dict]:
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    points = []
+    for s in shapes:
+        for dtype in dtypes:
+            flops = 2.0 * s["m"] * s["k"] * s["n"]
+            points.append({**s, "dtype": dtype, "flops": flops,
+                           "flops_per_s": gemm_point(s["m"], s["k"], s["n"], dtype)})
+    return points
+
+
+def hbm_copy(nbytes: int = 2 * GiB, repeats: int = 5) -> list[dict]:
+    """Device-to-device copy; Bps counts read + write (2 x nbytes), like the memcpy benchmark."""
+    import torch
+
+    src = torch.ones(nbytes, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    points = []
+    for i in range(repeats):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        dst.copy_(src)
+        torch.cuda.synchronize()
+        dt = time.perf_counter() - t0
+        points.append({"nbytes": nbytes, "rep": i, "seconds": dt, "Bps": 2 * nbytes / dt})
+    return points
+
+
+def gpu_facts(device: int = 0) -> list[dict]:
+    """Name, memory and the memory the CUDA context + cuBLAS take before any tensor (used - reserved
+    after a first matmul; includes other processes on a shared GPU)."""
+    import torch
+
+    props = torch.cuda.get_device_properties(device)
+    a = torch.ones(256, 256, device=f"cuda:{device}")
+    (a @ a).sum().item()
+    free, total = torch.cuda.mem_get_info(device)
+    context = total - free - torch.cuda.memory_reserved(device)
+    return [{"name": props.name, "total_memory_bytes": props.total_memory,
+             "capability": f"{props.major}.{props.minor}", "sm_count": props.multi_processor_count,
+             "context_bytes": context, "device_count": torch.cuda.device_count()}]
+
+
+def _nccl_worker(rank: int, world: int, sizes: tuple[int, ...], port: int, queue) -> None:
+    import torch
+    import torch.distributed as dist
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", rank=rank, world_size=world)
+    points = []
+    for total in sizes:
+        shard = total // world
+        full = torch.empty(shard * world, dtype=torch.uint8, device="cuda")
+        part = torch.ones(shard, dtype=torch.uint8, device="cuda")
+        for op in ("all_gather", "reduce_scatter"):
+            def call():
+                if op == "all_gather":
+                    dist.all_gather_into_tensor(full, part)
+                else:
+                    dist.reduce_scatter_tensor(part, full)
+            for _ in range(3):
+                call()
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            iters = 10
+            for _ in range(iters):
+                call()
+            torch.cuda.synchronize()
+            dt = (time.perf_counter() - t0) / iters
+            # nccl-tests: algbw = total bytes / time; busbw = algbw x (n - 1) / n
+            points.append({"op": op, "world": world, "nbytes": shard * world, "seconds": dt,
+                           "algbw_Bps": shard * world / dt,
+                           "busbw_Bps": shard * world / dt * (world - 1) / world})
+    if rank == 0:
+        queue.put(points)
+    dist.destroy_process_group()
+
+
+def nccl_busbw(sizes: tuple[int, ...], world: int) -> list[dict]:
+    """All-gather and reduce-scatter bus bandwidth over `world` local GPUs (one process each)."""
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = mp.get_context("spawn")
+    queue = ctx.SimpleQueue()
+    procs = [ctx.Process(target=_nccl_worker, args=(r, world, sizes, port, queue))
+             for r in range(world)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    if any(p.exitcode for p in procs) or queue.empty():
+        raise RuntimeError(f"NCCL benchmark failed (exit codes {[p.exitcode for p in procs]})")
+    return queue.get()
+
+
+def gpu_tasks(plan: SweepPlan, skip: set[str], skipped: dict[str, str], *, cuda: bool,
+              n_gpus: int, facts: dict) -> list[Task]:
+    """The GPU benchmarks of the plan, or the reasons they are skipped."""
+    names = ("pcie", "gemm", "nccl")
+    if not cuda:
+        for name in names:
+            skipped[name] = "no CUDA device (torch.cuda.is_available() is False)"
+        return []
+    if "gpu" in skip:
+        for name in names:
+            skipped[name] = "--skip gpu"
+        return []
+    tasks = [Task("gpu", "GPU facts and CUDA context", gpu_facts),
+             Task("hbm", "HBM device copy", hbm_copy)]
+    if "pcie" in skip:
+        skipped["pcie"] = "--skip pcie"
+    else:
+        tasks.append(Task("pcie", f"PCIe {len(plan.pcie_sizes)} sizes",
+                          lambda: pcie_curve(plan.pcie_sizes, plan.repeats)))
+    if "gemm" in skip:
+        skipped["gemm"] = "--skip gemm"
+    else:
+        tasks.append(Task("gemm_fp32", "GEMM fp32 4096^3",
+                          lambda: gemm_curve([{"model": "-", "op": "square", "m": 4096, "k": 4096,
+                                               "n": 4096}], ("fp32",))))
+        for s in gemm_shapes(plan.gemm_models, plan.gemm_tokens):
+            tasks.append(Task("gemm", f"GEMM {s['m']}x{s['k']}x{s['n']}",
+                              lambda s=s: gemm_curve([s], plan.gemm_dtypes)))
+    if "nccl" in skip:
+        skipped["nccl"] = "--skip nccl"
+    elif n_gpus < 2:
+        skipped["nccl"] = f"{n_gpus} GPU: collectives need 2 or more"
+    else:
+        tasks.append(Task("nccl", f"NCCL x{n_gpus}", lambda: nccl_busbw(plan.nccl_sizes, n_gpus)))
+    facts["gemm_dtypes"] = list(plan.gemm_dtypes)
+    return tasks

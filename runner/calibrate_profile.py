@@ -1,0 +1,408 @@
+"""Calibration points -> profile documents (system + the measured GPU/CPU/NVMe parts) in the
+loader's format, every measured number with its provenance; unmeasured numbers are copied from a
+base system profile with their original sources. Also the raw record (every point, host facts,
+library versions). Nothing here writes files except the loader check in a temporary directory.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping
+from unittest import mock
+
+import yaml
+
+from tierlab.errors import ConfigError
+from tierlab.runner.calibrate import GiB, KiB, MiB, best, block_device_model, mount_of, usable_cores
+
+PARTS = ("gpus", "cpus", "nvme")
+
+
+def _fmt_size(n: float) -> str:
+    for unit, scale in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if n >= scale:
+            return f"{n / scale:g} {unit}"
+    return f"{n:g} B"
+
+
+def _q(value: float, unit: str) -> str:
+    """'12.34 GB/s'-style quantity strings the loader parses (4 significant digits)."""
+    scale = {"GB/s": 1e9, "Gparams/s": 1e9, "GiB": GiB, "us": 1e-6, "TFLOP/s": 1e12}[unit]
+    return f"{value / scale:.4g} {unit}"
+
+
+# ----------------------------------------------------------------------------------------------
+# base profile (raw YAML data, so copied entries keep their sources verbatim)
+
+def base_documents(base: str) -> dict[str, Any]:
+    """{'systems': data, 'systems_name': str, part: (name, data)} of a base system profile."""
+    from tierlab.profiles import load
+
+    try:
+        path = load._find(load.HARDWARE_DIR / "systems", ".yaml", base, "system")
+        load.load_hardware(str(path))                       # validates it as a whole
+    except ConfigError as e:
+        raise ConfigError(f"--hardware {base}: {e}; see `tierlab profiles hardware`") from None
+    system = load.read_data(path)
+    docs: dict[str, Any] = {"systems": system, "systems_name": path.stem}
+    for part, key in (("gpus", "gpu"), ("cpus", "cpu"), ("nvme", "nvme")):
+        if system.get(key):
+            part_path = load._find(load.HARDWARE_DIR / part, ".yaml", str(system[key]), key)
+            docs[part] = (str(system[key]), load.read_data(part_path))
+    return docs
+
+
+def _datasheet_gpu(device_name: str, base: dict) -> tuple[str, dict] | None:
+    """The base's GPU part if it names this device, else a shipped GPU part that does."""
+    from tierlab.profiles import load
+
+    words = [w for w in device_name.lower().replace("-", " ").split()
+             if w not in ("nvidia", "geforce", "tesla")]
+
+    def matches(name: str) -> bool:
+        have = name.lower().replace("-", " ").split()
+        return bool(words) and all(w in have for w in words)
+
+    if "gpus" in base and matches(str(base["gpus"][1].get("name", ""))):
+        return base["gpus"]
+    for path in sorted((load.HARDWARE_DIR / "gpus").glob("*.yaml")):
+        data = load.read_data(path)
+        if isinstance(data, Mapping) and matches(str(data.get("name", ""))):
+            return path.stem, data
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# parts
+
+def cpu_document(results: dict, facts: dict, base: dict, m: str) -> dict:
+    """`m` is the provenance prefix 'measured <date> by tierlab calibrate'."""
+    import psutil
+
+    base_cpu = base["cpus"][1] if "cpus" in base else {}
+    cores = psutil.cpu_count(logical=False) or os.cpu_count() or 1
+    doc: dict[str, Any] = {
+        "kind": "cpu", "name": facts["cpu_model"],
+        "sockets": {"value": facts["sockets"], "source": f"{m}: distinct 'physical id' in /proc/cpuinfo"},
+        "cores": {"value": cores, "source": f"{m}: psutil.cpu_count(logical=False) "
+                                            f"({usable_cores()} usable by this process)"}}
+    mc = best(results.get("memcpy", []), "Bps")
+    if mc:
+        doc["dram_bandwidth"] = {"value": _q(mc["Bps"], "GB/s"), "source": (
+            f"{m}: torch uint8 tensor copy_ of {_fmt_size(mc['nbytes'])} with {mc['threads']} "
+            f"threads, counting read + write (2 x {_fmt_size(mc['nbytes'])} per copy, STREAM Copy "
+            f"convention), best of {_reps(results['memcpy'])}")}
+    else:
+        doc["dram_bandwidth"] = copy.deepcopy(base_cpu["dram_bandwidth"])
+    ad = best(results.get("adam", []), "params_per_s", optimizer="deepspeed")
+    if ad:
+        per_t = _adam_summary(results["adam"])
+        doc["adam_throughput"] = {"value": _q(ad["params_per_s"], "Gparams/s"), "source": (
+            f"{m}: DeepSpeedCPUAdam.step on {ad['n_params'] / 2**20:g} Mi fp32 params, best at "
+            f"{ad['threads']} threads (threads: params/s {per_t}); torch Adam in the raw data")}
+    else:
+        doc["adam_throughput"] = copy.deepcopy(base_cpu["adam_throughput"])
+    return doc
+
+
+def _reps(points: list[dict]) -> int:
+    return max(p.get("rep", 0) for p in points) + 1
+
+
+def _adam_summary(points: list[dict]) -> str:
+    ts = sorted({p["threads"] for p in points if p["optimizer"] == "deepspeed"})
+    return ", ".join(f"{t}: {best(points, 'params_per_s', optimizer='deepspeed', threads=t)['params_per_s'] / 1e9:.3g}G"
+                     for t in ts)
+
+
+def nvme_document(results: dict, facts: dict, m: str) -> dict | None:
+    aio = results.get("aio")
+    if not aio:
+        return None
+    path = Path(facts["nvme_path"])
+    mnt, fstype, dev = mount_of(path)
+    model = block_device_model(path)
+    doc: dict[str, Any] = {"kind": "nvme", "name": f"{model or dev} ({fstype} at {mnt})"}
+    n_settings = len({(p["block_size"], p["queue_depth"], p["intra_op_parallelism"],
+                       p["single_submit"], p["overlap_events"]) for p in aio})
+    for op in ("read", "write"):
+        b = best(aio, "Bps", op=op)
+        doc[f"{op}_bandwidth"] = {"value": _q(b["Bps"], "GB/s"), "source": (
+            f"{m}: DeepSpeed aio {'pread' if op == 'read' else 'pwrite'} O_DIRECT, block "
+            f"{_fmt_size(b['block_size'])}, qd {b['queue_depth']}, intra_op "
+            f"{b['intra_op_parallelism']}, single_submit {str(b['single_submit']).lower()}, "
+            f"overlap_events {str(b['overlap_events']).lower()}, {_fmt_size(b['nbytes'])} file on "
+            f"{path}{' overwritten' if op == 'write' else ''} (best of {n_settings} settings x "
+            f"{_reps(aio)} reps; "
+            f"{facts.get('aio_page_cache', '')})")}
+    doc["capacity"] = {"value": _q(shutil.disk_usage(path).total, "GiB"),
+                       "source": f"{m}: size of the {fstype} filesystem at {mnt} (statvfs)"}
+    lat = results.get("aio_latency")
+    if lat:
+        med = statistics.median(p["seconds"] for p in lat)
+        doc["latency"] = {"value": _q(med, "us"), "source": (
+            f"{m}: median of {len(lat)} DeepSpeed aio sync_pread 4 KiB O_DIRECT reads at queue "
+            f"depth 1, random offsets of a 64 MiB file on {path} (includes ~10 us of Python call)")}
+    return doc
+
+
+def _gemm_curve(points: list[dict], dtype: str, peak: float) -> list[list[float]]:
+    by_flops: dict[float, list[float]] = {}
+    for p in points:
+        if p["dtype"] == dtype:
+            by_flops.setdefault(p["flops"], []).append(min(p["flops_per_s"] / peak, 1.0))
+    return [[f, round(statistics.median(e), 4)] for f, e in sorted(by_flops.items())]
+
+
+def gpu_document(results: dict, facts: dict, base: dict, m: str) -> dict | None:
+    info = (results.get("gpu") or [None])[0]
+    if info is None:
+        return None
+    sheet = _datasheet_gpu(info["name"], base)
+    sd = copy.deepcopy(sheet[1]) if sheet else {}
+    sheet_name = sheet[0] if sheet else None
+    doc: dict[str, Any] = {"kind": "gpu", "name": sd.get("name", info["name"]),
+                           "hbm": {"value": _q(info["total_memory_bytes"], "GiB"), "source": (
+                               f"{m}: torch.cuda.get_device_properties().total_memory of "
+                               f"{info['name']}")}}
+    hbm = best(results.get("hbm", []), "Bps")
+    if "hbm_bandwidth" in sd:
+        doc["hbm_bandwidth"] = sd["hbm_bandwidth"]
+    else:
+        doc["hbm_bandwidth"] = {"value": _q(hbm["Bps"], "GB/s"), "source": (
+            f"{m}: device-to-device copy_ of {_fmt_size(hbm['nbytes'])}, read + write counted "
+            f"(achievable, not the datasheet peak: no datasheet profile names this GPU)")}
+    gemm = results.get("gemm", [])
+    dtypes = facts.get("gemm_dtypes", ["bf16"])
+    if "peak_flops" in sd:
+        doc["peak_flops"] = sd["peak_flops"]
+    else:
+        doc["peak_flops"] = {d: {"value": _q(best(gemm, "flops_per_s", dtype=d)["flops_per_s"],
+                                             "TFLOP/s"),
+                                 "source": f"{m}: best {d} GEMM of the sweep (no datasheet profile "
+                                           f"names {info['name']}: efficiencies are relative to it)"}
+                             for d in dtypes if best(gemm, "flops_per_s", dtype=d)}
+        fp32 = best(results.get("gemm_fp32", []), "flops_per_s")
+        if fp32:
+            doc["peak_flops"]["fp32"] = {"value": _q(fp32["flops_per_s"], "TFLOP/s"),
+                                         "source": f"{m}: fp32 GEMM 4096^3 without TF32"}
+    nccl = best(results.get("nccl", []), "busbw_Bps", op="all_gather")
+    if nccl:
+        doc["nvlink_bandwidth"] = {"value": _q(nccl["busbw_Bps"], "GB/s"), "source": (
+            f"{m}: NCCL all_gather_into_tensor bus bandwidth over {nccl['world']} GPUs, "
+            f"{_fmt_size(nccl['nbytes'])} gathered (nccl-tests busbw = algbw x (n-1)/n)")}
+    elif "nvlink_bandwidth" in sd:
+        doc["nvlink_bandwidth"] = sd["nvlink_bandwidth"]
+    doc["cuda_context"] = {"value": _q(max(info["context_bytes"], 1), "GiB"), "source": (
+        f"{m}: cudaMemGetInfo used - torch reserved after CUDA init and a first cuBLAS matmul")}
+    main_dtype = next((d for d in dtypes if d in _peaks(doc)), None)
+    if gemm and main_dtype:
+        peak = _peaks(doc)[main_dtype]
+        models = sorted({p["model"] for p in gemm})
+        tokens = sorted({p["m"] for p in gemm})
+        doc["matmul_efficiency"] = {"source": (
+            f"{m}: torch {main_dtype} matmul of the forward GEMM shapes (qkv, o, up, down) of "
+            f"{', '.join(models)} at {', '.join(map(str, tokens))} tokens, CUDA-event timed; "
+            f"efficiency = achieved / peak_flops.{main_dtype}, median per FLOP count "
+            f"(other dtypes in the raw data)"),
+            "points": _gemm_curve(gemm, main_dtype, peak)}
+    elif "matmul_efficiency" in sd:
+        doc["matmul_efficiency"] = sd["matmul_efficiency"]
+    else:
+        raise ConfigError("no GEMM measured and no datasheet profile for this GPU: drop "
+                          "--skip gemm or add a profile under profiles/hardware/gpus/")
+    facts["gpu_datasheet"] = sheet_name
+    return doc
+
+
+def _peaks(doc: dict) -> dict[str, float]:
+    from tierlab.profiles.load import parse_quantity
+
+    return {d: parse_quantity(e["value"], "flop/s", d) for d, e in doc["peak_flops"].items()}
+
+
+# ----------------------------------------------------------------------------------------------
+# system
+
+def system_document(name: str, results: dict, facts: dict, base: dict, parts: dict,
+                    m: str, date: str) -> dict:
+    """The system YAML: measured parts by name, measured host numbers, the rest from the base."""
+    import psutil
+
+    doc = copy.deepcopy(base["systems"])
+    not_measured = ["network"]
+    doc["name"] = name
+    for key, part in (("gpu", "gpus"), ("cpu", "cpus"), ("nvme", "nvme")):
+        if parts.get(part):
+            doc[key] = name
+        elif key in doc:
+            not_measured.append(key)
+    if facts.get("n_gpus"):
+        doc["gpus_per_node"] = {"value": facts["n_gpus"], "source": f"{m}: torch.cuda.device_count()"}
+    else:
+        not_measured.append("gpus_per_node")
+    doc["dram"] = {"value": _q(psutil.virtual_memory().total, "GiB"),
+                   "source": f"{m}: psutil.virtual_memory().total"}
+    if parts.get("nvme"):
+        doc["nvme_drives"] = {"value": 1, "source": (
+            f"{m}: the filesystem at {facts['nvme_path']} is measured as one drive")}
+    pcie_doc = doc.setdefault("pcie", {})
+    pcie = results.get("pcie", [])
+    if pcie:
+        _pcie_entries(pcie_doc, pcie, m)
+    else:
+        not_measured.append("pcie")
+    doc["description"] = (f"{name}: calibrated {date} by tierlab calibrate on "
+                          f"{socket.gethostname()}; not measured, from {base['systems_name']}: "
+                          f"{', '.join(not_measured)}")
+    order = ["kind", "name", "description", "gpu", "gpus_per_node", "cpu", "dram", "nvme",
+             "nvme_drives", "pcie", "network", "nodes"]
+    return {k: doc[k] for k in order if k in doc} | {k: v for k, v in doc.items() if k not in order}
+
+
+def _pcie_entries(pcie_doc: dict, pcie: list[dict], m: str) -> None:
+    sizes = sorted({p["nbytes"] for p in pcie})
+    span = f"{_fmt_size(sizes[0])}–{_fmt_size(sizes[-1])}"
+    for direction in ("h2d", "d2h"):
+        for memory in ("pinned", "pageable"):
+            b = best(pcie, "Bps", direction=direction, memory=memory)
+            pcie_doc[f"{direction}_{memory}"] = {"value": _q(b["Bps"], "GB/s"), "source": (
+                f"{m}: torch copy_ {direction.upper()} with {memory} host memory, best at "
+                f"{_fmt_size(b['nbytes'])} over {span} (best of {_reps(pcie)} reps; curve in the "
+                f"raw data)")}
+    small = [p for p in pcie if p["nbytes"] == sizes[0] and p["memory"] == "pinned"]
+    peak = {d: best(pcie, "Bps", direction=d, memory="pinned")["Bps"] for d in ("h2d", "d2h")}
+    lat = min(p["seconds"] - p["nbytes"] / peak[p["direction"]] for p in small)
+    pcie_doc["latency"] = {"value": _q(max(lat, 1e-7), "us"), "source": (
+        f"{m}: fastest pinned {_fmt_size(sizes[0])} copy minus its size / best bandwidth "
+        f"(launch + DMA setup + synchronize)")}
+
+
+def build_documents(name: str, date: str, results: dict, facts: dict, base: dict) -> dict[str, dict]:
+    """{'systems': ..., 'gpus'/'cpus'/'nvme': ... (only the measured parts)}."""
+    m = f"measured {date} by tierlab calibrate"
+    parts = {"cpus": cpu_document(results, facts, base, m), "nvme": nvme_document(results, facts, m),
+             "gpus": gpu_document(results, facts, base, m)}
+    if parts["nvme"] is not None and "latency" not in parts["nvme"]:
+        parts["nvme"]["latency"] = copy.deepcopy(base["nvme"][1]["latency"])
+    docs = {k: v for k, v in parts.items() if v is not None}
+    docs["systems"] = system_document(name, results, facts, base, docs, m, date)
+    return docs
+
+
+# ----------------------------------------------------------------------------------------------
+# YAML text, layout, loader check
+
+def _scalar(value: Any) -> str:
+    """A plain YAML scalar where it reads back as the same string (24 GB/s), else quoted JSON."""
+    if isinstance(value, str) and re.fullmatch(r"[A-Za-z0-9][\w .()/+-]*", value):
+        try:
+            if yaml.safe_load(f"k: {value}") == {"k": value}:
+                return value
+        except yaml.YAMLError:
+            pass
+    return json.dumps(value, ensure_ascii=False)
+
+
+def render_yaml(doc: Mapping, indent: str = "") -> str:
+    """The shipped profiles' style: `key: {value: 24 GB/s, source: "..."}` one per line."""
+    lines = []
+    for key, value in doc.items():
+        if isinstance(value, Mapping) and set(value) == {"value", "source"}:
+            lines.append(f"{indent}{key}: {{value: {_scalar(value['value'])}, "
+                         f"source: {json.dumps(str(value['source']), ensure_ascii=False)}}}")
+        elif isinstance(value, Mapping):
+            lines.append(f"{indent}{key}:")
+            lines.append(render_yaml(value, indent + "  ").rstrip("\n"))
+        elif key == "source":
+            lines.append(f"{indent}{key}: {json.dumps(value, ensure_ascii=False)}")
+        else:
+            lines.append(f"{indent}{key}: {_scalar(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def layout(out: Path, name: str) -> dict[str, Path]:
+    """Where each document goes: the system at `out`; parts in gpus/, cpus/, nvme/ beside the
+    systems/ folder when `out` is in one (profiles/hardware/systems/NAME.yaml), else beside `out`."""
+    out = Path(out)
+    root = out.parent.parent if out.parent.name == "systems" else out.parent
+    return {"systems": out, **{p: root / p / f"{name}.yaml" for p in PARTS}}
+
+
+def check_loadable(texts: dict[str, str], name: str):
+    """Load the documents through tierlab.profiles.load in a temporary copy of the shipped
+    hardware folder (so parts resolve by name); a ConfigError if the loader rejects them."""
+    from tierlab.profiles import load
+
+    with tempfile.TemporaryDirectory(prefix="tierlab-cal-") as tmp:
+        hw = Path(tmp) / "hardware"
+        shutil.copytree(load.HARDWARE_DIR, hw)
+        for kind, text in texts.items():
+            (hw / kind / f"{name}.yaml").write_text(text)
+        with mock.patch.object(load, "HARDWARE_DIR", hw):
+            return load.load_hardware(str(hw / "systems" / f"{name}.yaml"))
+
+
+def raw_record(name: str, date: str, base: str, plan, results: dict, skipped: dict, facts: dict,
+               elapsed: dict) -> dict:
+    """Every point measured, with settings, host facts and library versions (for --raw)."""
+    from dataclasses import asdict
+
+    return {"tool": "tierlab calibrate", "name": name, "date": date, "base": base,
+            "host": host_facts(facts), "versions": versions(), "plan": asdict(plan),
+            "skipped": skipped, "elapsed_s": elapsed, "results": results}
+
+
+def host_facts(facts: dict) -> dict:
+    import psutil
+
+    return {"hostname": socket.gethostname(), "platform": platform.platform(),
+            "kernel": platform.release(), "cpu_model": facts.get("cpu_model"),
+            "sockets": facts.get("sockets"), "cores_physical": psutil.cpu_count(logical=False),
+            "cores_logical": psutil.cpu_count(), "cores_usable": usable_cores(),
+            "ram_bytes": psutil.virtual_memory().total, "uid": os.getuid(),
+            **{k: v for k, v in facts.items() if k not in ("cpu_model", "sockets")}}
+
+
+def versions() -> dict:
+    import importlib.metadata as md
+
+    out = {"python": sys.version.split()[0]}
+    for pkg in ("tierlab", "torch", "deepspeed", "psutil", "nvidia-ml-py"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            out[pkg] = None
+    try:
+        import torch
+
+        out["torch_cuda"] = torch.version.cuda
+        out["cudnn"] = torch.backends.cudnn.version() if torch.cuda.is_available() else None
+        out["nccl"] = ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else None
+    except Exception:       # versions are informative; never fail a calibration over them
+        pass
+    return out
+
+
+def cpu_identity() -> tuple[str, int]:
+    """(model name, sockets) from /proc/cpuinfo, falling back to platform.processor()."""
+    model, ids = None, set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and model is None:
+                model = value.strip()
+            elif key.strip() == "physical id":
+                ids.add(value.strip())
+    except OSError:
+        pass
+    return model or platform.processor() or "unknown CPU", max(len(ids), 1)

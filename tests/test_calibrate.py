@@ -1,0 +1,213 @@
+"""`tierlab calibrate` on CPU: real DeepSpeed aio (O_DIRECT, a directory under /var/tmp) and real
+DeepSpeedCPUAdam in --quick mode; the profile it writes loads through the loader; bad input is one
+line and exit 2."""
+import datetime
+import errno
+import json
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from tierlab.cli import main
+from tierlab.errors import ConfigError
+from tierlab.profiles import load
+from tierlab.runner import calibrate as cal
+from tierlab.runner.calibrate_profile import layout, render_yaml
+
+TODAY = datetime.date.today().isoformat()
+
+
+def run(*args):
+    return CliRunner().invoke(main, list(args))
+
+
+def assert_user_error(result, *fragments):
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    lines = [l for l in result.output.strip().splitlines() if l.startswith("error:")]
+    assert len(lines) == 1, result.output
+    for f in fragments:
+        assert f in lines[0], lines[0]
+
+
+@pytest.fixture(scope="module")
+def disk_dir():
+    path = Path(tempfile.mkdtemp(prefix="tierlab-cal-test-", dir="/var/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory, disk_dir):
+    """One quick calibration into a copy of the shipped hardware folder (loader patched to it)."""
+    hw = tmp_path_factory.mktemp("profiles") / "hardware"
+    shutil.copytree(load.HARDWARE_DIR, hw)
+    out = hw / "systems" / "ci-box.yaml"
+    raw = hw.parent / "ci-box-raw.json"
+    result = run("calibrate", "--quick", "--nvme-path", str(disk_dir), "--out", str(out),
+                 "--raw", str(raw), "--name", "ci-box")
+    assert result.exit_code == 0, result.output
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(load, "HARDWARE_DIR", hw)
+        hardware = load.load_hardware(str(out))
+    return {"out": out, "hw": hw, "raw": json.loads(raw.read_text()), "hardware": hardware,
+            "output": result.output, "disk": disk_dir}
+
+
+def _numbers(points):
+    for p in points:
+        for key, value in p.items():
+            if key.endswith(("Bps", "params_per_s", "seconds")):
+                yield key, value
+
+
+def test_quick_calibration_measures_positive_finite_numbers(calibrated):
+    raw = calibrated["raw"]
+    assert {"memcpy", "adam", "aio", "aio_latency"} <= set(raw["results"])
+    for group, points in raw["results"].items():
+        assert points, group
+        for key, value in _numbers(points):
+            assert math.isfinite(value) and value > 0, (group, key, value)
+    ops = {(p["optimizer"], p["threads"]) for p in raw["results"]["adam"]}
+    assert ("deepspeed", 1) in ops and ("torch", 1) in ops
+    assert {p["op"] for p in raw["results"]["aio"]} == {"read", "write", "write_alloc"}
+    assert raw["versions"]["deepspeed"] and raw["versions"]["torch"]
+    assert raw["host"]["nvme_mount"]["fstype"] not in ("tmpfs", "ramfs")
+    # CPU-only: the GPU benchmarks are skipped and said so
+    import torch
+    if not torch.cuda.is_available():
+        assert set(raw["skipped"]) >= {"pcie", "gemm", "nccl"}
+        assert "skipped pcie" in calibrated["output"]
+    # aio test files are removed
+    assert not list(calibrated["disk"].glob("tierlab-cal-*"))
+
+
+def test_profile_round_trips_through_the_loader(calibrated):
+    hw = calibrated["hardware"]
+    assert hw.name == "ci-box"
+    assert hw.cpu.adam_params_per_s > 0 and hw.cpu.dram_bandwidth_Bps > 0
+    assert hw.nvme.read_bandwidth_Bps > 0 and hw.nvme.write_bandwidth_Bps > 0
+    assert hw.nvme.latency_s > 0 and hw.nvme_drives == 1
+    paths = layout(calibrated["out"], "ci-box")
+    assert paths["cpus"].is_file() and paths["nvme"].is_file()
+    assert load.load_part("cpus", str(paths["cpus"])).adam_params_per_s == hw.cpu.adam_params_per_s
+    # the parts are referenced by name, as in the shipped profiles
+    data = yaml.safe_load(calibrated["out"].read_text())
+    assert data["cpu"] == "ci-box" and data["nvme"] == "ci-box"
+
+
+def test_provenance_says_measured_and_the_date(calibrated):
+    hw = calibrated["hardware"]
+    for src in (hw.cpu.sources["adam_params_per_s"], hw.cpu.sources["dram_bandwidth_Bps"],
+                hw.nvme.sources["read_bandwidth_Bps"], hw.nvme.sources["write_bandwidth_Bps"],
+                hw.nvme.sources["latency_s"], hw.sources["dram_bytes"]):
+        assert "measured" in src and TODAY in src, src
+    assert "O_DIRECT" in hw.nvme.sources["read_bandwidth_Bps"]
+    assert "DeepSpeedCPUAdam" in hw.cpu.sources["adam_params_per_s"]
+    # what was not measured keeps the base profile's number and source
+    base = load.load_hardware("workstation-rtx3070")
+    assert hw.network == base.network
+    if not calibrated["raw"]["host"]["n_gpus"]:
+        assert hw.gpu == base.gpu and hw.pcie == base.pcie
+
+
+def test_writes_are_atomic_no_temp_files_left(calibrated):
+    leftovers = [p for p in calibrated["hw"].rglob("*") if ".tmp" in p.name]
+    assert not leftovers
+
+
+def test_dev_shm_is_refused(tmp_path):
+    if not Path("/dev/shm").is_dir():
+        pytest.skip("no /dev/shm")
+    out = run("calibrate", "--quick", "--nvme-path", "/dev/shm", "--out",
+              str(tmp_path / "x.yaml"), "--skip", "adam,memcpy")
+    assert_user_error(out, "/dev/shm", "tmpfs", "--nvme-path")
+    assert not (tmp_path / "x.yaml").exists()
+
+
+def test_missing_nvme_path_is_exit_2(tmp_path):
+    missing = tmp_path / "nope"
+    out = run("calibrate", "--quick", "--nvme-path", str(missing), "--out",
+              str(tmp_path / "x.yaml"))
+    assert_user_error(out, str(missing), "mkdir -p")
+
+
+def test_odirect_refusal_names_the_path(disk_dir, monkeypatch):
+    real_open = os.open
+
+    def refusing(path, flags, *a, **kw):
+        if flags & os.O_DIRECT:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_open(path, flags, *a, **kw)
+
+    monkeypatch.setattr(os, "open", refusing)
+    with pytest.raises(ConfigError, match="refuses O_DIRECT") as e:
+        cal.check_nvme_path(disk_dir)
+    assert str(disk_dir) in str(e.value) and "\n" not in str(e.value)
+
+
+def test_unknown_base_skip_and_sweep_are_exit_2(tmp_path):
+    assert_user_error(run("calibrate", "--hardware", "no-such-box", "--out",
+                          str(tmp_path / "x.yaml")), "no-such-box")
+    assert_user_error(run("calibrate", "--skip", "disk", "--out", str(tmp_path / "x.yaml")),
+                      "--skip", "disk")
+    assert_user_error(run("calibrate", "--sweep", "aio_qd=4", "--out", str(tmp_path / "x.yaml")),
+                      "--sweep")
+
+
+def test_sweep_overrides_parse_sizes_and_counts():
+    plan = cal.apply_sweep_overrides(cal.quick_plan(), ["aio_block_sizes=128K,1M,8M",
+                                                        "aio_queue_depths=4,128",
+                                                        "aio_file_size=1G", "repeats=1"])
+    assert plan.aio_block_sizes == (128 * 1024, 2**20, 8 * 2**20)
+    assert plan.aio_queue_depths == (4, 128) and plan.aio_file_size == 2**30 and plan.repeats == 1
+    with pytest.raises(ConfigError):
+        cal.apply_sweep_overrides(plan, ["repeats=0"])
+
+
+def test_render_yaml_reads_back():
+    doc = {"kind": "cpu", "name": "Some CPU: 16 cores # odd",
+           "cores": {"value": 16, "source": 'measured "x"'},
+           "dram_bandwidth": {"value": "12.5 GB/s", "source": "s"},
+           "matmul_efficiency": {"source": "m", "points": [[1e8, 0.1], [1.5e12, 0.8]]}}
+    text = render_yaml(doc)
+    assert "value: 12.5 GB/s" in text
+    assert yaml.safe_load(text) == doc
+
+
+def test_gpu_results_build_a_loadable_profile():
+    """The GPU half of the profile (CUDA-only benchmarks) from synthetic points: datasheet peak
+    from the shipped H200 part, measured efficiency curve, PCIe, context, HBM size."""
+    from tierlab.runner.calibrate_gpu import gemm_shapes
+    from tierlab.runner.calibrate_profile import base_documents, build_documents, check_loadable
+
+    shapes = gemm_shapes(("llama-0.5b",), (2048,))
+    gemm = [{**s, "dtype": d, "flops": 2.0 * s["m"] * s["k"] * s["n"], "flops_per_s": 5e14}
+            for s in shapes for d in ("bf16", "fp16")]
+    pcie = [{"direction": d, "memory": m, "nbytes": n, "rep": 0, "seconds": 1e-5 + n / bw,
+             "Bps": n / (1e-5 + n / bw)}
+            for d in ("h2d", "d2h") for m, bw in (("pinned", 55e9), ("pageable", 12e9))
+            for n in (64 * 1024, 2**30)]
+    results = {"gpu": [{"name": "NVIDIA H200", "total_memory_bytes": 150e9, "capability": "9.0",
+                        "sm_count": 132, "context_bytes": 5e8, "device_count": 1}],
+               "hbm": [{"nbytes": 2**31, "rep": 0, "seconds": 1e-3, "Bps": 4.2e12}],
+               "pcie": pcie, "gemm": gemm}
+    facts = {"cpu_model": "Test CPU", "sockets": 1, "n_gpus": 1, "nvme_path": None,
+             "gemm_dtypes": ["bf16", "fp16"]}
+    docs = build_documents("gpu-box", TODAY, results, facts, base_documents("workstation-rtx3070"))
+    assert set(docs) == {"systems", "gpus", "cpus"}
+    hw = check_loadable({k: render_yaml(v) for k, v in docs.items()}, "gpu-box")
+    assert hw.gpu.peak_flops["bf16"] == load.load_part("gpus", "h200").peak_flops["bf16"]  # datasheet
+    assert "datasheet" in hw.gpu.sources["peak_flops.bf16"]
+    assert all(abs(e - 5e14 / 989.5e12) < 1e-3 for _, e in hw.gpu.matmul_efficiency)
+    assert "measured" in hw.gpu.sources["matmul_efficiency"]
+    assert hw.pcie.h2d_pinned_Bps > 50e9 and hw.pcie.h2d_pageable_Bps > 10e9
+    assert 5e-6 < hw.pcie.latency_s < 2e-5
+    assert TODAY in hw.pcie.sources["h2d_pinned_Bps"] and hw.gpus_per_node == 1
+    assert hw.nvme.name == load.load_part("nvme", "gen4-consumer").name   # from the base
