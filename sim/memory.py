@@ -43,7 +43,9 @@ class TierUsage:
 
     @property
     def utilisation(self) -> float:
-        return self.used_bytes / self.capacity_bytes if self.capacity_bytes else float("inf")
+        if not self.capacity_bytes:   # a tier the box lacks: unused is fine, any use is not
+            return float("inf") if self.used_bytes else 0.0
+        return self.used_bytes / self.capacity_bytes
 
     def part(self, prefix: str) -> float:
         return sum(v for k, v in self.breakdown.items() if k.startswith(prefix))

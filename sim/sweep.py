@@ -1,0 +1,461 @@
+"""What-if sweeps: a grid over any hardware, model, strategy or batch parameter.
+
+`run_sweep(base, axes)` evaluates every point of the cartesian product of `axes` (see
+sim/sweep_keys.py for the key namespace: `nvme.drives`, `zero_optimization.sub_group_size`,
+`micro_batch`, `model.n_layers`, ...) in a process pool and returns a pandas DataFrame, one row per
+point. A point that cannot be built or simulated (e.g. NVMe optimizer offload with ZeRO-2) is a
+row whose `error` column says why. Rows carry a `point_id` (hash of the base scenario + the
+point), so a sweep written to a CSV/Parquet file resumes where it stopped.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+import os
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from tierlab.errors import ConfigError
+from tierlab.sim.sweep_keys import (DEFAULT_CONFIG, DEFAULT_HARDWARE, DEFAULT_MODEL, HARDWARE_KEYS,
+                                    Axis, _load, key_kind, make_axis, make_grid, parse_vary)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Base", "Scenario", "Evaluator", "resolve", "run_points", "run_sweep", "read_results",
+           "write_results", "make_axis", "make_grid", "parse_vary", "SweepOutcome"]
+
+# ----------------------------------------------------------------------------------------------
+# base scenario + point -> (hardware, model, strategy)
+
+@dataclass(frozen=True, kw_only=True)
+class Base:
+    """The scenario every point starts from: names (CLI) or objects (Python API)."""
+
+    model: Any = DEFAULT_MODEL
+    """Model profile name/path or a profiles.schema.Model."""
+    hardware: Any = DEFAULT_HARDWARE
+    """System profile name/path or a profiles.schema.Hardware."""
+    ds_config: Any = DEFAULT_CONFIG
+    """ds_config preset name/path or a ds_config dict."""
+    overrides: tuple[str, ...] = ()
+    """`--set dotted.key=value` items applied before the point's own ds_config keys."""
+    micro_batch: int | None = None
+    grad_accum: int | None = None
+    seq: int | None = None
+    gpus: int | None = None
+    nodes: int | None = None
+    precision: str | None = None
+    checkpointing: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("micro_batch", "grad_accum", "seq", "gpus", "nodes"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < 1):
+                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+        if self.precision not in (None, "fp16", "bf16", "fp32"):
+            raise ConfigError(f"precision must be fp16, bf16 or fp32, got {self.precision!r}")
+
+    def identity(self) -> str:
+        """A stable text of this base for point ids (objects by their dataclass repr)."""
+        def ident(v):
+            if isinstance(v, Mapping):
+                return json.dumps(v, sort_keys=True, default=str)
+            return v if isinstance(v, (str, int, float, bool, type(None), tuple)) else repr(v)
+        return json.dumps({f.name: ident(getattr(self, f.name)) for f in fields(self)},
+                          sort_keys=True, default=str)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    hardware: Any
+    model: Any
+    strategy: Any
+    warnings: tuple[str, ...]
+
+
+def _set_path(obj, path: tuple[str, ...], value):
+    """dataclasses.replace along an attribute path (mappings replaced by an updated copy)."""
+    head, rest = path[0], path[1:]
+    if isinstance(obj, Mapping):
+        return {**obj, head: value if not rest else _set_path(obj[head], rest, value)}
+    if not rest:
+        return replace(obj, **{head: value})
+    child = getattr(obj, head)
+    if child is None:
+        raise ConfigError(f"hardware {getattr(obj, 'name', '')!r} has no {head} "
+                          f"(cannot set {'.'.join(path)})")
+    return replace(obj, **{head: _set_path(child, rest, value)})
+
+
+def _apply_hardware(hw, point: Mapping[str, Any]):
+    for key, value in point.items():
+        if key_kind(key) == "hardware":
+            path = HARDWARE_KEYS[key][0]
+            if path[0] == "gpu" and path[1] == "peak_flops" and path[2] not in hw.gpu.peak_flops:
+                log.debug("adding peak_flops.%s to %s", path[2], hw.gpu.name)
+            hw = _set_path(hw, path, value)
+    return hw
+
+
+def _set_ds(cfg: dict, key: str, value) -> None:
+    node = cfg
+    parts = key.split(".")
+    for part in parts[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = node[part] = {}
+        node = child
+    node[parts[-1]] = value
+
+
+def resolve(base: Base, point: Mapping[str, Any] = {}) -> Scenario:
+    """The (hardware, model, strategy) of one point. Raises ConfigError / ValueError."""
+    from tierlab.sim.strategy import Flags, apply_overrides, parse_ds_config
+
+    get = lambda k: point[k] if k in point else getattr(base, k)    # noqa: E731
+    hw = point.get("hardware", base.hardware)
+    hw = _load("hardware", hw) if isinstance(hw, str) else hw
+    gpus, nodes = get("gpus"), get("nodes")
+    if gpus is not None or nodes is not None:
+        hw = replace(hw, gpus_per_node=gpus or hw.gpus_per_node, nodes=nodes or hw.nodes)
+    hw = _apply_hardware(hw, point)
+    model = point.get("model", base.model)
+    model = _load("model", model) if isinstance(model, str) else model
+    seq = get("seq")
+    mpoint = {k.split(".", 1)[1]: v for k, v in point.items() if k.startswith("model.")}
+    if seq is not None and "seq_len" not in mpoint:
+        mpoint["seq_len"] = seq
+    if mpoint:
+        model = replace(model, **mpoint)
+    cfg = point.get("config", base.ds_config)
+    where = cfg if isinstance(cfg, str) else "ds_config"
+    cfg = _load("config", cfg)[0] if isinstance(cfg, str) else copy.deepcopy(dict(cfg))
+    cfg = apply_overrides(cfg, list(base.overrides))
+    for key, value in point.items():
+        if key_kind(key) == "ds":
+            _set_ds(cfg, key, value)
+    precision = get("precision")
+    explicit = any(isinstance(cfg.get(b), dict) and cfg[b].get("enabled") is True
+                   for b in ("fp16", "bf16"))
+    if precision is None and not explicit:   # as the CLI: bf16 where the GPU has it, else fp16
+        precision = "bf16" if "bf16" in hw.gpu.peak_flops else "fp16"
+    flags = Flags(micro_batch=get("micro_batch"), grad_accum=get("grad_accum"),
+                  world_size=hw.world_size, precision=precision,
+                  activation_checkpointing=get("checkpointing"), hidden=model.hidden)
+    strategy, warnings = parse_ds_config(cfg, flags, where=where)
+    return Scenario(hw, model, strategy, tuple(warnings))
+
+
+# ----------------------------------------------------------------------------------------------
+# evaluation: one point -> one row
+
+def default_simulator() -> Callable:
+    """The simulator's entry point; ConfigError if it is not there yet."""
+    try:
+        from tierlab.sim.engine import simulate
+    except ImportError as e:
+        raise ConfigError(f"the simulator (tierlab.sim.engine.simulate) is not available: {e}")
+    return simulate
+
+
+def config_name(cfg: Any) -> str:
+    """'zero3-nvme' for a preset, the file stem for a path, 'custom' for a dict."""
+    return Path(cfg).stem if isinstance(cfg, str) else "custom"
+
+
+def scenario_columns(sc: Scenario) -> dict[str, Any]:
+    s, hw, m = sc.strategy, sc.hardware, sc.model
+    return {"model_name": m.name, "hardware_name": hw.name, "n_params": m.n_params,
+            "stage": s.zero.stage, "offload_param": s.param_device,
+            "offload_optimizer": s.optimizer_device, "micro_batch_size": s.train_micro_batch_size_per_gpu,
+            "grad_accum_steps": s.gradient_accumulation_steps, "seq_len": m.seq_len,
+            "world_size": hw.world_size, "precision": s.precision,
+            "activation_checkpointing": s.activation_checkpointing}
+
+
+def memory_columns(plan) -> dict[str, Any]:
+    tiers = plan.tiers
+    host = tiers["host"]
+    return {"fits": bool(plan.fits), "binding_tier": plan.binding_tier,
+            "gpu_bytes": tiers["gpu"].used_bytes, "gpu_capacity_bytes": tiers["gpu"].capacity_bytes,
+            "host_pinned_bytes": host.part("pinned:"), "host_pageable_bytes": host.part("pageable:"),
+            "host_capacity_bytes": host.capacity_bytes, "nvme_bytes": tiers["nvme"].used_bytes,
+            "nvme_capacity_bytes": tiers["nvme"].capacity_bytes}
+
+
+def result_columns(res) -> dict[str, Any]:
+    """A SimResult flattened to scalars (read defensively: a missing field is left out)."""
+    out: dict[str, Any] = {}
+    for name in ("step_time_s", "first_step_time_s", "tokens_per_s", "tflops_per_gpu",
+                 "lower_bound_s", "efficiency", "bottleneck"):
+        if hasattr(res, name):
+            out[name] = getattr(res, name)
+    for phase, secs in (getattr(res, "phases", None) or {}).items():
+        out[phase if phase.endswith("_s") else f"{phase}_s"] = secs
+    for kind in ("exposed_s", "busy_s"):
+        for resource, secs in (getattr(res, kind, None) or {}).items():
+            out[f"{kind[:-2]}_{resource}_s"] = secs
+    if getattr(res, "memory", None) is not None:
+        out.update(memory_columns(res.memory))
+    if hasattr(res, "fits"):
+        out["fits"] = bool(res.fits)
+    return out
+
+
+@dataclass(frozen=True)
+class Evaluator:
+    """Picklable `point -> row` for the process pool. `simulator` None: memory plan only."""
+
+    base: Base
+    simulator: Callable | None = None
+    strict: bool = False
+
+    def __call__(self, point: Mapping[str, Any]) -> dict[str, Any]:
+        from tierlab.sim.memory import plan_memory
+
+        row: dict[str, Any] = {"point_id": point_id(self.base, point), **point, "error": ""}
+        try:
+            sc = resolve(self.base, point)
+            row["config_name"] = config_name(point.get("config", self.base.ds_config))
+            row.update(scenario_columns(sc))
+            if self.simulator is None:
+                row.update(memory_columns(plan_memory(sc.hardware, sc.model, sc.strategy)))
+            else:
+                res = self.simulator(sc.hardware, sc.model, sc.strategy, strict=self.strict)
+                row.update(result_columns(res))
+        except (ConfigError, ValueError, KeyError) as e:
+            row["error"] = str(e).splitlines()[0] if str(e) else type(e).__name__
+        except Exception as e:  # noqa: BLE001 - a simulator bug must not kill a 1,000-point sweep
+            log.debug("point %s failed", point, exc_info=True)
+            row["error"] = f"internal: {type(e).__name__}: {e}"
+        return row
+
+
+def _evaluate_chunk(evaluate: Callable, chunk: list[dict]) -> list[dict]:
+    return [evaluate(p) for p in chunk]
+
+
+def _canon(value: Any) -> Any:
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)):
+        return float(value)
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def point_id(base: Base, point: Mapping[str, Any]) -> str:
+    """16 hex digits identifying base + point (stable across runs and processes)."""
+    text = json.dumps({"base": base.identity(),
+                       "point": {k: _canon(v) for k, v in sorted(point.items())}},
+                      sort_keys=True, default=str)
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+# ----------------------------------------------------------------------------------------------
+# running a grid
+
+def default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:      # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def run_points(points: Sequence[dict], evaluate: Callable[[dict], dict], *, jobs: int | None = None,
+               on_rows: Callable[[list[dict]], None] | None = None) -> list[dict]:
+    """Evaluate points (in a process pool when jobs > 1), calling `on_rows` as chunks finish.
+
+    Returns rows in the order of `points`."""
+    jobs = default_jobs() if jobs is None else jobs
+    if jobs < 1:
+        raise ConfigError(f"--jobs must be >= 1, got {jobs}")
+    if jobs == 1 or len(points) < 4:
+        rows = []
+        for p in points:
+            rows.append(evaluate(p))
+            if on_rows:
+                on_rows(rows[-1:])
+        return rows
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    size = max(1, min(16, len(points) // (jobs * 8)))
+    chunks = [list(points[i:i + size]) for i in range(0, len(points), size)]
+    results: dict[int, list[dict]] = {}
+    with ProcessPoolExecutor(max_workers=min(jobs, len(chunks))) as pool:
+        pending = {pool.submit(_evaluate_chunk, evaluate, c): i for i, c in enumerate(chunks)}
+        try:
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    i = pending.pop(fut)
+                    results[i] = fut.result()
+                    if on_rows:
+                        on_rows(results[i])
+        except BaseException:
+            for fut in pending:
+                fut.cancel()
+            raise
+    return [row for i in range(len(chunks)) for row in results[i]]
+
+
+def to_frame(rows: list[dict], keys: Sequence[str] = ()):
+    """Rows -> DataFrame with point_id and the swept keys first, `error` last."""
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return df
+    first = ["point_id", *[k for k in keys if k in df.columns]]
+    rest = [c for c in df.columns if c not in first and c != "error"]
+    df = df[first + rest + (["error"] if "error" in df.columns else [])]
+    return _tidy(df)
+
+
+_INT_COLUMNS = ("n_params", "stage", "micro_batch_size", "grad_accum_steps", "seq_len",
+                "world_size")
+
+
+def _tidy(df):
+    """`error` is text ('' = ok); integer scenario columns stay integers when error rows leave
+    holes in them (pandas' nullable Int64)."""
+    df = df.copy()
+    if "error" in df.columns:
+        df["error"] = ["" if v is None or v != v else str(v) for v in df["error"]]
+    for col in _INT_COLUMNS:
+        if col in df.columns and df[col].dtype.kind == "f":
+            df[col] = df[col].astype("Int64")
+    return df
+
+
+# ----------------------------------------------------------------------------------------------
+# files: CSV or Parquet, atomic, resumable
+
+def _check_format(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        return "csv"
+    if suffix in (".parquet", ".pq"):
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise ConfigError(f"{path}: writing Parquet needs pyarrow (pip install pyarrow); "
+                              "or use a .csv output") from None
+        return "parquet"
+    raise ConfigError(f"{path}: output must end in .csv or .parquet, got {suffix or 'no suffix'!r}")
+
+
+def read_results(path: str | Path):
+    """A previous sweep's rows (empty DataFrame if the file does not exist)."""
+    import pandas as pd
+
+    path = Path(path)
+    fmt = _check_format(path)
+    if not path.exists():
+        return pd.DataFrame()
+    try:
+        df = pd.read_csv(path, keep_default_na=False, na_values=[""]) if fmt == "csv" \
+            else pd.read_parquet(path)
+    except Exception as e:  # noqa: BLE001 - pandas raises many kinds
+        raise ConfigError(f"{path}: cannot read previous sweep results: {e}") from None
+    if not df.empty and "point_id" not in df.columns:
+        raise ConfigError(f"{path}: not a tierlab sweep file (no point_id column); "
+                          "choose another --out")
+    return _tidy(df) if not df.empty else df
+
+
+def write_results(df, path: str | Path) -> None:
+    """Write CSV/Parquet atomically (temp file in the same folder + rename)."""
+    path = Path(path)
+    fmt = _check_format(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        if fmt == "csv":
+            df.to_csv(tmp, index=False)
+        else:
+            df.to_parquet(tmp, index=False)
+        tmp.replace(path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _done_ids(previous) -> set[str]:
+    """Rows to skip: everything computed before, except internal failures (retried)."""
+    if previous.empty:
+        return set()
+    errors = previous["error"] if "error" in previous.columns else None
+    keep = previous if errors is None else previous[~errors.str.startswith("internal:")]
+    return set(keep["point_id"].astype(str))
+
+
+@dataclass
+class SweepOutcome:
+    frame: Any
+    """All rows: this grid's (in grid order) then earlier rows of the file not in this grid."""
+    computed: int
+    skipped: int
+    errors: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+def run_sweep(base: Base, axes: Sequence[Axis], *, simulator: Callable | None = None,
+              strict: bool = False, jobs: int | None = None, out: str | Path | None = None,
+              on_rows: Callable[[list[dict]], None] | None = None,
+              on_start: Callable[[int, int], None] | None = None,
+              checkpoint_s: float = 30.0) -> SweepOutcome:
+    """Run the grid of `axes` over `base`; resume from and write to `out` (CSV/Parquet) if given.
+
+    `on_start(todo, skipped)` is called once the grid is known; `on_rows(rows)` per finished
+    chunk. The file is rewritten atomically every `checkpoint_s` seconds and at the end (also
+    on Ctrl-C), so an interrupted sweep resumes where it stopped."""
+    import time
+
+    import pandas as pd
+
+    grid = make_grid(axes)
+    keys = [a.key for a in axes]
+    previous = read_results(out) if out else pd.DataFrame()
+    done = _done_ids(previous)
+    evaluate = Evaluator(base, simulator, strict)
+    ids = [point_id(base, p) for p in grid]
+    todo = [p for p, i in zip(grid, ids) if i not in done]
+    if on_start:
+        on_start(len(todo), len(grid) - len(todo))
+    new_rows: list[dict] = []
+    last = [time.monotonic()]
+
+    def assemble():
+        new = to_frame(new_rows, keys)
+        prev = previous
+        if not prev.empty and not new.empty:
+            prev = prev[~prev["point_id"].astype(str).isin(set(new["point_id"]))]
+        frame = pd.concat([f for f in (prev, new) if not f.empty], ignore_index=True) \
+            if not (prev.empty and new.empty) else pd.DataFrame()
+        if frame.empty:
+            return frame
+        order = {i: n for n, i in enumerate(ids)}
+        rank = frame["point_id"].astype(str).map(order).fillna(len(ids) + frame.index.to_series())
+        return to_frame(frame.iloc[rank.argsort(kind="stable")].to_dict("records"), keys)
+
+    def collect(rows):
+        new_rows.extend(rows)
+        if on_rows:
+            on_rows(rows)
+        if out and time.monotonic() - last[0] > checkpoint_s:
+            write_results(assemble(), out)
+            last[0] = time.monotonic()
+
+    try:
+        run_points(todo, evaluate, jobs=jobs, on_rows=collect)
+    finally:
+        if out and new_rows:
+            write_results(assemble(), out)
+    frame = assemble()
+    errors = int((frame["error"] != "").sum()) if "error" in frame.columns else 0
+    return SweepOutcome(frame=frame, computed=len(new_rows), skipped=len(grid) - len(todo),
+                        errors=errors)

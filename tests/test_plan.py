@@ -1,0 +1,173 @@
+"""sim/plan.py: the practical answers, ranking with reasons, the emitted ds_config, the CLI."""
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tierlab.cli import main
+from tierlab.errors import ConfigError
+from tierlab.profiles.load import load_hardware, load_model
+from tierlab.sim.memory import plan_memory
+from tierlab.sim.plan import format_plan, plan
+from tierlab.sim.strategy import Flags, parse_ds_config
+
+sys.path.insert(0, str(Path(__file__).parent))
+import fakesim  # noqa: E402
+
+WS = "workstation-rtx3070"
+
+
+def tiny(seq=1024):
+    return load_model("tinyllama-1.1b", seq_len=seq)
+
+
+@pytest.fixture(scope="module")
+def tiny_on_workstation():
+    return plan(load_hardware(WS), tiny(), global_batch=16)
+
+
+def test_tinyllama_on_8gb_needs_offload_and_emits_a_runnable_ds_config(tiny_on_workstation):
+    r = tiny_on_workstation
+    assert r.best is not None and r.best.variant.placement.offloads
+    assert r.best.verdict == "best" and r.best.fits
+    assert any(n.startswith("Needs offload: without it, gpu needs") for n in r.notes)
+    cfg = r.ds_config
+    v = r.best.variant
+    assert cfg["train_micro_batch_size_per_gpu"] == v.micro_batch
+    assert cfg["gradient_accumulation_steps"] == v.grad_accum
+    assert cfg["train_batch_size"] == 16 == v.micro_batch * v.grad_accum
+    assert cfg["zero_optimization"]["stage"] == v.placement.stage
+    assert cfg["zero_optimization"]["offload_optimizer"]["device"] == v.placement.optimizer
+    json.dumps(cfg)                                             # plain JSON
+    # the emitted config parses back to a strategy that fits, with the same placement
+    hw, m = load_hardware(WS), tiny()
+    s, _ = parse_ds_config(cfg, Flags(world_size=1, activation_checkpointing=v.checkpointing,
+                                      hidden=m.hidden))
+    assert s.optimizer_device == v.placement.optimizer and plan_memory(hw, m, s).fits
+
+
+def test_every_alternative_says_why_it_lost(tiny_on_workstation):
+    r = tiny_on_workstation
+    assert r.alternatives[0] is r.best
+    for c in r.alternatives[1:]:
+        assert c.verdict in ("slower", "doesn't fit", "offload not needed", "too slow", "error")
+        assert c.reason
+        if c.verdict == "doesn't fit":
+            assert c.reason.split()[0] in ("gpu", "host", "nvme") and " > " in c.reason
+        if c.verdict == "slower":
+            assert "binds" in c.reason and c.tokens_per_s <= r.best.tokens_per_s
+    speeds = [c.tokens_per_s for c in r.alternatives if c.verdict in ("best", "slower")]
+    assert speeds == sorted(speeds, reverse=True)
+    text = format_plan(r)
+    assert "best:" in text and "doesn't fit:" in text
+
+
+def test_fits_without_offload_means_dont_offload():
+    r = plan(load_hardware("dgx-a100"), tiny(), global_batch=64)
+    assert not r.best.variant.placement.offloads
+    assert any("don't offload" in n for n in r.notes)
+
+
+def test_host_ram_too_small_for_cpu_offload_goes_to_nvme():
+    r = plan(load_hardware(WS), load_model("llama-2-7b", seq_len=1024))
+    assert r.best is not None and r.best.variant.placement.optimizer == "nvme"
+    assert r.best.ds_config["zero_optimization"]["offload_optimizer"]["nvme_path"]
+    assert any("too small for CPU offload" in n and "NVMe" in n for n in r.notes)
+    cpu = [c for c in r.alternatives if c.variant.placement.param == "cpu"
+           and c.variant.placement.optimizer == "cpu"]
+    assert cpu and cpu[0].verdict == "doesn't fit" and cpu[0].reason.startswith("host")
+
+
+def test_no_nvme_and_too_little_ram_says_it_cannot_be_done():
+    hw = replace(load_hardware(WS), nvme=None, nvme_drives=0)
+    r = plan(hw, load_model("llama-2-7b", seq_len=1024))
+    assert r.best is None and r.ds_config is None
+    assert any("can't be done here" in n for n in r.notes)
+
+
+def test_nvme_drive_scaling_for_70b():
+    r = plan(load_hardware("h200-gen5"), load_model("llama-2-70b"), global_batch=64)
+    assert r.best is not None
+    drives = [row["nvme_drives"] for row in r.nvme_scaling]
+    assert drives == [1, 2, 4, 8, 16]
+    times = [row["step_time_s"] for row in r.nvme_scaling]
+    assert times == sorted(times, reverse=True)           # more drives never slower
+    assert any("NVMe" in n and "drives" in n for n in r.notes)
+
+
+def test_min_tokens_per_s_and_max_gpu_mem():
+    r = plan(load_hardware(WS), tiny(), min_tokens_per_s=1e9)
+    assert r.best is None and any("No configuration reaches" in n for n in r.notes)
+    assert all(c.verdict in ("too slow", "doesn't fit", "error") for c in r.alternatives)
+    r = plan(load_hardware("dgx-a100"), tiny(), max_gpu_mem_bytes=8e9)
+    assert r.best.memory.tiers["gpu"].used_bytes <= 8e9
+    assert r.best.memory.tiers["gpu"].capacity_bytes == 8e9
+
+
+def _faster_offload(factor):
+    """Every config takes 1 s per step, except that offloading ones take 1/factor s."""
+    def sim(hw, model, strategy, *, strict=False):
+        res = fakesim.simulate(hw, model, strategy)
+        offloads = strategy.optimizer_device != "none" or strategy.param_device != "none"
+        res.step_time_s = 1.0 / factor if offloads else 1.0
+        res.tokens_per_s = 1000.0 / res.step_time_s
+        return res
+    return sim
+
+
+@pytest.mark.parametrize("factor,offload_wins", [(1.05, False), (3.0, True)])
+def test_no_offload_preferred_within_margin(factor, offload_wins):
+    r = plan(load_hardware("dgx-a100"), tiny(), micro_batch=4, checkpointing=True,
+             simulator=_faster_offload(factor))
+    assert r.best.variant.placement.offloads == offload_wins
+    if not offload_wins:
+        assert any(c.verdict == "offload not needed" for c in r.alternatives)
+
+
+def test_bad_batch():
+    with pytest.raises(ConfigError, match="not divisible"):
+        plan(load_hardware("dgx-a100"), tiny(), global_batch=12)
+
+
+# ----------------------------------------------------------------------------------------------
+# CLI
+
+def run(*args):
+    return CliRunner().invoke(main, list(args))
+
+
+def test_cli_plan_writes_ds_config(tmp_path):
+    out = tmp_path / "ds_config.json"
+    r = run("plan", "-m", "tinyllama-1.1b", "-H", WS, "--seq", "1024", "--global-batch", "8",
+            "--out", str(out))
+    assert r.exit_code == 0, r.output
+    assert "best:" in r.output and f"wrote {out}" in r.output
+    cfg = json.loads(out.read_text())
+    assert cfg["train_batch_size"] == 8 and "zero_optimization" in cfg and "aio" in cfg
+    r = run("plan", "-m", "tinyllama-1.1b", "-H", WS, "--seq", "1024", "--micro-batch", "2",
+            "--json")
+    d = json.loads(r.output)
+    assert d["best"]["micro_batch"] == 2 and d["ds_config"] and d["alternatives"]
+
+
+def test_cli_plan_nothing_fits_exits_1():
+    r = run("plan", "-m", "tinyllama-1.1b", "-H", WS, "--seq", "1024", "--micro-batch", "1",
+            "--checkpointing", "--min-tokens-per-s", "1e9")
+    assert r.exit_code == 1, r.output
+    assert "No configuration reaches 1,000,000,000 tokens/s" in r.output
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--global-batch", "3", "-H", "dgx-a100"], "not divisible"),
+    (["--micro-batch", "0"], "--micro-batch must be >= 1"),
+    (["--global-batch", "8", "--grad-accum", "2"], "not both"),
+    (["--max-gpu-mem", "lots"], "cannot read quantity"),
+    (["-m", "nope"], "unknown model 'nope'"),
+])
+def test_cli_plan_bad_input(args, fragment):
+    r = run("plan", *args)
+    assert r.exit_code == 2, r.output
+    assert r.output.strip().splitlines()[-1].startswith("error:") and fragment in r.output

@@ -1,0 +1,126 @@
+"""The `sweep` plot: step time and tokens/s along a swept key, one line per config."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from matplotlib.figure import Figure
+
+from tierlab.validate.plot_style import BOTTLENECK_MARKERS, FIG_DPI, _style
+
+
+def vary_columns(df) -> list[str]:
+    """The swept keys of a sweep frame: columns between point_id and config_name."""
+    cols = list(df.columns)
+    if "point_id" in cols and "config_name" in cols:
+        return cols[cols.index("point_id") + 1:cols.index("config_name")]
+    return []
+
+
+KEY_LABELS = {"micro_batch": "micro-batch (sequences per GPU)", "grad_accum":
+              "gradient accumulation steps", "seq": "sequence length (tokens)",
+              "gpus": "GPUs per node", "nodes": "nodes", "nvme.drives": "NVMe drives per node",
+              "cpu.adam_throughput": "CPU Adam throughput", "dram": "host RAM per node"}
+
+
+def sweep(df, x: str, *, by: str | Sequence[str] | None = None, title: str | None = None,
+          x_label: str | None = None, mark: tuple[float, str] | None = None) -> Figure:
+    """Step time and tokens/s along `x`, one line per value of `by` (default: every other swept
+    column). Filled markers fit every tier, open ones don't; the marker shape is the bottleneck.
+    `mark=(x, text)` draws a dotted vertical line, e.g. at the hardware's own value."""
+    from tierlab.sim.sweep_keys import key_unit
+
+    if x not in df.columns:
+        raise ValueError(f"no column {x!r} in the sweep results (have: {', '.join(df.columns)})")
+    ok = df[(df.get("error", "").astype(str) == "") & df["step_time_s"].notna()] \
+        if "step_time_s" in df.columns else df.iloc[0:0]
+    if ok.empty:
+        raise ValueError("no successfully simulated rows to plot")
+    if by is None:
+        by = [c for c in vary_columns(df) if c != x and df[c].nunique() > 1]
+    by = [by] if isinstance(by, str) else list(by)
+    unit, scale = key_unit(x)
+    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in ok[x])
+    cats = list(dict.fromkeys(ok[x])) if not numeric else []
+    fig = Figure(figsize=(11.5, 4.6), dpi=FIG_DPI)
+    axes = fig.subplots(1, 2)
+    groups = list(ok.groupby(by, sort=False)) if by else [((), ok)]
+    colours = [f"C{i % 10}" for i in range(len(groups))]
+    for (key, g), colour in zip(groups, colours):
+        g = g.sort_values(x) if numeric else g
+        xv = [v / scale for v in g[x]] if numeric else [cats.index(v) for v in g[x]]
+        key = key if isinstance(key, tuple) else (key,)
+        label = (_with_unit(by[0], key[0]) if len(by) == 1 else
+                 ", ".join(f"{b}={_with_unit(b, v)}" for b, v in zip(by, key))) or "all"
+        for ax, col in zip(axes, ("step_time_s", "tokens_per_s")):
+            ax.plot(xv, list(g[col]), color=colour, lw=1.4, label=label, zorder=2)
+            for xi, yi, fits, bn in zip(xv, g[col], g.get("fits", [True] * len(g)),
+                                        g.get("bottleneck", [""] * len(g))):
+                ax.scatter([xi], [yi], marker=BOTTLENECK_MARKERS.get(str(bn), "o"), s=36,
+                           zorder=3, edgecolors=colour, linewidths=1.3,
+                           facecolors=colour if _truthy(fits) else "white")
+    for ax, (col, name) in zip(axes, (("step_time_s", "step time (s)"),
+                                      ("tokens_per_s", "tokens/s (whole job)"))):
+        ax.set_ylabel(name)
+        name_x = KEY_LABELS.get(x, x)
+        ax.set_xlabel(x_label or (f"{name_x} ({unit})" if unit else name_x))
+        if mark is not None:
+            ax.axvline(mark[0] / scale if numeric else mark[0], color="#555555", ls=":", lw=1.2)
+            ax.annotate(mark[1], (mark[0] / scale if numeric else mark[0], 1.0),
+                        xycoords=("data", "axes fraction"), xytext=(3, -3),
+                        textcoords="offset points", ha="left", va="top", fontsize=7.5,
+                        color="#555555")
+        ax.grid(alpha=0.3)
+        if numeric:
+            vals = [v / scale for v in ok[x]]
+            if min(vals) > 0 and max(vals) / min(vals) >= 8:
+                ax.set_xscale("log", base=2)
+                ticks = sorted(set(vals))
+                if len(ticks) <= 12:
+                    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+        else:
+            ax.set_xticks(range(len(cats)), [_short(c) for c in cats], rotation=20, ha="right")
+        ax.set_ylim(bottom=0)
+    axes[1].legend(*_sweep_legend(axes[0], ok), fontsize=8, loc="upper left",
+                   bbox_to_anchor=(1.02, 1.0), frameon=False,
+                   title=by[0] if len(by) == 1 else None, title_fontsize=8, alignment="left")
+    names = ok.iloc[0]
+    fig.suptitle(title or f"{names.get('model_name', '')} on {names.get('hardware_name', '')}: "
+                 f"step time and throughput vs {x}", fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def _sweep_legend(ax, ok):
+    from matplotlib.lines import Line2D
+
+    handles, labels = ax.get_legend_handles_labels()
+    seen = dict(zip(labels, handles))
+    handles, labels = list(seen.values()), list(seen.keys())
+    for bn in dict.fromkeys(ok.get("bottleneck", [])):
+        handles.append(Line2D([], [], marker=BOTTLENECK_MARKERS.get(str(bn), "o"), color="#444444",
+                              ls="none", markersize=6))
+        labels.append(f"binds: {_style(str(bn))[0]}")
+    if "fits" in ok and not all(_truthy(f) for f in ok["fits"]):
+        handles.append(Line2D([], [], marker="o", color="#444444", ls="none", markersize=6,
+                              markerfacecolor="white"))
+        labels.append("open marker: doesn't fit")
+    return handles, labels
+
+
+def _truthy(v) -> bool:
+    return str(v).lower() in ("true", "1", "1.0") if not isinstance(v, bool) else v
+
+
+def _with_unit(key: str, v) -> str:
+    from tierlab.sim.sweep_keys import key_unit
+
+    unit, scale = key_unit(key)
+    if unit and isinstance(v, (int, float)) and not isinstance(v, bool):
+        return f"{v / scale:g} {unit}"
+    return _short(v)
+
+
+def _short(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.3g}"
+    return str(v)
