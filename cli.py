@@ -337,6 +337,241 @@ def _echo_result(sc, r) -> None:
 # run / compare / preflight  (owner: runner)
 # @@RUNNER@@
 
+def _runner_scenario(model, model_path, hardware, ds_config, overrides, gpus, nodes, micro_batch,
+                     grad_accum, seq, checkpointing, precision, swap_dir=None):
+    """build_scenario for a real run: --model-path's config.json wins over --model; a run on one
+    machine defaults to one GPU (not the profile's count); --swap-dir sets every nvme_path."""
+    if swap_dir:
+        overrides = [*overrides, *(f"zero_optimization.{b}.nvme_path={swap_dir}"
+                                   for b in ("offload_param", "offload_optimizer"))]
+    if model_path:
+        cfg_json = Path(model_path).expanduser() / "config.json"
+        if not cfg_json.is_file():
+            raise ConfigError(f"--model-path {model_path}: no config.json there")
+        model = str(cfg_json)
+    return build_scenario(model, hardware, ds_config, overrides, gpus or 1, nodes or 1,
+                          micro_batch, grad_accum, seq, checkpointing, precision)
+
+
+def _cap_bytes(gpu_mem_cap):
+    return parse_bytes(gpu_mem_cap, "--gpu-mem-cap") if gpu_mem_cap else None
+
+
+def _echo_problems(problems) -> bool:
+    """Print each pre-flight problem on one line; True if any is an error."""
+    for p in problems:
+        click.echo(p.line(), err=True)
+    return any(p.severity == "error" for p in problems)
+
+
+def _runner_options(fn):
+    opts = [
+        click.option("--model-path", default=None, metavar="DIR",
+                     help="Local Hugging Face model directory (config.json + weights) to train "
+                          "instead of a random init; local files only."),
+        click.option("--steps", type=int, default=10, show_default=True,
+                     help="Optimizer steps to train."),
+        click.option("--warmup-steps", type=int, default=2, show_default=True,
+                     help="Leading steps dropped from the steady-state statistics (ZeRO-3's "
+                          "first step has no prefetch trace)."),
+        click.option("--dataset", default=None, metavar="FILE",
+                     help="Alpaca-format JSON/JSONL (instruction/input/output); default: "
+                          "synthetic tokens."),
+        click.option("--tokenizer", default=None, metavar="DIR",
+                     help="Local tokenizer directory for --dataset (default: built-in "
+                          "byte-level tokenizer)."),
+        click.option("--gpu-mem-cap", default=None, metavar="BYTES",
+                     help="Emulate a smaller GPU, e.g. 8GiB "
+                          "(torch.cuda.set_per_process_memory_fraction)."),
+        click.option("--swap-dir", default=None, metavar="DIR",
+                     help="Point every NVMe offload (nvme_path) at this directory."),
+        click.option("--seed", type=int, default=0, show_default=True,
+                     help="Seed of the random init and the synthetic data."),
+        click.option("--skip-preflight", is_flag=True,
+                     help="Launch even if the pre-flight check finds errors."),
+    ]
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return fn
+
+
+def _preflight_or_exit(sc, cap, ctx, memory: bool = True) -> None:
+    from tierlab.runner.preflight import run_preflight
+
+    problems = run_preflight(sc.hardware, sc.model, sc.strategy, gpu_mem_cap_bytes=cap,
+                             check_memory_plan=memory)
+    if _echo_problems(problems):
+        click.echo("error: pre-flight failed (use --skip-preflight to launch anyway)", err=True)
+        ctx.exit(2)
+
+
+@main.command()
+@scenario_options
+@_runner_options
+@click.option("--breakdown", is_flag=True,
+              help="Synchronised forward/backward/optimizer timing (adds device syncs; the "
+                   "record says so). Default: wall time only, no extra synchronisation.")
+@click.option("--out", "out_dir", default=None, metavar="DIR",
+              help="Measurement directory (default: runs/<time>-<model>).")
+@click.option("--hostfile", default=None, metavar="FILE",
+              help="DeepSpeed hostfile for several nodes (passed to the deepspeed launcher).")
+@click.option("--keep-swap", is_flag=True, help="Leave the swap files after the run.")
+@click.option("--quiet", "-q", is_flag=True, help="No warnings about the ds_config.")
+@click.pass_context
+def run(ctx, model, hardware, ds_config, overrides, gpus, nodes, micro_batch, grad_accum, seq,
+        checkpointing, precision, model_path, steps, warmup_steps, dataset, tokenizer, gpu_mem_cap,
+        swap_dir, seed, skip_preflight, breakdown, out_dir, hostfile, keep_swap, quiet):
+    """Train a Llama model with DeepSpeed for real and write a Measurement.
+
+    One GPU (or the CPU) runs in this process; --gpus N > 1 or --hostfile goes through
+    DeepSpeed's launcher. Writes DIR/measurement.json, steps.jsonl (flushed every step),
+    samples.jsonl and summary.json. Exit 0 ok, 1 failed, 130 interrupted, 2 bad input."""
+    import time as _time
+
+    from tierlab.runner.launch import launch_deepspeed
+    from tierlab.runner.measurement import load_measurement
+    from tierlab.runner.train import EXIT_CODES, run as run_training, spec_from_strategy
+
+    sc = _runner_scenario(model, model_path, hardware, ds_config, overrides, gpus, nodes,
+                          micro_batch, grad_accum, seq, checkpointing, precision, swap_dir)
+    echo_warnings(sc.warnings, quiet)
+    cap = _cap_bytes(gpu_mem_cap)
+    out_dir = out_dir or f"runs/{_time.strftime('%Y%m%d-%H%M%S')}-{sc.model.name}"
+    spec = spec_from_strategy(sc.model, sc.strategy, out_dir=out_dir, steps=steps,
+                              warmup_steps=warmup_steps, swap_dir=swap_dir,
+                              model_path=model_path, dataset=dataset, tokenizer=tokenizer,
+                              gpu_mem_cap_bytes=cap, breakdown=breakdown, seed=seed,
+                              keep_swap=keep_swap, label=sc.config_where)
+    if dataset:   # a bad dataset is a one-line error now, not a failed run later
+        from tierlab.runner.data import make_batches
+
+        make_batches(vocab=sc.model.vocab, micro_batch=1, seq=sc.model.seq_len, dataset=dataset,
+                     tokenizer=tokenizer)
+    if not skip_preflight:
+        _preflight_or_exit(sc, cap, ctx)
+    if sc.strategy.data_parallel_size > 1 or hostfile:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        (Path(out_dir) / "spec.json").write_text(spec.to_json())
+        launch_deepspeed(Path(out_dir) / "spec.json", sc.hardware.gpus_per_node, hostfile)
+        m = load_measurement(out_dir)
+    else:
+        m = run_training(spec)
+    s = m.summary or {}
+    st = (s.get("step_time_s") or {})
+    click.echo(f"{m.status}{': ' + m.reason if m.reason else ''}")
+    if st.get("n"):
+        click.echo(f"steady step time {st['median']:.4f} s (IQR {st['iqr']:.4f} s, "
+                   f"{st['n']} steps), {s.get('tokens_per_s', 0):.1f} tokens/s, "
+                   f"loss {s.get('loss_last'):.4f}")
+    click.echo(f"measurement: {out_dir}")
+    ctx.exit(EXIT_CODES.get(m.status, 1))
+
+
+@main.command()
+@scenario_options
+@_runner_options
+@click.option("--variants", multiple=True, default=None,
+              type=click.Choice(["no-offload", "zero2-cpu", "zero3-cpu", "zero3-nvme"]),
+              help="Variants to run (repeatable; default: all four).")
+@click.option("--uncapped-baseline/--no-uncapped-baseline", default=False, show_default=True,
+              help="Also run no-offload without --gpu-mem-cap (the full card).")
+@click.option("--timeout", "timeout_s", type=float, default=None, metavar="SECONDS",
+              help="Per-variant time limit; an over-time variant is a 'timeout' row.")
+@click.option("--budget", "budget_s", type=float, default=None, metavar="SECONDS",
+              help="Total time for all variants: each gets at most what is left (a variant cut "
+                   "short keeps its finished steps; one with no time left is skipped).")
+@click.option("--out", "out_dir", default="runs/compare", show_default=True, metavar="DIR",
+              help="Directory of the per-variant Measurements, compare.csv and compare.png.")
+@click.pass_context
+def compare(ctx, model, hardware, ds_config, overrides, gpus, nodes, micro_batch, grad_accum, seq,
+            checkpointing, precision, model_path, steps, warmup_steps, dataset, tokenizer,
+            gpu_mem_cap, swap_dir, seed, skip_preflight, variants, uncapped_baseline, timeout_s,
+            budget_s, out_dir):
+    """Offload vs baseline: the same model and data with no offload, ZeRO-2 CPU, ZeRO-3 CPU and
+    ZeRO-3 NVMe, each in its own subprocess (an OOM is a row). Prints one table and writes
+    compare.csv, compare.png and compare.json under --out. --ds-config is not used: each
+    variant uses its preset, with the --set overrides applied to all."""
+    from tierlab.runner.compare import (VARIANTS, figure, format_table, row, rows_to_csv,
+                                        run_variant)
+    from tierlab.runner.preflight import run_preflight
+    from tierlab.runner.train import spec_from_strategy
+
+    import time as _time
+
+    t_start = _time.monotonic()
+    cap = _cap_bytes(gpu_mem_cap)
+    plan = [(v, cap) for v in (variants or VARIANTS)]
+    if uncapped_baseline:
+        plan.insert(0, ("no-offload", None))
+    rows = []
+    for variant, vcap in plan:
+        label = f"{variant}-uncapped" if cap is not None and vcap is None else variant
+        sc = _runner_scenario(model, model_path, hardware, VARIANTS[variant][0], overrides, gpus,
+                              nodes, micro_batch, grad_accum, seq, checkpointing, precision,
+                              swap_dir)
+        spec = spec_from_strategy(sc.model, sc.strategy, out_dir=str(Path(out_dir) / label),
+                                  steps=steps, warmup_steps=warmup_steps, swap_dir=swap_dir,
+                                  model_path=model_path, dataset=dataset, tokenizer=tokenizer,
+                                  gpu_mem_cap_bytes=vcap, seed=seed, label=label)
+        problems = [] if skip_preflight else run_preflight(
+            sc.hardware, sc.model, sc.strategy, gpu_mem_cap_bytes=vcap, check_memory_plan=False)
+        if _echo_problems(problems):
+            rows.append({"variant": label, "status": "preflight", "reason":
+                         "; ".join(p.message for p in problems if p.severity == "error")})
+            continue
+        limit = timeout_s
+        if budget_s is not None:
+            left = budget_s - (_time.monotonic() - t_start) - 15
+            if left < 30:
+                rows.append({"variant": label, "status": "skipped", "reason": "budget spent"})
+                continue
+            limit = min(limit or left, left)
+        click.echo(f"running {label} ...", err=True)
+        m = run_variant(spec, limit)
+        rows.append(row(label, m))
+        click.echo(f"  {label}: {rows[-1]['status']} step {rows[-1]['step_time_s']} s "
+                   f"{m.reason}".rstrip(), err=True)
+    click.echo(format_table(rows))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "compare.csv").write_text(rows_to_csv(rows))
+    write_json(out / "compare.json", rows)
+    fig = figure(rows, title=f"{sc.model.name}, micro-batch {sc.strategy.train_micro_batch_size_per_gpu}"
+                 f", seq {sc.model.seq_len}" + (f", GPU cap {cap / 2**30:.0f} GiB" if cap else ""))
+    fig.savefig(out / "compare.png", dpi=120)
+    click.echo(f"wrote {out / 'compare.csv'}, {out / 'compare.png'}")
+
+
+@main.command()
+@scenario_options
+@click.option("--gpu-mem-cap", default=None, metavar="BYTES",
+              help="Judge GPU memory against this cap (e.g. 8GiB) instead of the profile's card.")
+@click.option("--no-probe", is_flag=True,
+              help="Skip the machine probes (libaio/async_io, swap path O_DIRECT and space).")
+@click.option("--no-memory", is_flag=True, help="Skip the memory planner's per-tier verdict.")
+@click.option("--swap-dir", default=None, metavar="DIR",
+              help="Point every NVMe offload (nvme_path) at this directory, as `run` does.")
+@click.pass_context
+def preflight(ctx, model, hardware, ds_config, overrides, gpus, nodes, micro_batch, grad_accum,
+              seq, checkpointing, precision, gpu_mem_cap, no_probe, no_memory, swap_dir):
+    """Check a launch before it is made: memory per tier, libaio/async_io, the swap path
+    (exists, writable, O_DIRECT, free space), pinned memory, swap buffer counts and sizes,
+    ignored keys, TORCH_CUDA_ARCH_LIST. One line per problem with its fix; exit 2 on errors."""
+    from tierlab.runner.preflight import run_preflight
+
+    if swap_dir:
+        overrides = [*overrides, *(f"zero_optimization.{b}.nvme_path={swap_dir}"
+                                   for b in ("offload_param", "offload_optimizer"))]
+    sc = build_scenario(model, hardware, ds_config, overrides, gpus, nodes, micro_batch,
+                        grad_accum, seq, checkpointing, precision)
+    problems = run_preflight(sc.hardware, sc.model, sc.strategy,
+                             gpu_mem_cap_bytes=_cap_bytes(gpu_mem_cap),
+                             check_memory_plan=not no_memory, probe=not no_probe)
+    if _echo_problems(problems):
+        ctx.exit(2)
+    if not problems:
+        click.echo("ok: no problems found")
+
 # ----------------------------------------------------------------------------------------------
 # calibrate / validate  (owner: calibration)
 # @@CALIBRATE@@
@@ -419,6 +654,82 @@ def calibrate(nvme_path, out, name, hardware, quick, raw, skip, sweep):
     for group, why in result.skipped.items():
         click.echo(f"skipped {group}: {why}")
 
+
+def _pct(value) -> str:
+    return "-" if value is None else f"{value:+.1f}%"
+
+
+def _fmt_metric(metric: str, value) -> str:
+    if value is None:
+        return "-"
+    if metric.endswith("_bytes"):
+        return f"{value / 2**30:.2f} GiB"
+    if metric == "oom":
+        return "OOM" if value else "ok"
+    return f"{value:.3f} s"
+
+
+@main.command()
+@click.argument("cases", nargs=-1, type=click.Path())
+@click.option("--hardware", "-H", default="h200-host", show_default=True,
+              help="Calibrated system profile of the host the runs were measured on.")
+@click.option("--out", default="out/validate", show_default=True, metavar="DIR",
+              help="Where to write validate.csv, summary.json, scatter.png and phases.png.")
+@click.option("--max-error", type=float, default=None, metavar="PCT",
+              help="Exit 1 if the mean absolute error of the steady step time exceeds PCT %.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def validate(cases, hardware, out, max_error, as_json):
+    """Simulate each measured run's exact config and compare with what was measured.
+
+    CASES are measurement directories (or folders holding them; default validate/cases). Prints
+    predicted vs measured per run and metric (steady step time, step 1, forward/backward/optimizer,
+    GPU peak allocated, host RSS, swap bytes, OOM), the mean absolute percentage error and the
+    max per metric; writes CSV, JSON and PNG figures to --out."""
+    import pandas as pd
+
+    from tierlab.profiles.load import load_hardware
+    from tierlab.runner.measurement import load_measurement
+    from tierlab.validate.compare import compare_measurement, find_measurements, summarize
+    from tierlab.validate.report import phase_bars_figure, scatter_figure
+
+    hw = load_hardware(hardware)
+    default = Path(__file__).resolve().parent / "validate" / "cases"
+    rows = []
+    for d in find_measurements(cases or [default]):
+        rows += compare_measurement(hw, load_measurement(d), name=d.name)
+    summary = summarize(rows)
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    df = pd.DataFrame([r.to_dict() for r in rows])
+    tmp = out_dir / ".validate.csv.tmp"
+    df.to_csv(tmp, index=False)
+    tmp.replace(out_dir / "validate.csv")
+    write_json(out_dir / "summary.json", summary)
+    for name, fig in (("scatter.png", scatter_figure(rows)), ("phases.png", phase_bars_figure(rows))):
+        tmp = out_dir / f".{name}.tmp.png"
+        fig.savefig(tmp, dpi=120)
+        tmp.replace(out_dir / name)
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+    else:
+        click.echo(f"{'case':34s} {'metric':26s} {'predicted':>12s} {'measured':>12s} {'error':>8s}")
+        for r in rows:
+            click.echo(f"{r.case:34s} {r.metric:26s} {_fmt_metric(r.metric, r.predicted):>12s} "
+                       f"{_fmt_metric(r.metric, r.measured):>12s} {_pct(r.error_pct):>8s}")
+        click.echo("")
+        for metric, s in summary.items():
+            if metric == "oom":
+                click.echo(f"{'oom':26s} {s['n']} runs, mismatches: {', '.join(s['mismatches']) or 'none'}")
+            else:
+                click.echo(f"{metric:26s} n={s['n']:<3d} MAPE {s['mape_pct']:5.1f}%  max "
+                           f"{s['max_pct']:5.1f}% ({s['worst_case']})")
+        click.echo(f"wrote {out_dir}/validate.csv, summary.json, scatter.png, phases.png")
+    step = summary.get("step_time_s")
+    if max_error is not None and step and step["mape_pct"] > max_error:
+        click.echo(f"error: steady step time MAPE {step['mape_pct']:.1f}% > --max-error "
+                   f"{max_error}%", err=True)
+        sys.exit(1)
+
 # ----------------------------------------------------------------------------------------------
 # plot / sweep / plan  (owner: plots)
 # @@PLOTS@@
@@ -448,6 +759,14 @@ def _read_measurement(path: str):
     from tierlab.profiles.load import read_data
 
     p = Path(path)
+    run_dir = p if p.is_dir() else p.parent if p.name == "measurement.json" else None
+    if run_dir is not None and (run_dir / "measurement.json").is_file():
+        from tierlab.runner.measurement import load_measurement     # the runner's own reader
+
+        try:
+            return load_measurement(run_dir)
+        except (OSError, ValueError, TypeError) as e:
+            raise ConfigError(f"{run_dir}: cannot read the measurement: {e}") from None
     if p.is_dir():
         found = sorted([*p.glob("*sample*.*"), *p.glob("measurement*.json"), *p.glob("*.json")])
         if not found:
@@ -613,14 +932,18 @@ def sweep(varies, out, jobs, memory_only, strict, plot_path, x_key, by, list_key
     except ValueError as e:          # the base itself is broken: say so once
         raise ConfigError(str(e)) from None
     simulator = None if memory_only else default_simulator()
-    bar = tqdm(total=0, unit="config", file=sys.stderr, disable=no_progress, dynamic_ncols=True)
+    bars = []
+
+    def start(todo, skipped):
+        bars.append(tqdm(total=todo, unit="config", file=sys.stderr, disable=no_progress,
+                         dynamic_ncols=True, desc="sweep"))
+
     try:
         outcome = run_sweep(base, axes, simulator=simulator, strict=strict, jobs=jobs, out=out,
-                            on_start=lambda todo, skipped: (setattr(bar, "total", todo),
-                                                            bar.refresh()),
-                            on_rows=lambda rows: bar.update(len(rows)))
+                            on_start=start, on_rows=lambda rows: bars[0].update(len(rows)))
     finally:
-        bar.close()
+        for bar in bars:
+            bar.close()
     df = outcome.frame
     if out is None:
         click.echo(df.to_csv(index=False), nl=False)
@@ -629,6 +952,15 @@ def sweep(varies, out, jobs, memory_only, strict, plot_path, x_key, by, list_key
         _save_figure(_sweep_figure(df, x_key or axes[0].key, by, None), plot_path)
     elif plot_path:
         raise ConfigError("--plot needs simulated rows (drop --memory-only)")
+
+
+def _num(value) -> str:
+    """1000000000 -> 1e9; other values as they are."""
+    import numbers
+
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and abs(value) >= 1e5:
+        return f"{value:.4g}".replace("e+0", "e").replace("e+", "e")
+    return str(value)
 
 
 def _sweep_summary(outcome, out) -> str:
@@ -641,7 +973,7 @@ def _sweep_summary(outcome, out) -> str:
         if not ok.empty:
             best = ok.loc[ok["step_time_s"].idxmin()]
             keys = [c for c in df.columns[1:df.columns.get_loc("config_name")]]
-            point = ", ".join(f"{k}={best[k]}" for k in keys)
+            point = ", ".join(f"{k}={_num(best[k])}" for k in keys)
             text += (f"\nfastest that fits: {point}: {best['step_time_s']:.3f} s/step, "
                      f"{best['tokens_per_s']:,.0f} tokens/s, {best['bottleneck']} binds")
     return text

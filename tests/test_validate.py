@@ -1,0 +1,98 @@
+"""validate/compare.py and `tierlab validate`: rows, errors, MAPE, OOM agreement, CLI contract.
+
+The measurement directories here are written by the runner's own MeasurementWriter with
+made-up step times: they test the comparison arithmetic, not the simulator's accuracy (that is
+tests/test_validation_cases.py, on the committed real runs)."""
+import json
+from dataclasses import asdict
+
+import pytest
+from click.testing import CliRunner
+
+from tierlab.cli import main
+from tierlab.profiles.load import load_ds_config, load_hardware, load_model
+from tierlab.runner.measurement import Measurement, MeasurementWriter, StepRecord, load_measurement
+from tierlab.sim.strategy import Flags, parse_ds_config, to_ds_config
+from tierlab.validate.compare import Row, compare_measurement, scenario_of, summarize
+
+
+def write_case(root, name, *, config="zero3-cpu", step_s=1.0, status="ok", kind="", cap=None,
+               mb=4, seq=1024):
+    model = load_model("tinyllama-1.1b", seq_len=seq)
+    cfg, _ = load_ds_config(config)
+    strategy, _ = parse_ds_config(cfg, Flags(micro_batch=mb, precision="bf16",
+                                             hidden=model.hidden, activation_checkpointing=True))
+    m = Measurement(run_id=name, model=asdict(model), ds_config=to_ds_config(strategy),
+                    run={"micro_batch": mb, "seq": seq, "world_size": 1, "checkpointing": True,
+                         "gpu_mem_cap_bytes": cap})
+    w = MeasurementWriter(root / name, m)
+    for i in range(4 if status == "ok" else 0):
+        w.append(StepRecord(step=i, wall_s=step_s * (1.5 if i == 0 else 1.0), timing="synchronised",
+                            loss=10.0 - i, tokens=mb * seq, forward_s=0.1 * step_s,
+                            backward_s=0.3 * step_s, optimizer_s=0.6 * step_s,
+                            gpu_max_allocated_bytes=int(3e9), host_rss_bytes=int(20e9)))
+    w.close(status, reason="CUDA out of memory" if kind == "oom" else "", failure_kind=kind,
+            warmup_steps=1)
+    return root / name
+
+
+def test_scenario_of_reproduces_the_run(tmp_path):
+    d = write_case(tmp_path, "a", cap=8 * 2**30, seq=512)
+    hw, model, strategy = scenario_of(load_measurement(d), load_hardware("h200-host"))
+    assert hw.gpu.hbm_bytes == 8 * 2**30 and model.seq_len == 512
+    assert strategy.zero.stage == 3 and strategy.param_device == "cpu"
+    assert strategy.train_micro_batch_size_per_gpu == 4 and strategy.activation_checkpointing
+
+
+def test_rows_and_error(tmp_path):
+    from tierlab.sim import simulate
+
+    d = write_case(tmp_path, "a", step_s=2.0)
+    hw = load_hardware("h200-host")
+    rows = {r.metric: r for r in compare_measurement(hw, load_measurement(d))}
+    predicted = simulate(*scenario_of(load_measurement(d), hw)).step_time_s
+    assert rows["step_time_s"].measured == 2.0
+    assert rows["step_time_s"].predicted == pytest.approx(predicted)
+    assert rows["step_time_s"].error_pct == pytest.approx(100 * (predicted - 2.0) / 2.0)
+    assert rows["first_step_time_s"].measured == 3.0
+    assert rows["optimizer_s"].measured == pytest.approx(1.2)
+    assert rows["oom"].measured == 0.0
+
+
+def test_summary_mape_and_max():
+    rows = [Row(case="a", metric="step_time_s", predicted=1.1, measured=1.0),
+            Row(case="b", metric="step_time_s", predicted=1.7, measured=2.0),
+            Row(case="a", metric="oom", predicted=1.0, measured=0.0)]
+    s = summarize(rows)
+    assert s["step_time_s"]["mape_pct"] == pytest.approx(12.5)
+    assert s["step_time_s"]["max_pct"] == pytest.approx(15.0)
+    assert s["step_time_s"]["worst_case"] == "b"
+    assert s["oom"]["mismatches"] == ["a"]
+
+
+def test_failed_run_gives_only_the_oom_verdict(tmp_path):
+    d = write_case(tmp_path, "oom", config="no-offload", status="failed", kind="oom",
+                   cap=8 * 2**30)
+    rows = compare_measurement(load_hardware("h200-host"), load_measurement(d))
+    assert [(r.metric, r.predicted, r.measured) for r in rows] == [("oom", 1.0, 1.0)]
+
+
+def test_cli_writes_reports_and_gates(tmp_path):
+    write_case(tmp_path / "cases", "a", step_s=0.01)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["validate", str(tmp_path / "cases"), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "step_time_s" in res.output and "MAPE" in res.output
+    for f in ("validate.csv", "summary.json", "scatter.png", "phases.png"):
+        assert (out / f).stat().st_size > 0
+    res = CliRunner().invoke(main, ["validate", str(tmp_path / "cases"), "--out", str(out),
+                                    "--max-error", "10"])
+    assert res.exit_code == 1 and "MAPE" in res.output
+
+
+def test_cli_bad_input(tmp_path):
+    res = CliRunner().invoke(main, ["validate", str(tmp_path / "none")])
+    assert res.exit_code == 2 and "no such file" in res.output
+    (tmp_path / "empty").mkdir()
+    res = CliRunner().invoke(main, ["validate", str(tmp_path / "empty")])
+    assert res.exit_code == 2 and "no measurement.json" in res.output

@@ -1,0 +1,167 @@
+"""Predicted vs measured: simulate each Measurement's exact config on its host's profile.
+
+`compare_measurement(hardware, measurement) -> list[Row]`: one row per metric with the
+prediction, the measurement and the error. `summarize(rows)`: mean absolute percentage error
+and max per metric. Nothing here prints or writes files (cli.py does).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from tierlab.errors import ConfigError
+from tierlab.profiles.schema import Hardware, Model
+from tierlab.sim.strategy import Flags, Strategy, parse_ds_config
+
+# metric -> (what the simulator predicts, where the Measurement keeps it)
+TIME_METRICS = ("step_time_s", "first_step_time_s", "forward_s", "backward_s", "optimizer_s")
+MEMORY_METRICS = ("gpu_peak_allocated_bytes", "host_rss_bytes", "swap_bytes")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Row:
+    case: str
+    metric: str
+    predicted: float | None
+    measured: float | None
+
+    @property
+    def error_pct(self) -> float | None:
+        """(predicted - measured) / measured x 100; None where either side is missing."""
+        if self.predicted is None or not self.measured:
+            return None
+        return 100.0 * (self.predicted - self.measured) / self.measured
+
+    def to_dict(self) -> dict:
+        return {"case": self.case, "metric": self.metric, "predicted": self.predicted,
+                "measured": self.measured, "error_pct": self.error_pct}
+
+
+def _run(m, *keys, default=None):
+    """A runner setting by the first of `keys` present in measurement.run."""
+    for key in keys:
+        value = (m.run or {}).get(key)
+        if value is not None:
+            return value
+    return default
+
+
+def scenario_of(measurement, hardware: Hardware) -> tuple[Hardware, Model, Strategy]:
+    """The exact Hardware (GPU count, memory cap), Model (seq) and Strategy a Measurement ran."""
+    where = f"measurement {measurement.run_id}"
+    model_fields = {k: v for k, v in (measurement.model or {}).items()
+                    if k in Model.__dataclass_fields__}
+    if not model_fields:
+        raise ConfigError(f"{where}: no model recorded")
+    seq = _run(measurement, "seq", "seq_len")
+    model = Model(**{**model_fields, **({"seq_len": int(seq)} if seq else {})})
+    world = int(_run(measurement, "world_size", default=1))
+    gpus = int(_run(measurement, "gpus", "gpus_per_node", default=world))
+    hw = replace(hardware, gpus_per_node=max(1, gpus), nodes=max(1, world // max(1, gpus)))
+    cap = _run(measurement, "gpu_mem_cap_bytes")
+    if cap:
+        hw = replace(hw, gpu=replace(hw.gpu, hbm_bytes=float(cap)))
+    ckpt = bool(_run(measurement, "activation_checkpointing", "checkpointing", default=True))
+    strategy, _ = parse_ds_config(measurement.ds_config, Flags(world_size=world,
+                                                               activation_checkpointing=ckpt),
+                                  where=where)
+    return hw, model, strategy
+
+
+def _median(summary: Mapping[str, Any], key: str) -> float | None:
+    value = summary.get(key)
+    if isinstance(value, Mapping):
+        value = value.get("median")
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def measured_metrics(measurement) -> dict[str, float | None]:
+    """The steady-state figures of a Measurement, in the simulator's metric names."""
+    s = measurement.summary or {}
+    steps = measurement.steps
+    return {
+        "step_time_s": _median(s, "step_time_s"),
+        "first_step_time_s": steps[0].wall_s if steps else None,
+        "forward_s": _median(s, "forward_s"),
+        "backward_s": _median(s, "backward_s"),
+        "optimizer_s": _median(s, "optimizer_s"),
+        "gpu_peak_allocated_bytes": s.get("peak_gpu_max_allocated_bytes"),
+        "host_rss_bytes": s.get("peak_host_rss_bytes"),
+        "swap_bytes": s.get("peak_swap_bytes") or None,
+    }
+
+
+def predicted_metrics(result) -> dict[str, float | None]:
+    plan = result.memory
+    gpu = plan.tiers["gpu"] if plan else None
+    return {
+        "step_time_s": result.step_time_s,
+        "first_step_time_s": result.first_step_time_s,
+        "forward_s": result.phases.get("forward_s"),
+        "backward_s": result.phases.get("backward_s"),
+        "optimizer_s": result.phases.get("optimizer_s"),
+        # max_memory_allocated counts tensors only: no CUDA context, no allocator slack
+        "gpu_peak_allocated_bytes": (gpu.used_bytes - gpu.breakdown.get("cuda_context", 0.0)
+                                     - gpu.breakdown.get("allocator_slack", 0.0)) if gpu else None,
+        "host_rss_bytes": plan.tiers["host"].used_bytes / max(1, result.scenario.get(
+            "gpus_per_node", 1)) if plan else None,
+        "swap_bytes": (plan.tiers["nvme"].used_bytes / max(1, result.scenario.get(
+            "gpus_per_node", 1)) or None) if plan else None,
+    }
+
+
+def compare_measurement(hardware: Hardware, measurement, name: str | None = None) -> list[Row]:
+    """Rows predicted vs measured for one Measurement (a failed run: only the OOM verdict)."""
+    from tierlab.sim import simulate
+
+    case = name or measurement.run_id
+    hw, model, strategy = scenario_of(measurement, hardware)
+    result = simulate(hw, model, strategy)
+    oom_measured = 1.0 if measurement.failure_kind == "oom" else 0.0
+    rows = [Row(case=case, metric="oom", predicted=0.0 if result.fits else 1.0,
+                measured=oom_measured)]
+    if measurement.status != "ok":
+        return rows
+    pred, meas = predicted_metrics(result), measured_metrics(measurement)
+    for metric in TIME_METRICS + MEMORY_METRICS:
+        if meas.get(metric) is not None:
+            rows.append(Row(case=case, metric=metric, predicted=pred.get(metric),
+                            measured=float(meas[metric])))
+    return rows
+
+
+def summarize(rows: Iterable[Row]) -> dict[str, dict]:
+    """Per metric: n, MAPE (%), max |error| (%) and the worst case; for 'oom', agreement."""
+    by_metric: dict[str, list[Row]] = {}
+    for row in rows:
+        by_metric.setdefault(row.metric, []).append(row)
+    out = {}
+    for metric, group in by_metric.items():
+        if metric == "oom":
+            wrong = [r.case for r in group if r.predicted != r.measured]
+            out[metric] = {"n": len(group), "mismatches": wrong}
+            continue
+        errs = [(abs(r.error_pct), r.case) for r in group if r.error_pct is not None]
+        if errs:
+            worst = max(errs)
+            out[metric] = {"n": len(errs), "mape_pct": sum(e for e, _ in errs) / len(errs),
+                           "max_pct": worst[0], "worst_case": worst[1]}
+    return out
+
+
+def find_measurements(paths: Iterable[str | Path]) -> list[Path]:
+    """Measurement directories under the given paths (a dir holding measurement.json, or its
+    parents), sorted by name."""
+    found = []
+    for p in map(Path, paths):
+        if not p.exists():
+            raise ConfigError(f"{p}: no such file or directory")
+        if (p / "measurement.json").is_file():
+            found.append(p)
+        else:
+            found.extend(sorted(q.parent for q in p.rglob("measurement.json")))
+    if not found:
+        raise ConfigError(f"no measurement.json under {', '.join(map(str, paths))}")
+    return sorted(set(found))

@@ -1,0 +1,83 @@
+"""Figures of a validation: predicted vs measured scatter with y = x and ±10% bands, and
+per-phase bars. Functions return matplotlib Figures; cli.py saves them."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from tierlab.validate.compare import Row
+
+PHASES = ("forward_s", "backward_s", "optimizer_s")
+
+
+def _figure(*args, **kwargs):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(*args, **kwargs)
+
+
+def scatter_figure(rows: Sequence[Row], metric: str = "step_time_s", band_pct: float = 10.0):
+    """Predicted vs measured, one point a case, log-log, y = x and ±band lines."""
+    pts = [(r.measured, r.predicted, r.case) for r in rows
+           if r.metric == metric and r.measured and r.predicted]
+    fig, ax = _figure(figsize=(7, 6))
+    if not pts:
+        ax.text(0.5, 0.5, f"no {metric} to compare", ha="center", transform=ax.transAxes)
+        return fig
+    lo = min(min(m, p) for m, p, _ in pts) * 0.7
+    hi = max(max(m, p) for m, p, _ in pts) * 1.4
+    ax.plot([lo, hi], [lo, hi], color="black", lw=1, label="y = x")
+    f = band_pct / 100.0
+    ax.fill_between([lo, hi], [lo * (1 - f), hi * (1 - f)], [lo * (1 + f), hi * (1 + f)],
+                    color="tab:green", alpha=0.15, label=f"±{band_pct:.0f}%")
+    for m, p, case in pts:
+        inside = abs(p - m) <= f * m
+        ax.scatter(m, p, color="tab:blue" if inside else "tab:red", zorder=3)
+        ax.annotate(case, (m, p), fontsize=7, xytext=(4, 3), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    unit = "s" if metric.endswith("_s") else "bytes"
+    ax.set_xlabel(f"measured {metric} ({unit})")
+    ax.set_ylabel(f"predicted {metric} ({unit})")
+    ax.set_title(f"tierlab validation: {metric}, predicted vs measured ({len(pts)} runs)")
+    ax.legend(loc="upper left")
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def phase_bars_figure(rows: Sequence[Row]):
+    """Per case, forward/backward/optimizer seconds: measured (solid) next to predicted (hatched)."""
+    cases = sorted({r.case for r in rows if r.metric in PHASES and r.measured})
+    fig, ax = _figure(figsize=(max(7, 1.1 * len(cases) + 2), 5))
+    if not cases:
+        ax.text(0.5, 0.5, "no phase times measured (run with --breakdown)", ha="center",
+                transform=ax.transAxes)
+        return fig
+    value = {(r.case, r.metric): r for r in rows}
+    colors = {"forward_s": "tab:blue", "backward_s": "tab:orange", "optimizer_s": "tab:green"}
+    width = 0.38
+    for i, case in enumerate(cases):
+        for j, side in enumerate(("measured", "predicted")):
+            bottom = 0.0
+            for phase in PHASES:
+                r = value.get((case, phase))
+                v = getattr(r, side) if r else None
+                if not v:
+                    continue
+                ax.bar(i + (j - 0.5) * width, v, width, bottom=bottom, color=colors[phase],
+                       hatch="//" if side == "predicted" else None, edgecolor="white",
+                       label=f"{phase[:-2]} ({side})" if i == 0 else None)
+                bottom += v
+    ax.set_xticks(range(len(cases)))
+    ax.set_xticklabels(cases, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("seconds per step")
+    ax.set_title("Phase times per run: measured (solid) vs predicted (hatched)")
+    ax.legend(fontsize=8, ncol=2)
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
