@@ -1,0 +1,122 @@
+"""Run the validation set (validate/plan.yaml) on a GPU host with `tierlab run`, one subprocess a
+case, inside a time budget; pack every finished measurement directory into $OUT as it goes.
+
+    python bench/gpu_validate.py --out $OUT --budget 540 [--only NAME ...] [--skip NAME ...]
+
+Each case: `tierlab run --breakdown --skip-preflight -H h200-host ...` (preflight's memory verdict
+would refuse the runs whose OOM we want measured; it runs separately in gpu_session.sh).
+Cases needing more GPUs than the host has are skipped and listed."""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def command(case: dict, defaults: dict, out_dir: Path, hardware: str, swap: str) -> list[str]:
+    c = {**defaults, **case}
+    cmd = [sys.executable, "-m", "tierlab.cli", "run", "-m", c["model"], "-c", c["config"],
+           "-H", hardware, "--micro-batch", str(c["micro_batch"]), "--seq", str(c["seq"]),
+           "--steps", str(c["steps"]), "--warmup-steps", str(c["warmup_steps"]),
+           "--breakdown", "--skip-preflight", "--swap-dir", swap, "--out", str(out_dir), "-q"]
+    if c.get("cap"):
+        cmd += ["--gpu-mem-cap", c["cap"]]
+    if int(c.get("gpus", 1)) > 1:
+        cmd += ["--gpus", str(c["gpus"])]
+    for s in c.get("set", []):
+        cmd += ["--set", s]
+    return cmd
+
+
+def pack(work: Path, out: Path) -> None:
+    tmp = out / ".validation.tar.gz"
+    with tarfile.open(tmp, "w:gz") as tar:
+        for d in sorted(work.iterdir()):
+            if d.is_dir():
+                tar.add(d, arcname=d.name)
+    tmp.replace(out / "validation.tar.gz")
+
+
+def run_case(cmd: list[str], log_path: Path, timeout_s: float) -> str:
+    """Run one case in its own process group; past the timeout SIGTERM (the runner closes its
+    Measurement as interrupted, keeping its steps), then SIGKILL."""
+    import signal
+
+    with open(log_path, "w") as f:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            rc = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                rc = proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                rc = proc.wait()
+            rc = f"{rc} (timeout after {timeout_s:.0f} s)"
+    return log_path.read_text()[-3000:] + f"\nexit {rc}\n"
+
+
+def gpu_count() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count()
+    except Exception:   # noqa: BLE001 - a host without torch has no GPUs for us
+        return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--plan", default=str(ROOT / "validate" / "plan.yaml"))
+    ap.add_argument("--budget", type=float, default=540.0, help="seconds for all cases")
+    ap.add_argument("--case-timeout", type=float, default=240.0)
+    ap.add_argument("--hardware", default="h200-host")
+    ap.add_argument("--swap", default="/var/tmp/tierlab-swap")
+    ap.add_argument("--work", default="/tmp/tierlab-validate")
+    ap.add_argument("--only", nargs="*", default=None)
+    ap.add_argument("--skip", nargs="*", default=[])
+    args = ap.parse_args()
+    t0 = time.time()
+    out, work = Path(args.out), Path(args.work)
+    out.mkdir(parents=True, exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
+    plan = yaml.safe_load(Path(args.plan).read_text())
+    gpus = gpu_count()
+    log = open(out / "validate-session.log", "a", buffering=1)
+    for case in plan["cases"]:
+        name = case["name"]
+        if (args.only and name not in args.only) or name in args.skip:
+            continue
+        if int(case.get("gpus", plan["defaults"].get("gpus", 1))) > gpus:
+            log.write(f"skip {name}: needs {case.get('gpus')} GPUs, host has {gpus}\n")
+            continue
+        left = args.budget - (time.time() - t0)
+        if left < 30:
+            log.write(f"skip {name}: budget spent\n")
+            continue
+        cmd = command(case, plan["defaults"], work / name, args.hardware, args.swap)
+        log.write(f"== {name} at {time.time() - t0:.0f} s: {shlex.join(cmd[2:])}\n")
+        started = time.time()
+        (work / name).mkdir(parents=True, exist_ok=True)
+        log.write(run_case(cmd, work / name / "stdout.log", min(args.case_timeout, left)))
+        log.write(f"-- {name}: {time.time() - started:.0f} s\n")
+        pack(work, out)
+    log.write(f"total {time.time() - t0:.0f} s\n")
+    pack(work, out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,191 @@
+"""The offload-vs-baseline comparison: the same model and data with no offload, ZeRO-2 CPU
+optimizer offload, ZeRO-3 CPU param+optimizer offload and ZeRO-3 NVMe (ZeRO-Infinity). Each
+variant runs in its own subprocess, so an OOM (or a crash, or a timeout) is a row, not the end.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable, Iterable
+
+from tierlab.runner.measurement import Measurement, MeasurementWriter, load_measurement
+from tierlab.runner.train import RunSpec
+
+# label -> (ds_config preset, description)
+VARIANTS = {
+    "no-offload": ("no-offload", "everything on the GPU"),
+    "zero2-cpu": ("zero2-cpu", "ZeRO-2, optimizer on CPU"),
+    "zero3-cpu": ("zero3-cpu", "ZeRO-3, params + optimizer on CPU"),
+    "zero3-nvme": ("zero3-nvme", "ZeRO-3, optimizer on NVMe (ZeRO-Infinity)"),
+}
+GiB = 2**30
+
+COLUMNS = ["variant", "status", "gpu_mem_cap_GiB", "gpu_peak_allocated_GiB",
+           "gpu_peak_reserved_GiB", "step_time_s", "step_time_iqr_s", "tokens_per_s", "loss_last",
+           "host_rss_peak_GiB", "swap_GiB", "disk_read_GB_per_step", "disk_written_GB_per_step",
+           "steps", "reason"]
+
+
+def run_variant(spec: RunSpec, timeout_s: float | None = None, python: str = sys.executable
+                ) -> Measurement:
+    """Run one variant in a subprocess (the runner's worker) and return its Measurement. A worker
+    killed hard (the kernel's OOM killer, a segfault) or over time still gives a closed record."""
+    out = Path(spec.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    spec_path = out / "spec.json"
+    spec_path.write_text(spec.to_json())
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
+    with open(out / "worker.log", "w") as log:
+        proc = subprocess.Popen([python, "-m", "tierlab.runner.train", "--spec", str(spec_path)],
+                                stdout=log, stderr=subprocess.STDOUT, env=env)
+        timed_out = False
+        try:
+            rc = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            proc.send_signal(signal.SIGINT)          # the worker closes its record and cleans up
+            try:
+                rc = proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                rc = proc.wait()
+    return _closed_record(spec, out, rc, timed_out, timeout_s)
+
+
+def _closed_record(spec: RunSpec, out: Path, rc: int, timed_out: bool, timeout_s) -> Measurement:
+    try:
+        m = load_measurement(out)
+    except (OSError, ValueError):
+        m = None
+    if m is not None and m.status != "running" and not timed_out:
+        return m
+    if m is None:
+        m = Measurement(run_id=f"{spec.label}-{int(time.time())}", ds_config=spec.ds_config,
+                        model=spec.model, started_unix=time.time())
+    if timed_out:
+        kind, reason = "timeout", f"over the {timeout_s:.0f} s limit after {len(m.steps)} steps"
+    else:
+        kind, reason = ("oom" if rc in (-9, 137) else "error",
+                        f"worker exited with code {rc} before closing its record "
+                        f"({_last_line(out / 'worker.log')})")
+    writer = MeasurementWriter.__new__(MeasurementWriter)    # re-close the existing directory
+    writer.dir, writer.m, writer.closed = out, m, False
+    writer._steps = open(out / "steps.jsonl", "a")
+    return writer.close("failed", reason, kind, samples=m.samples,
+                        warmup_steps=spec.warmup_steps)
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [x for x in path.read_text(errors="replace").splitlines() if x.strip()]
+    except OSError:
+        return "no log"
+    return lines[-1][:200] if lines else "no output"
+
+
+def run_comparison(specs: Iterable[RunSpec], timeout_s: float | None = None,
+                   on_done: Callable[[RunSpec, Measurement], None] | None = None
+                   ) -> list[tuple[str, Measurement]]:
+    """Run the variants one after another (never two trainings at once)."""
+    results = []
+    for spec in specs:
+        m = run_variant(spec, timeout_s)
+        results.append((spec.label, m))
+        if on_done:
+            on_done(spec, m)
+    return results
+
+
+def _g(x, scale):
+    return None if x is None else round(x / scale, 3)
+
+
+def row(label: str, m: Measurement) -> dict:
+    """One table row of a Measurement."""
+    s = m.summary or {}
+    st = s.get("step_time_s") or {}
+    cap = (m.run or {}).get("gpu_mem_cap_bytes")
+    return {"variant": label, "status": m.status if m.status == "ok" else
+            f"{m.status}:{m.failure_kind}" if m.failure_kind else m.status,
+            "gpu_mem_cap_GiB": _g(cap, GiB),
+            "gpu_peak_allocated_GiB": _g(s.get("peak_gpu_max_allocated_bytes"), GiB),
+            "gpu_peak_reserved_GiB": _g(s.get("peak_gpu_max_reserved_bytes"), GiB),
+            "step_time_s": _r(st.get("median")), "step_time_iqr_s": _r(st.get("iqr")),
+            "tokens_per_s": _r(s.get("tokens_per_s"), 1), "loss_last": _r(s.get("loss_last")),
+            "host_rss_peak_GiB": _g(s.get("peak_host_rss_bytes"), GiB),
+            "swap_GiB": _g(s.get("peak_swap_bytes"), GiB),
+            "disk_read_GB_per_step": _g(s.get("disk_read_bytes_per_step"), 1e9),
+            "disk_written_GB_per_step": _g(s.get("disk_written_bytes_per_step"), 1e9),
+            "steps": s.get("steps_total", len(m.steps)), "reason": m.reason}
+
+
+def _r(x, nd=4):
+    return None if x is None else round(x, nd)
+
+
+def rows_to_csv(rows: list[dict]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=COLUMNS, extrasaction="ignore")
+    w.writeheader()
+    for r in rows:
+        w.writerow(r)
+    return buf.getvalue()
+
+
+def format_table(rows: list[dict]) -> str:
+    """A fixed-width text table (GiB and GB written out)."""
+    cols = [("variant", 14), ("status", 18), ("gpu_peak_allocated_GiB", 10),
+            ("gpu_peak_reserved_GiB", 10), ("step_time_s", 9), ("tokens_per_s", 10),
+            ("loss_last", 8), ("host_rss_peak_GiB", 9), ("disk_written_GB_per_step", 10)]
+    heads = ["variant", "status", "GPU alloc GiB", "GPU resv GiB", "step s", "tokens/s", "loss",
+             "RSS GiB", "disk W GB/step"]
+    lines = ["  ".join(h[:w].ljust(w) for h, (_, w) in zip(heads, cols))]
+    for r in rows:
+        lines.append("  ".join(("-" if r.get(k) is None else str(r[k]))[:w].ljust(w)
+                               for k, w in cols))
+    return "\n".join(lines)
+
+
+def figure(rows: list[dict], title: str = ""):
+    """A bar chart (GPU peak reserved, step time, tokens/s per variant); failed variants are
+    drawn as empty hatched bars labelled with their status. Returns a matplotlib Figure."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = [("gpu_peak_reserved_GiB", "GPU peak reserved (GiB)"),
+               ("step_time_s", "step time, median (s)"), ("tokens_per_s", "tokens/s")]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.8))
+    labels = [r["variant"] for r in rows]
+    for ax, (key, name) in zip(axes, metrics):
+        vals = [r.get(key) or 0 for r in rows]
+        ok = [r["status"] == "ok" for r in rows]
+        bars = ax.bar(labels, vals, color=["tab:blue" if o else "white" for o in ok],
+                      edgecolor="black", hatch=None)
+        for b, o, r in zip(bars, ok, rows):
+            if not o:
+                b.set_hatch("//")
+                ax.text(b.get_x() + b.get_width() / 2, 0, r["status"], rotation=90,
+                        ha="center", va="bottom", fontsize=8)
+        caps = [r["gpu_mem_cap_GiB"] for r in rows if r.get("gpu_mem_cap_GiB")]
+        if key == "gpu_peak_reserved_GiB" and caps:
+            ax.axhline(caps[0], color="tab:red", ls="--", lw=1, label="cap")
+        ax.set_title(name, fontsize=10)
+        ax.tick_params(axis="x", labelrotation=30, labelsize=8)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def with_label(spec: RunSpec, label: str, out_root: str | Path) -> RunSpec:
+    return replace(spec, label=label, out_dir=str(Path(out_root) / label))

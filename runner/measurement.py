@@ -1,0 +1,238 @@
+"""The Measurement record of one real run: config, versions, host, per-step records, summary.
+
+Layout of a measurement directory (written by `MeasurementWriter`, read by `load_measurement`):
+  measurement.json  everything but the steps; `status` is "running" until the run is closed
+  steps.jsonl       one StepRecord per line, appended and flushed after every step
+  samples.jsonl     the ~10 Hz probe samples (NVML, psutil, diskstats), written at close
+  summary.json      steady-state statistics (warm-up dropped), written at close
+
+A failed or interrupted run is a Measurement too: status "failed"/"interrupted" with a reason,
+and every step that finished before the fault is kept.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+Status = Literal["running", "ok", "failed", "interrupted"]
+FailureKind = Literal["", "oom", "assertion", "disk_full", "signal", "timeout", "error"]
+Timing = Literal["wall", "synchronised"]
+
+MEASUREMENT_FILE = "measurement.json"
+STEPS_FILE = "steps.jsonl"
+SAMPLES_FILE = "samples.jsonl"
+SUMMARY_FILE = "summary.json"
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepRecord:
+    """One optimizer step as measured."""
+
+    step: int
+    """0-based optimizer step index."""
+    wall_s: float
+    """Back-to-back wall time: end of the previous step (or loop start) to the end of this
+    `engine.step()`. No synchronisation is added in the default timing mode; the loss is read
+    after the step ends, so any GPU tail lands in the next interval and the sum stays exact."""
+    timing: Timing
+    """"wall" (no extra sync) or "synchronised" (--breakdown: device sync around each phase)."""
+    loss: float
+    tokens: int
+    """Tokens processed in this step over all ranks (micro-batch x seq x grad-accum x world)."""
+    forward_s: float | None = None
+    """--breakdown only: synchronised forward time (summed over micro-steps)."""
+    backward_s: float | None = None
+    optimizer_s: float | None = None
+    gpu_max_allocated_bytes: int | None = None
+    """torch.cuda.max_memory_allocated during this step (peak stats reset after each step)."""
+    gpu_max_reserved_bytes: int | None = None
+    host_rss_bytes: int | None = None
+    swap_bytes: int | None = None
+    """Bytes of the swap files under the nvme_path(s) after this step."""
+    disk_read_bytes: int | None = None
+    """Bytes read from the block device under the swap path since the run started (diskstats)."""
+    disk_written_bytes: int | None = None
+    time_unix: float = 0.0
+
+
+@dataclass(kw_only=True)
+class Measurement:
+    """One real training run (or the attempt at one)."""
+
+    run_id: str
+    status: Status = "running"
+    reason: str = ""
+    """Why the run failed or was interrupted, one line."""
+    failure_kind: FailureKind = ""
+    model: Mapping[str, Any] = field(default_factory=dict)
+    """The tierlab Model as a dict (plus the parameter count)."""
+    ds_config: Mapping[str, Any] = field(default_factory=dict)
+    """The fully resolved ds_config handed to deepspeed.initialize."""
+    run: Mapping[str, Any] = field(default_factory=dict)
+    """Runner settings: micro-batch, seq, steps, warm-up, dataset, cap, breakdown, world size."""
+    versions: Mapping[str, str] = field(default_factory=dict)
+    host: Mapping[str, Any] = field(default_factory=dict)
+    started_unix: float = 0.0
+    finished_unix: float | None = None
+    steps: list[StepRecord] = field(default_factory=list)
+    samples: list[dict] = field(default_factory=list)
+    summary: dict = field(default_factory=dict)
+
+    def header(self) -> dict:
+        """Everything but steps and samples (what measurement.json holds)."""
+        out = asdict(self)
+        out.pop("steps")
+        out.pop("samples")
+        return out
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    """Linear-interpolated percentile (numpy's default) of an already sorted list."""
+    if not sorted_values:
+        return math.nan
+    pos = (len(sorted_values) - 1) * q
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def _stats(values: list[float]) -> dict:
+    vals = sorted(v for v in values if v is not None and math.isfinite(v))
+    if not vals:
+        return {"n": 0}
+    q1, q3 = _percentile(vals, 0.25), _percentile(vals, 0.75)
+    return {"n": len(vals), "median": statistics.median(vals), "iqr": q3 - q1, "q1": q1, "q3": q3,
+            "mean": statistics.fmean(vals), "min": vals[0], "max": vals[-1]}
+
+
+def summarize(steps: list[StepRecord], warmup_steps: int, samples: list[dict] | None = None) -> dict:
+    """Steady-state statistics: drop the first `warmup_steps` (ZeRO-3's first step has no
+    prefetch trace), then median/IQR of step time, tokens/s from the median step, last loss,
+    memory and disk peaks."""
+    steady = steps[warmup_steps:]
+    wall = _stats([s.wall_s for s in steady])
+    out: dict[str, Any] = {"warmup_steps": warmup_steps, "steps_total": len(steps),
+                           "steps_steady": len(steady), "step_time_s": wall,
+                           "timing": steady[0].timing if steady else None}
+    if steady and wall.get("median"):
+        out["tokens_per_s"] = steady[-1].tokens / wall["median"]
+    for phase in ("forward_s", "backward_s", "optimizer_s"):
+        vals = [getattr(s, phase) for s in steady if getattr(s, phase) is not None]
+        if vals:
+            out[phase] = _stats(vals)
+    out["loss_first"] = steps[0].loss if steps else None
+    out["loss_last"] = steps[-1].loss if steps else None
+    for key in ("gpu_max_allocated_bytes", "gpu_max_reserved_bytes", "host_rss_bytes", "swap_bytes"):
+        vals = [getattr(s, key) for s in steps if getattr(s, key) is not None]
+        out[f"peak_{key}"] = max(vals) if vals else None
+    last = steps[-1] if steps else None
+    out["disk_read_bytes"] = last.disk_read_bytes if last else None
+    out["disk_written_bytes"] = last.disk_written_bytes if last else None
+    if steady and len(steps) > 1 and last.disk_read_bytes is not None:
+        before = steps[warmup_steps - 1] if warmup_steps >= 1 else None
+        if before is not None and before.disk_read_bytes is not None:
+            n = len(steady)
+            out["disk_read_bytes_per_step"] = (last.disk_read_bytes - before.disk_read_bytes) / n
+            out["disk_written_bytes_per_step"] = (
+                (last.disk_written_bytes - before.disk_written_bytes) / n)
+    if samples:
+        out["samples"] = summarize_samples(samples)
+    return out
+
+
+def summarize_samples(samples: list[dict]) -> dict:
+    """Peak and mean of every numeric probe field."""
+    keys = sorted({k for s in samples for k, v in s.items()
+                   if isinstance(v, (int, float)) and k != "t"})
+    out = {"n": len(samples)}
+    for key in keys:
+        vals = [s[key] for s in samples if isinstance(s.get(key), (int, float))]
+        if vals:
+            out[key] = {"max": max(vals), "mean": statistics.fmean(vals)}
+    return out
+
+
+class MeasurementWriter:
+    """Writes one Measurement directory as the run goes: header first (status "running"), one
+    JSONL line per step flushed at once, header + samples + summary at close."""
+
+    def __init__(self, out_dir: str | Path, measurement: Measurement):
+        self.dir = Path(out_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.m = measurement
+        for stale in (STEPS_FILE, SAMPLES_FILE, SUMMARY_FILE):
+            (self.dir / stale).unlink(missing_ok=True)
+        self._write_header()
+        self._steps = open(self.dir / STEPS_FILE, "a", buffering=1)
+        self.closed = False
+
+    def _write_json(self, name: str, obj: Any) -> None:
+        tmp = self.dir / (name + ".tmp")
+        tmp.write_text(json.dumps(obj, indent=2, default=str) + "\n")
+        tmp.replace(self.dir / name)
+
+    def _write_header(self) -> None:
+        self._write_json(MEASUREMENT_FILE, self.m.header())
+
+    def update_header(self, **changes) -> None:
+        """Set header fields (e.g. the resolved ds_config once known) and rewrite the header."""
+        for key, value in changes.items():
+            setattr(self.m, key, value)
+        self._write_header()
+
+    def append(self, record: StepRecord) -> None:
+        self.m.steps.append(record)
+        self._steps.write(json.dumps(asdict(record)) + "\n")
+        self._steps.flush()
+
+    def close(self, status: Status, reason: str = "", failure_kind: FailureKind = "",
+              samples: list[dict] | None = None, warmup_steps: int = 0) -> Measurement:
+        """Close the record once; later calls are ignored (a signal during close)."""
+        if self.closed:
+            return self.m
+        self.closed = True
+        self._steps.close()
+        self.m.status, self.m.reason, self.m.failure_kind = status, reason, failure_kind
+        self.m.finished_unix = time.time()
+        self.m.samples = list(samples or [])
+        if self.m.samples:
+            with open(self.dir / SAMPLES_FILE, "w") as f:
+                for s in self.m.samples:
+                    f.write(json.dumps(s) + "\n")
+        self.m.summary = summarize(self.m.steps, min(warmup_steps, max(len(self.m.steps) - 1, 0)),
+                                   self.m.samples)
+        self.m.summary.update(status=status, reason=reason, failure_kind=failure_kind)
+        self._write_json(SUMMARY_FILE, self.m.summary)
+        self._write_header()
+        return self.m
+
+
+def load_measurement(directory: str | Path) -> Measurement:
+    """Read a measurement directory back (a run killed hard keeps status "running")."""
+    d = Path(directory)
+    head = json.loads((d / MEASUREMENT_FILE).read_text())
+    head.pop("steps", None)
+    head.pop("samples", None)
+    known = {f.name for f in fields(Measurement)}
+    m = Measurement(**{k: v for k, v in head.items() if k in known})
+    step_fields = {f.name for f in fields(StepRecord)}
+    if (d / STEPS_FILE).exists():
+        for line in (d / STEPS_FILE).read_text().splitlines():
+            if line.strip():
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:   # a line cut by a hard kill
+                    continue
+                m.steps.append(StepRecord(**{k: v for k, v in rec.items() if k in step_fields}))
+    if (d / SAMPLES_FILE).exists():
+        m.samples = [json.loads(x) for x in (d / SAMPLES_FILE).read_text().splitlines() if x]
+    return m
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"

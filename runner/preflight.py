@@ -1,0 +1,509 @@
+"""Pre-flight: name every problem DeepSpeed would hit, in seconds, before minutes are spent.
+
+Each check is a pure function returning a list of `Problem`s; the two probes (`probe_aio`,
+`probe_swap_path`) look at the machine and return plain records the checks judge. Each problem is
+one line with its fix. The DeepSpeed rules are read off 0.19.8's source (cited per check) and
+reproduced on CPU in tests/test_runner_preflight.py.
+"""
+from __future__ import annotations
+
+import ctypes.util
+import importlib.util
+import math
+import mmap
+import os
+import re
+import shutil
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Literal, Mapping
+
+from tierlab.profiles.schema import Model
+from tierlab.sim.strategy import Strategy
+
+Severity = Literal["error", "warning"]
+GiB = 2**30
+MIN_AIO_BYTES = 1 << 20      # deepspeed/runtime/swap_tensor/utils.py MIN_AIO_BYTES: smaller is never swapped
+
+
+@dataclass(frozen=True)
+class Problem:
+    check: str
+    message: str
+    fix: str
+    severity: Severity = "error"
+
+    def line(self) -> str:
+        return f"{self.severity}: [{self.check}] {self.message}; fix: {self.fix}"
+
+
+def _gib(n: float) -> str:
+    return f"{n / GiB:.2f} GiB"
+
+
+# ----------------------------------------------------------------------------------------------
+# model/strategy arithmetic
+
+def params_per_rank(model: Model, strategy: Strategy) -> int:
+    """Elements of one rank's parameter partition (ZeRO-3 partitions params; below it every rank
+    holds the whole optimizer partition of 1/dp)."""
+    return math.ceil(model.n_params / strategy.data_parallel_size)
+
+
+def param_tensors(model: Model) -> list[tuple[str, int]]:
+    """(name, elements) of every parameter tensor in forward order (Llama layout)."""
+    out = [("embed_tokens", model.vocab * model.hidden)]
+    for i in range(model.n_layers):
+        mats = model.layer_matrices()
+        for name in ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"):
+            if name in mats:
+                a, b = mats[name]
+                out.append((f"layers.{i}.{name}", a * b))
+        out += [(f"layers.{i}.{k}", v) for k, v in model.layer_small_params().items()]
+    out.append(("norm", model.hidden))
+    if not model.tie_embeddings:
+        out.append(("lm_head", model.vocab * model.hidden))
+    return out
+
+
+def nvme_param_tensors(model: Model, strategy: Strategy) -> list[tuple[str, int]]:
+    """Parameter partitions that really live on NVMe: params are assigned to the pinned CPU flat
+    buffer in sub-group order until `max_in_cpu` elements (stage3.py
+    _create_param_groups_fp16_flat_cpu_memory); partitions under 1 MiB are never swapped
+    (partitioned_param_swapper.swappable_tensor)."""
+    if strategy.param_device != "nvme":
+        return []
+    dp, esize = strategy.data_parallel_size, strategy.bytes_per_param
+    max_cpu = strategy.zero.offload_param.max_in_cpu
+    sub = strategy.zero.sub_group_size
+    out, in_cpu, group, group_n = [], 0, [], 0
+    groups = []
+    for name, n in param_tensors(model):
+        group.append((name, math.ceil(n / dp)))
+        group_n += math.ceil(n / dp)
+        if group_n >= sub:
+            groups.append(group)
+            group, group_n = [], 0
+    if group:
+        groups.append(group)
+    for g in groups:
+        size = sum(n for _, n in g)
+        if in_cpu + size <= max_cpu:
+            in_cpu += size
+            continue
+        out += [(name, n) for name, n in g if n * esize >= MIN_AIO_BYTES]
+    return out
+
+
+def retained_nvme_params(model: Model, strategy: Strategy) -> int:
+    """NVMe parameters still holding a swap buffer at the end of the forward pass: ZeRO-3 keeps a
+    parameter whose next use is within `stage3_max_reuse_distance` elements of module traversal
+    (partitioned_param_coordinator.__params_to_release). Forward then backward (reversed), so
+    the distance from a forward use to its backward use is ~2x the elements after it."""
+    nvme = {name for name, _ in nvme_param_tensors(model, strategy)}
+    if not nvme:
+        return 0
+    d = strategy.zero.stage3_max_reuse_distance
+    tensors = param_tensors(model)
+    after, kept = 0, 0
+    for name, n in reversed(tensors):
+        if name in nvme and 2 * after < d:
+            kept += 1
+        after += n
+    return kept
+
+
+def swap_bytes_needed(model: Model, strategy: Strategy) -> int:
+    """Bytes DeepSpeed writes under nvme_path per rank: optimizer on NVMe: fp32 p, m, v and the
+    fp32 gradient = 16 B per parameter (1.1e9 x 16 B = 17.6 GB, the 16.4 GiB seen on the H200
+    host); params on NVMe: every swappable 16-bit partition (written at partitioning time)."""
+    n = params_per_rank(model, strategy)
+    total = 16 * n if strategy.optimizer_device == "nvme" else 0
+    if strategy.param_device == "nvme":
+        total += strategy.bytes_per_param * sum(
+            math.ceil(c / strategy.data_parallel_size) for _, c in param_tensors(model)
+            if math.ceil(c / strategy.data_parallel_size) * strategy.bytes_per_param
+            >= MIN_AIO_BYTES)
+    return total
+
+
+def largest_sub_group(model: Model, strategy: Strategy) -> int:
+    return min(strategy.zero.sub_group_size, params_per_rank(model, strategy))
+
+
+def pinned_bytes(model: Model, strategy: Strategy) -> int:
+    """Page-locked host memory per rank that DeepSpeed allocates for offload."""
+    z, n = strategy.zero, params_per_rank(model, strategy)
+    total = 0
+    oo, op = z.offload_optimizer, z.offload_param
+    if strategy.optimizer_device == "cpu" and oo.pin_memory:
+        total += 16 * n                      # fp32 p, m, v, g of the partition
+    elif strategy.optimizer_device == "nvme":
+        total += oo.buffer_count * largest_sub_group(model, strategy) * 4
+    if strategy.param_device == "cpu" and op.pin_memory:
+        total += strategy.bytes_per_param * n
+    elif strategy.param_device == "nvme":
+        total += op.buffer_count * op.buffer_size * strategy.bytes_per_param
+        total += min(op.max_in_cpu, n) * strategy.bytes_per_param
+    return total
+
+
+# ----------------------------------------------------------------------------------------------
+# checks (pure)
+
+_TIER_FIX = {
+    "gpu": "offload more (--ds-config zero3-cpu or zero3-nvme), lower --micro-batch, or keep "
+           "--checkpointing on",
+    "host": "move the optimizer to NVMe (--ds-config zero3-nvme) or set pin_memory false",
+    "nvme": "free disk space or point nvme_path at a larger drive",
+}
+
+
+def check_memory(plan) -> list[Problem]:
+    """The memory planner's verdict, one problem per tier that does not fit."""
+    if plan is None or getattr(plan, "fits", True):
+        return []
+    out = []
+    for tier, t in plan.tiers.items():
+        if not t.fits:
+            out.append(Problem("memory", f"{tier} needs {_gib(t.used_bytes)} of "
+                               f"{_gib(t.capacity_bytes)} (binding tier: {plan.binding_tier})",
+                               _TIER_FIX.get(tier, "change the config")))
+    return out or [Problem("memory", f"does not fit (binding tier {plan.binding_tier})",
+                           _TIER_FIX.get(plan.binding_tier, "change the config"))]
+
+
+@dataclass(frozen=True)
+class AioStatus:
+    libaio: bool
+    """libaio's shared library is installed."""
+    headers: bool
+    """libaio.h is there (DeepSpeed JIT-compiles async_io against it)."""
+    built: bool
+    """async_io is prebuilt or already JIT-compiled (loads in a second)."""
+    loadable: bool | None
+    """It loaded (None: not tried because it would JIT-compile first)."""
+    detail: str = ""
+
+
+def check_aio(strategy: Strategy, aio: AioStatus | None) -> list[Problem]:
+    if "nvme" not in (strategy.param_device, strategy.optimizer_device) or aio is None:
+        return []
+    if not aio.libaio or not aio.headers:
+        return [Problem("aio", "libaio is missing (DeepSpeed's async_io needs libaio.so and "
+                        "libaio.h)", "apt-get install libaio-dev (or set CPATH/LIBRARY_PATH to a "
+                        "local libaio, as .gpuhost/install.sh does)")]
+    if aio.loadable is False:
+        return [Problem("aio", f"DeepSpeed's async_io does not load: {aio.detail}",
+                        "run `ds_report`; rebuild with DS_BUILD_AIO=1 or clear "
+                        "~/.cache/torch_extensions/*/async_io")]
+    if not aio.built:
+        return [Problem("aio", "async_io is not built yet; the first run JIT-compiles it "
+                        "(about a minute)", "expect the delay, or pre-build with "
+                        "`python -c 'from deepspeed.ops.op_builder import AsyncIOBuilder; "
+                        "AsyncIOBuilder().load()'`", "warning")]
+    return []
+
+
+@dataclass(frozen=True)
+class SwapPathStatus:
+    path: str
+    exists: bool
+    creatable: bool
+    """Missing but its nearest existing parent is a writable directory (DeepSpeed makedirs)."""
+    is_dir: bool
+    writable: bool
+    o_direct: bool
+    o_direct_error: str
+    free_bytes: int | None
+    fs_type: str | None
+
+
+def check_swap_path(st: SwapPathStatus, need_bytes: int, what: str) -> list[Problem]:
+    key = f"zero_optimization.{what}.nvme_path"
+    if st.exists and not st.is_dir:
+        return [Problem("swap-path", f"{key} {st.path} is a file, not a directory",
+                        f"--set {key}=<a directory on a local NVMe/ext4/xfs disk>")]
+    if not st.exists and not st.creatable:
+        return [Problem("swap-path", f"{key} {st.path} does not exist and cannot be created",
+                        f"mkdir -p {st.path} (on a local disk) or --set {key}=<existing dir>")]
+    if not st.writable:
+        return [Problem("swap-path", f"{key} {st.path} is not writable",
+                        f"chmod/chown it or --set {key}=<writable dir>")]
+    out = []
+    if not st.o_direct:
+        out.append(Problem("swap-path", f"{key} {st.path} ({st.fs_type}) refuses O_DIRECT "
+                           f"({st.o_direct_error}); DeepSpeed's aio opens swap files O_DIRECT",
+                           f"--set {key}=<dir on ext4/xfs, not tmpfs/overlay/NFS>, e.g. /var/tmp"))
+    need = int(need_bytes * 1.1)
+    if st.free_bytes is not None and st.free_bytes < need:
+        out.append(Problem("swap-path", f"{key} {st.path} has {_gib(st.free_bytes)} free, the "
+                           f"swap files need {_gib(need_bytes)} (+10%)",
+                           f"free {_gib(need - st.free_bytes)} or --set {key}=<larger disk>"))
+    return out
+
+
+def check_pinned(model: Model, strategy: Strategy, host_ram_bytes: float,
+                 ranks_per_node: int = 1) -> list[Problem]:
+    """Pinned (page-locked) memory of all ranks of a node against its RAM (an OOM kill or
+    cudaHostAlloc failure otherwise)."""
+    pinned = pinned_bytes(model, strategy) * ranks_per_node
+    if pinned <= 0.8 * host_ram_bytes:
+        return []
+    sev: Severity = "error" if pinned > 0.95 * host_ram_bytes else "warning"
+    return [Problem("pinned-memory", f"offload pins {_gib(pinned)} of {_gib(host_ram_bytes)} host "
+                    f"RAM ({ranks_per_node} rank(s))", "lower offload_optimizer.buffer_count or "
+                    "sub_group_size, offload_param.max_in_cpu/buffer_count, or set pin_memory "
+                    "false", sev)]
+
+
+def optimizer_buffers_needed(model: Model, strategy: Strategy) -> int:
+    """Swap buffers the optimizer swapper needs. Each sub-group swap-in takes one buffer per
+    swapped tensor (fp32 param + Adam's exp_avg and exp_avg_sq) plus one for the gradient = 4
+    (pipelined_optimizer_swapper._swap_in_optimizer_state); with >= 2 sub-groups, pipeline_read
+    holds the next sub-group's 4 and pipeline_write the previous one's 4 while Adam runs:
+    4 x (1 + read + write) -> 4, 8 or 12 (the H200 host: 4 and 8 fail, 12 works)."""
+    oo = strategy.zero.offload_optimizer
+    groups = math.ceil(params_per_rank(model, strategy) / strategy.zero.sub_group_size)
+    if groups < 2 or not oo.pipeline:
+        return 4
+    return 4 * (1 + int(oo.pipeline_read) + int(oo.pipeline_write))
+
+
+def check_optimizer_buffers(model: Model, strategy: Strategy) -> list[Problem]:
+    if strategy.optimizer_device != "nvme":
+        return []
+    oo, need = strategy.zero.offload_optimizer, optimizer_buffers_needed(model, strategy)
+    if oo.buffer_count >= need:
+        return []
+    mode = "pipeline_read+pipeline_write" if oo.pipeline_read and oo.pipeline_write else (
+        "pipeline_read" if oo.pipeline_read else "pipeline_write" if oo.pipeline_write else
+        "unpipelined")
+    return [Problem("optimizer-swap-buffers", f"offload_optimizer.buffer_count {oo.buffer_count} "
+                    f"< {need} needed ({mode}: 4 per sub-group in flight); DeepSpeed fails with "
+                    "'PipelinedOptimizerSwapper ran out of swap buffers'",
+                    f"--set zero_optimization.offload_optimizer.buffer_count={need}")]
+
+
+def check_param_buffers(model: Model, strategy: Strategy) -> list[Problem]:
+    """NVMe parameters: every partition must fit one buffer (partitioned_param_swapper.get_buffer
+    asserts numel <= buffer_size), and the pool must cover the parameters ZeRO-3 keeps between
+    uses (default stage3_max_reuse_distance 1e9 keeps most of them: 'Not enough buffers 0 for
+    swapping 1', also with 16 buffers on the H200 host)."""
+    if strategy.param_device != "nvme":
+        return []
+    op, z, out = strategy.zero.offload_param, strategy.zero, []
+    biggest = max(math.ceil(n / strategy.data_parallel_size) for _, n in param_tensors(model))
+    if biggest > op.buffer_size:
+        out.append(Problem("param-swap-buffers", f"offload_param.buffer_size {op.buffer_size:.3g} "
+                           f"< the largest parameter partition {biggest:.3g} elements",
+                           f"--set zero_optimization.offload_param.buffer_size={biggest}"))
+    nvme = nvme_param_tensors(model, strategy)
+    if not nvme:
+        return out
+    kept = retained_nvme_params(model, strategy)
+    if kept + 1 > op.buffer_count:
+        out.append(Problem(
+            "nvme-params", f"{len(nvme)} parameters live on NVMe (beyond max_in_cpu "
+            f"{op.max_in_cpu:.3g}) and stage3_max_reuse_distance {z.stage3_max_reuse_distance:.3g}"
+            f" keeps {kept} of them in swap buffers, more than buffer_count {op.buffer_count} "
+            "allows ('Not enough buffers 0 for swapping 1')",
+            "--set zero_optimization.stage3_max_reuse_distance=0 (or max_in_cpu >= "
+            f"{params_per_rank(model, strategy):.3g} to keep params in pinned CPU memory)"))
+    if z.stage3_prefetch_bucket_size > 0 and op.buffer_count > 8:
+        out.append(Problem(
+            "nvme-params", f"offload_param.buffer_count {op.buffer_count} with NVMe prefetch on: "
+            "DeepSpeed's NVMe prefetcher does not de-duplicate the trace, and with many free "
+            "buffers it queues a parameter used twice in a row (lm_head at the forward/backward "
+            "turn) twice: 'param N already assigned swap buffer id K'",
+            "keep buffer_count <= 8 (default 5) or --set "
+            "zero_optimization.stage3_prefetch_bucket_size=0 (synchronous NVMe reads)", "warning"))
+    return out
+
+
+_IGNORED = {
+    ("aio", "thread_count"): ("aio.thread_count is ignored by DeepSpeed since 0.16.4",
+                              "use aio.intra_op_parallelism"),
+}
+
+
+def check_ignored_keys(raw: Mapping) -> list[Problem]:
+    out = []
+    for (block, key), (msg, fix) in _IGNORED.items():
+        if isinstance(raw.get(block), Mapping) and key in raw[block]:
+            out.append(Problem("ignored-key", msg, fix))
+    zero = raw.get("zero_optimization")
+    if isinstance(zero, Mapping) and "aio" in zero:
+        out.append(Problem("ignored-key", "zero_optimization.aio is ignored by DeepSpeed",
+                           "move the aio block to the top level of the ds_config"))
+    return out
+
+
+_ARCH = re.compile(r"^\d+\.\d+(\+PTX)?$")
+
+
+def check_arch_list(env: Mapping[str, str]) -> list[Problem]:
+    """DeepSpeed's JIT builder sorts TORCH_CUDA_ARCH_LIST by int() of each dotted part
+    (op_builder/builder.py compute_capability_args): '9.0a' -> "invalid literal for int() with
+    base 10: '0a'"."""
+    value = env.get("TORCH_CUDA_ARCH_LIST")
+    if not value:
+        return []
+    bad = [cc for cc in re.split(r"[;\s]+", value.strip()) if cc and not _ARCH.match(cc)]
+    if not bad:
+        return []
+    fixed = ";".join(re.sub(r"[a-zA-Z]+$", "", cc.split("+")[0]) + ("+PTX" if "+PTX" in cc else "")
+                     for cc in re.split(r"[;\s]+", value.strip()) if cc)
+    return [Problem("cuda-arch", f"TORCH_CUDA_ARCH_LIST={value!r}: DeepSpeed's JIT builder cannot "
+                    f"parse {bad[0]!r} (ValueError: invalid literal for int())",
+                    f"export TORCH_CUDA_ARCH_LIST=\"{fixed}\"")]
+
+
+# ----------------------------------------------------------------------------------------------
+# probes (look at the machine; no other side effects)
+
+def probe_aio(load: bool = True) -> AioStatus:
+    """libaio present; DeepSpeed's async_io prebuilt/JIT-built; load it only when built."""
+    lib = ctypes.util.find_library("aio") is not None
+    headers = any(Path(d, "libaio.h").is_file() for d in
+                  ["/usr/include", "/usr/local/include",
+                   *os.environ.get("CPATH", "").split(":")] if d)
+    try:
+        from deepspeed.ops.op_builder import AsyncIOBuilder
+    except Exception as e:  # noqa: BLE001
+        return AioStatus(lib, headers, False, False, f"deepspeed not importable: {e}")
+    b = AsyncIOBuilder()
+    built = importlib.util.find_spec(b.absolute_name()) is not None
+    if not built:
+        from torch.utils.cpp_extension import _get_build_directory
+
+        d = Path(_get_build_directory(b.name, verbose=False))
+        built = any(d.glob(f"{b.name}*.so"))
+    loadable = None
+    if built and load and lib:
+        try:
+            b.load(verbose=False)
+            loadable = True
+        except Exception as e:  # noqa: BLE001
+            return AioStatus(lib, headers, built, False, f"{type(e).__name__}: {e}")
+    return AioStatus(lib, headers, built, loadable)
+
+
+def _nearest_existing(path: Path) -> Path:
+    p = path
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return p
+
+
+def probe_swap_path(path: str, block_bytes: int = 1 << 20) -> SwapPathStatus:
+    """Exists / creatable / writable, and write + read one O_DIRECT block in it (or in its
+    nearest existing parent, on the same filesystem), then remove the test file."""
+    from tierlab.runner.probes import fs_type
+
+    p = Path(path).expanduser()
+    exists, is_dir = p.exists(), p.is_dir()
+    base = p if is_dir else _nearest_existing(p.parent if not exists else p)
+    creatable = (not exists) and base.is_dir() and os.access(base, os.W_OK)
+    writable = (is_dir and os.access(p, os.W_OK)) or creatable
+    free = shutil.disk_usage(base).free if base.exists() else None
+    ok, err = False, "not tested"
+    if writable and base.is_dir():
+        ok, err = _o_direct_roundtrip(base / f".tierlab-odirect-{os.getpid()}", block_bytes)
+    return SwapPathStatus(str(p), exists, creatable, is_dir, bool(writable), ok, err, free,
+                          fs_type(base))
+
+
+def _o_direct_roundtrip(test_file: Path, nbytes: int) -> tuple[bool, str]:
+    buf = mmap.mmap(-1, nbytes)        # page-aligned, as O_DIRECT requires
+    buf.write(b"\xa5" * nbytes)
+    try:
+        fd = os.open(test_file, os.O_CREAT | os.O_WRONLY | os.O_TRUNC | getattr(os, "O_DIRECT", 0),
+                     0o600)
+        try:
+            os.write(fd, buf)
+        finally:
+            os.close(fd)
+        fd = os.open(test_file, os.O_RDONLY | getattr(os, "O_DIRECT", 0))
+        try:
+            back = mmap.mmap(-1, nbytes)
+            n = os.readv(fd, [back])
+        finally:
+            os.close(fd)
+        if n != nbytes or back[:16] != b"\xa5" * 16:
+            return False, f"read back {n} of {nbytes} bytes"
+        return True, ""
+    except OSError as e:
+        return False, f"{e.strerror or e} (errno {e.errno})"
+    finally:
+        try:
+            test_file.unlink()
+        except OSError:
+            pass
+
+
+# ----------------------------------------------------------------------------------------------
+# all together
+
+def memory_plan(hardware, model: Model, strategy: Strategy):
+    """The planner's MemoryPlan, or None if tierlab.sim.memory is not there yet."""
+    try:
+        from tierlab.sim.memory import plan_memory
+    except ImportError:
+        return None
+    return plan_memory(hardware, model, strategy)
+
+
+def effective_hardware(hardware, *, gpu_mem_cap_bytes: float | None = None,
+                       host_ram_bytes: float | None = None):
+    """The profile with the emulated card size (--gpu-mem-cap) and this host's real RAM."""
+    if gpu_mem_cap_bytes:
+        hardware = replace(hardware, gpu=replace(hardware.gpu, hbm_bytes=float(gpu_mem_cap_bytes)))
+    if host_ram_bytes:
+        hardware = replace(hardware, dram_bytes=float(host_ram_bytes))
+    return hardware
+
+
+def run_preflight(hardware, model: Model, strategy: Strategy, *, env: Mapping[str, str] | None = None,
+                  host_ram_bytes: float | None = None, gpu_mem_cap_bytes: float | None = None,
+                  check_memory_plan: bool = True, probe: bool = True) -> list[Problem]:
+    """Every check for one launch. `probe=False` skips the machine probes (aio, swap path)."""
+    import psutil
+
+    env = os.environ if env is None else env
+    ram = host_ram_bytes or psutil.virtual_memory().total
+    problems: list[Problem] = []
+    if check_memory_plan:
+        hw = effective_hardware(hardware, gpu_mem_cap_bytes=gpu_mem_cap_bytes, host_ram_bytes=ram)
+        plan = memory_plan(hw, model, strategy)
+        if plan is None:
+            problems.append(Problem("memory", "memory planner (tierlab.sim.memory) not available; "
+                                    "no per-tier verdict", "update tierlab", "warning"))
+        problems += check_memory(plan)
+    problems += check_ignored_keys(strategy.raw)
+    problems += check_arch_list(env)
+    problems += check_pinned(model, strategy, ram, hardware.gpus_per_node)
+    problems += check_optimizer_buffers(model, strategy)
+    problems += check_param_buffers(model, strategy)
+    if probe and "nvme" in (strategy.param_device, strategy.optimizer_device):
+        problems += check_aio(strategy, probe_aio())
+        problems += _check_swap_paths(model, strategy)
+    return problems
+
+
+def _check_swap_paths(model: Model, strategy: Strategy) -> list[Problem]:
+    """Each distinct nvme_path against the swap bytes of everything written there (all ranks of
+    the node write under the same path)."""
+    z, out = strategy.zero, []
+    need: dict[str, list] = {}
+    if strategy.optimizer_device == "nvme":
+        need.setdefault(z.offload_optimizer.nvme_path, ["offload_optimizer", 0])[1] += (
+            16 * params_per_rank(model, strategy))
+    if strategy.param_device == "nvme":
+        only_params = replace(strategy, zero=replace(z, offload_optimizer=replace(
+            z.offload_optimizer, device="none")))
+        need.setdefault(z.offload_param.nvme_path, ["offload_param", 0])[1] += swap_bytes_needed(
+            model, only_params)
+    for path, (what, nbytes) in need.items():
+        out += check_swap_path(probe_swap_path(path), nbytes * strategy.data_parallel_size, what)
+    return out

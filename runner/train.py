@@ -1,0 +1,390 @@
+"""What DeepSpeed runs: build the model, deepspeed.initialize with the resolved config, train N
+steps, and keep a Measurement of it — also when the run fails or is interrupted.
+
+Entry points: `run(spec)` in-process (one GPU or CPU), or `python -m tierlab.runner.train --spec
+FILE` as the worker that compare's subprocesses and DeepSpeed's launcher start on every rank.
+"""
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import logging
+import os
+import shutil
+import signal
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from tierlab.runner import ds_config as dsc
+from tierlab.runner import probes
+from tierlab.runner.measurement import (FailureKind, Measurement, MeasurementWriter, Status,
+                                        StepRecord, new_run_id)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSpec:
+    """Everything one real run needs, JSON-serialisable (it travels to launcher ranks)."""
+
+    model: dict
+    """A tierlab Model as a dict."""
+    ds_config: dict
+    """The resolved ds_config (runner_ds_config)."""
+    precision: str
+    micro_batch: int
+    grad_accum: int = 1
+    seq: int
+    steps: int
+    warmup_steps: int = 1
+    out_dir: str
+    model_path: str | None = None
+    dataset: str | None = None
+    tokenizer: str | None = None
+    gpu_mem_cap_bytes: float | None = None
+    """Emulate a smaller GPU: torch.cuda.set_per_process_memory_fraction(cap / total)."""
+    breakdown: bool = False
+    """Synchronised forward/backward/optimizer timing (adds device syncs; recorded as such)."""
+    checkpointing: bool = True
+    seed: int = 0
+    world_size: int = 1
+    keep_swap: bool = False
+    """Leave the swap files in place after the run (default: removed)."""
+    label: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> "RunSpec":
+        return cls(**json.loads(text))
+
+
+def spec_from_strategy(model, strategy, *, out_dir: str, steps: int, warmup_steps: int,
+                       swap_dir: str | None = None, **kw) -> RunSpec:
+    """A RunSpec from a tierlab Model and a parsed Strategy (batch, precision and checkpointing
+    come from the Strategy; `swap_dir` redirects every NVMe offload)."""
+    cfg = dsc.runner_ds_config(strategy)
+    if swap_dir:
+        cfg = dsc.with_swap_dir(cfg, swap_dir)
+    if warmup_steps >= steps:
+        from tierlab.errors import ConfigError
+
+        raise ConfigError(f"--warmup-steps {warmup_steps} must be < --steps {steps}")
+    return RunSpec(model=asdict(model), ds_config=cfg, precision=strategy.precision,
+                   micro_batch=strategy.train_micro_batch_size_per_gpu,
+                   grad_accum=strategy.gradient_accumulation_steps, seq=model.seq_len,
+                   steps=steps, warmup_steps=warmup_steps, out_dir=str(out_dir),
+                   checkpointing=strategy.activation_checkpointing,
+                   world_size=strategy.data_parallel_size, **kw)
+
+
+class RunInterrupted(BaseException):
+    """Raised from the SIGINT/SIGTERM handler so the loop unwinds and the record is closed."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+# ----------------------------------------------------------------------------------------------
+# fault classification (pure)
+
+def _where(exc: BaseException) -> str:
+    tb = traceback.extract_tb(exc.__traceback__)
+    if not tb:
+        return ""
+    frame = tb[-1]
+    path = frame.filename
+    for marker in ("site-packages/", "tierlab/"):
+        if marker in path:
+            path = path.split(marker, 1)[1]
+    return f" at {path}:{frame.lineno} ({frame.name})"
+
+
+def classify(exc: BaseException, steps_done: int, swap_free_bytes: dict | None = None
+             ) -> tuple[Status, FailureKind, str]:
+    """(status, failure kind, one-line reason) of an exception that ended a run."""
+    done = f"after {steps_done} step{'s' if steps_done != 1 else ''}"
+    if isinstance(exc, RunInterrupted):
+        return "interrupted", "signal", f"received {exc} {done}"
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted", "signal", f"received SIGINT {done}"
+    text = " ".join(str(exc).split())
+    msg = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    low = msg.lower()
+    if (type(exc).__name__ == "OutOfMemoryError" or "out of memory" in low
+            or "can't allocate memory" in low or "cannot allocate memory" in low):
+        return "failed", "oom", _cut(f"{msg} {done}")
+    if (isinstance(exc, OSError) and exc.errno == errno.ENOSPC) or "no space left" in low:
+        return "failed", "disk_full", _cut(f"{msg} {done}")
+    full = [p for p, free in (swap_free_bytes or {}).items() if free is not None and free < 64 << 20]
+    if full:
+        return "failed", "disk_full", _cut(f"{msg}{_where(exc)} {done}; swap path {full[0]} is "
+                                           f"full ({swap_free_bytes[full[0]]} bytes free)")
+    if isinstance(exc, AssertionError):
+        return "failed", "assertion", _cut(f"{msg}{_where(exc)} {done}")
+    return "failed", "error", _cut(f"{msg}{_where(exc)} {done}")
+
+
+def _cut(text: str, limit: int = 400) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+# ----------------------------------------------------------------------------------------------
+# device helpers (every CUDA call guarded)
+
+def _cuda():
+    import torch
+
+    return torch.cuda if torch.cuda.is_available() else None
+
+
+def device_sync() -> None:
+    cuda = _cuda()
+    if cuda is not None:
+        cuda.synchronize()
+
+
+def apply_gpu_mem_cap(cap_bytes: float | None, local_rank: int) -> dict:
+    """Emulate a smaller card; returns what was applied (nothing on CPU)."""
+    cuda = _cuda()
+    if cap_bytes is None:
+        return {}
+    if cuda is None:
+        log.warning("--gpu-mem-cap ignored: no CUDA device")
+        return {"gpu_mem_cap_applied": False}
+    cuda.set_device(local_rank)
+    total = cuda.get_device_properties(local_rank).total_memory
+    fraction = min(1.0, cap_bytes / total)
+    cuda.set_per_process_memory_fraction(fraction, local_rank)
+    return {"gpu_mem_cap_applied": True, "gpu_total_bytes": total, "gpu_mem_fraction": fraction}
+
+
+def gpu_peaks(reset: bool = True) -> tuple[int | None, int | None]:
+    cuda = _cuda()
+    if cuda is None:
+        return None, None
+    peak = (int(cuda.max_memory_allocated()), int(cuda.max_memory_reserved()))
+    if reset:
+        cuda.reset_peak_memory_stats()
+    return peak
+
+
+# ----------------------------------------------------------------------------------------------
+# the loop
+
+def train_steps(engine, batches: Iterator, *, steps: int, grad_accum: int, breakdown: bool,
+                on_step: Callable[[int, float, Any, dict], None]) -> None:
+    """Train `steps` optimizer steps. Default timing: back-to-back wall clock around the DeepSpeed
+    calls with no synchronisation; the loss tensor is handed to `on_step` unread, after the
+    clock was taken. --breakdown: synchronise around forward, backward and step."""
+    import torch
+
+    device = engine.device
+    t_prev = time.perf_counter()
+    for step in range(steps):
+        losses, phases = [], {"forward_s": 0.0, "backward_s": 0.0, "optimizer_s": 0.0}
+        for _ in range(grad_accum):
+            ids = next(batches).to(device, non_blocking=True)
+            if breakdown:
+                device_sync()
+                t0 = time.perf_counter()
+                loss = engine(input_ids=ids, labels=ids).loss
+                device_sync()
+                t1 = time.perf_counter()
+                engine.backward(loss)
+                device_sync()
+                t2 = time.perf_counter()
+                engine.step()
+                device_sync()
+                t3 = time.perf_counter()
+                phases["forward_s"] += t1 - t0
+                phases["backward_s"] += t2 - t1
+                phases["optimizer_s"] += t3 - t2
+            else:
+                loss = engine(input_ids=ids, labels=ids).loss
+                engine.backward(loss)
+                engine.step()
+            losses.append(loss.detach())
+        t_end = time.perf_counter()
+        wall, t_prev = t_end - t_prev, t_end
+        loss_t = losses[0] if len(losses) == 1 else torch.stack(losses).mean()
+        on_step(step, wall, loss_t, phases if breakdown else {})
+
+
+class _Recorder:
+    """Turns each finished step into a StepRecord: loss read, memory peaks, RSS, swap bytes,
+    disk bytes since start; appended and flushed by the writer."""
+
+    def __init__(self, writer: MeasurementWriter | None, spec: RunSpec, sampler, device: str | None,
+                 swap_dirs: list[Path]):
+        self.writer, self.spec, self.sampler, self.device = writer, spec, sampler, device
+        self.swap_dirs = swap_dirs
+        self.disk0 = probes.disk_bytes(device)
+        self.steps_done = 0
+        self.tokens = spec.micro_batch * spec.seq * spec.grad_accum * spec.world_size
+
+    def __call__(self, step: int, wall: float, loss_t, phases: dict) -> None:
+        loss = float(loss_t)
+        alloc, reserved = gpu_peaks(reset=True)
+        disk = probes.disk_bytes(self.device)
+        rec = StepRecord(
+            step=step, wall_s=wall, timing="synchronised" if self.spec.breakdown else "wall",
+            loss=loss, tokens=self.tokens, gpu_max_allocated_bytes=alloc,
+            gpu_max_reserved_bytes=reserved, host_rss_bytes=self.sampler.rss_bytes(),
+            swap_bytes=sum(probes.dir_bytes(d) for d in self.swap_dirs) if self.swap_dirs else None,
+            disk_read_bytes=disk[0] - self.disk0[0] if disk and self.disk0 else None,
+            disk_written_bytes=disk[1] - self.disk0[1] if disk and self.disk0 else None,
+            time_unix=time.time(), **phases)
+        self.steps_done += 1
+        if self.writer is not None:
+            self.writer.append(rec)
+
+
+# ----------------------------------------------------------------------------------------------
+# one run
+
+def _install_signal_handlers() -> dict:
+    def handler(signum, frame):
+        raise RunInterrupted(signum)
+
+    old = {}
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            old[sig] = signal.signal(sig, handler)
+    except ValueError:            # not the main thread: leave signals alone
+        pass
+    return old
+
+
+def _ignore_signals() -> None:
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
+    except ValueError:
+        pass
+
+
+def _restore_signal_handlers(old: dict) -> None:
+    for sig, h in old.items():
+        signal.signal(sig, h)
+
+
+def setup_engine(spec: RunSpec, local_rank: int = 0):
+    """deepspeed.initialize on a freshly built model; returns (engine, n_params)."""
+    import deepspeed
+
+    from tierlab.profiles.schema import Model
+    from tierlab.runner.model import build_model, count_params
+
+    deepspeed.init_distributed()
+    net = build_model(Model(**spec.model), ds_config=spec.ds_config, precision=spec.precision,
+                      model_path=spec.model_path, checkpointing=spec.checkpointing,
+                      seed=spec.seed, seq_len=spec.seq)
+    n_params = count_params(net)
+    engine, *_ = deepspeed.initialize(model=net, config=dict(spec.ds_config),
+                                      model_parameters=[p for p in net.parameters()
+                                                        if p.requires_grad])
+    return engine, n_params
+
+
+def make_spec_batches(spec: RunSpec) -> Iterator:
+    from tierlab.runner.data import make_batches
+
+    return make_batches(vocab=spec.model["vocab"], micro_batch=spec.micro_batch, seq=spec.seq,
+                        dataset=spec.dataset, tokenizer=spec.tokenizer,
+                        seed=spec.seed + int(os.environ.get("RANK", "0")))
+
+
+def remove_swap(ds_config: dict) -> list[str]:
+    removed = []
+    for d in dsc.swap_dirs(ds_config):
+        if d.exists():
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(str(d))
+    return removed
+
+
+def _swap_free(ds_config: dict) -> dict:
+    out = {}
+    for p in dsc.swap_paths(ds_config):
+        try:
+            out[p] = shutil.disk_usage(p).free
+        except OSError:
+            out[p] = None
+    return out
+
+
+def run(spec: RunSpec) -> Measurement:
+    """Train per `spec` in this process and return the closed Measurement (never raises for a
+    training fault: OOM, DeepSpeed assertion, disk full and SIGINT/SIGTERM become a status)."""
+    from tierlab.runner.launch import ensure_dist_env
+
+    ensure_dist_env()
+    rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
+    out_dir = Path(spec.out_dir) if rank == 0 else Path(spec.out_dir) / f"rank{rank}"
+    paths = dsc.swap_paths(spec.ds_config)
+    device = probes.block_device(paths[0]) if paths else None
+    m = Measurement(run_id=new_run_id(), model=dict(spec.model), ds_config=spec.ds_config,
+                    run={k: v for k, v in asdict(spec).items() if k not in ("model", "ds_config")},
+                    versions=probes.library_versions(), host=probes.host_facts(paths),
+                    started_unix=time.time())
+    m.run["swap_device"] = device
+    writer = MeasurementWriter(out_dir, m)
+    old = _install_signal_handlers()
+    cuda = _cuda()
+    sampler = probes.Sampler(gpu_index=local_rank if cuda else None, swap_device=device).start()
+    recorder = _Recorder(writer, spec, sampler, device, dsc.swap_dirs(spec.ds_config))
+    status, kind, reason = "ok", "", ""
+    try:
+        applied = apply_gpu_mem_cap(spec.gpu_mem_cap_bytes, local_rank)
+        if cuda is not None:
+            cuda.set_device(local_rank)
+        engine, n_params = setup_engine(spec, local_rank)
+        writer.update_header(run={**m.run, **applied, "n_params": n_params,
+                                  "init_s": time.time() - m.started_unix})
+        train_steps(engine, make_spec_batches(spec), steps=spec.steps,
+                    grad_accum=spec.grad_accum, breakdown=spec.breakdown, on_step=recorder)
+    except BaseException as exc:  # noqa: BLE001 - every fault becomes a status
+        status, kind, reason = classify(exc, recorder.steps_done, _swap_free(spec.ds_config))
+        log.debug("run ended by %r", exc, exc_info=True)
+        if kind == "error":
+            traceback.print_exc()
+    finally:
+        _ignore_signals()          # a second Ctrl-C must not cut the record short
+        samples = sampler.stop()
+        if not spec.keep_swap:
+            m.run["swap_removed"] = remove_swap(spec.ds_config)
+    closed = writer.close(status, reason, kind, samples=samples, warmup_steps=spec.warmup_steps)
+    _restore_signal_handlers(old)
+    return closed
+
+
+EXIT_CODES = {"ok": 0, "failed": 1, "interrupted": 130}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Worker: `python -m tierlab.runner.train --spec FILE` (DeepSpeed's launcher adds
+    --local_rank)."""
+    ap = argparse.ArgumentParser(description="tierlab runner worker (one rank)")
+    ap.add_argument("--spec", required=True, help="RunSpec JSON file")
+    ap.add_argument("--local_rank", "--local-rank", type=int, default=None,
+                    help="set by DeepSpeed's launcher")
+    args = ap.parse_args(argv)
+    if args.local_rank is not None:
+        os.environ.setdefault("LOCAL_RANK", str(args.local_rank))
+    spec = RunSpec.from_json(Path(args.spec).read_text())
+    m = run(spec)
+    print(f"tierlab run: {m.status} {m.reason}".rstrip(), file=sys.stderr)
+    return EXIT_CODES[m.status]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+import os
+import signal
+import socket
+
+from _runnerhelp import swap_root
+from tierlab.runner import launch, probes
+from tierlab.runner.ds_config import swap_dirs, swap_paths, with_swap_dir
+from tierlab.runner.train import RunInterrupted, classify
+
+
+def test_block_device_diskstats_and_dir_bytes():
+    d = swap_root()
+    try:
+        dev = probes.block_device(d)
+        assert dev and probes.disk_bytes(dev) is not None
+        (d / "a").write_bytes(b"x" * 5000)
+        assert probes.dir_bytes(d) == 5000 and probes.dir_bytes(d / "missing") == 0
+        assert probes.fs_type(d) not in (None, "tmpfs")
+    finally:
+        (d / "a").unlink()
+        d.rmdir()
+
+
+def test_host_facts_and_versions_and_sampler():
+    facts = probes.host_facts(["/var/tmp"])
+    assert facts["ram_bytes"] > 0 and facts["cpu_cores_logical"] >= 1
+    assert facts["disks"]["/var/tmp"]["free_bytes"] > 0
+    v = probes.library_versions()
+    assert {"python", "torch", "deepspeed", "transformers"} <= set(v)
+    s = probes.Sampler(interval_s=0.02).start()
+    import time
+    time.sleep(0.2)
+    samples = s.stop()
+    assert samples and samples[0]["host_rss_bytes"] > 0
+
+
+def test_ensure_dist_env_sets_only_missing():
+    env = {"RANK": "3"}
+    set_now = launch.ensure_dist_env(env)
+    assert env["RANK"] == "3" and "RANK" not in set_now
+    assert env["WORLD_SIZE"] == "1" and int(env["MASTER_PORT"]) > 0
+
+
+def test_deepspeed_command_uses_the_launcher(tmp_path):
+    cmd = launch.deepspeed_command("spec.json", 4)
+    assert "--num_gpus" in cmd and cmd[cmd.index("--num_gpus") + 1] == "4"
+    assert cmd[-4:] == ["--module", "tierlab.runner.train", "--spec", "spec.json"]
+    hf = tmp_path / "hostfile"
+    hf.write_text("node1 slots=8\nnode2 slots=8\n")
+    cmd = launch.deepspeed_command("spec.json", 8, hostfile=str(hf))
+    assert "--hostfile" in cmd and "--num_gpus" not in cmd
+
+
+def test_swap_path_helpers():
+    cfg = {"zero_optimization": {"stage": 3,
+                                 "offload_param": {"device": "nvme", "nvme_path": "/a"},
+                                 "offload_optimizer": {"device": "nvme", "nvme_path": "/b"}}}
+    assert swap_paths(cfg) == ["/a", "/b"]
+    assert [str(p) for p in swap_dirs(cfg)] == ["/a/zero_stage_3", "/b/zero_stage_3"]
+    assert swap_paths(with_swap_dir(cfg, "/c")) == ["/c"]
+    cfg["zero_optimization"]["stage"] = 2
+    assert swap_paths(cfg) == ["/b"]
+
+
+def test_classify_faults():
+    import torch
+
+    assert classify(RunInterrupted(signal.SIGTERM), 3)[:2] == ("interrupted", "signal")
+    assert classify(KeyboardInterrupt(), 0)[0] == "interrupted"
+    oom = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+    assert classify(oom, 1)[:2] == ("failed", "oom")
+    assert classify(RuntimeError("DefaultCPUAllocator: can't allocate memory"), 0)[1] == "oom"
+    assert classify(OSError(28, "No space left on device"), 2)[1] == "disk_full"
+    try:
+        assert False, "Not enough buffers 0 for swapping 1"
+    except AssertionError as e:
+        status, kind, reason = classify(e, 1)
+    assert kind == "assertion" and "Not enough buffers" in reason and "after 1 step" in reason
+    # a bare aio assertion on a full disk is a disk_full
+    assert classify(AssertionError(), 1, {"/swap": 1000})[1] == "disk_full"
+    assert classify(ValueError("x"), 0)[1] == "error"
