@@ -21,23 +21,25 @@ mkdir -p /var/tmp/tierlab-cal
 # sweep: PCIe 64 KiB-1 GiB (8 sizes); GEMMs of 7 model profiles x 512/2048/8192 tokens, bf16+fp16;
 # DeepSpeedCPUAdam and torch Adam at 1/2/4/8/16 threads on 64 Mi params; aio on a 512 MiB file:
 # block 128K/1M/8M x qd 4/32/128 x intra_op 1/4/16 (27 settings, write + read, 2 reps each).
-python3 -m tierlab.cli calibrate --name h200-host --nvme-path /var/tmp/tierlab-cal \
-  --out "$OUT/h200-host.yaml" --raw "$OUT/h200-host-raw.json" \
+NAME=${NAME:-h200-host}
+BASE=${BASE:-h200-host}
+python3 -m tierlab.cli calibrate --name "$NAME" --hardware "$BASE" --nvme-path /var/tmp/tierlab-cal \
+  --out "$OUT/$NAME.yaml" --raw "$OUT/$NAME-raw.json" \
   --sweep repeats=2 --sweep aio_file_size=512M --sweep aio_block_sizes=128K,1M,8M \
   --sweep aio_queue_depths=4,32,128 --sweep aio_parallelism=1,4,16
 echo "total: $(( $(date +%s) - t0 )) s"
-python3 -c "import json; d=json.load(open('$OUT/h200-host-raw.json')); print('elapsed per benchmark (s):', d['elapsed_s'])"
+python3 -c "import json; d=json.load(open('$OUT/$NAME-raw.json')); print('elapsed per benchmark (s):', d['elapsed_s'])"
 # one tar laid out as profiles/hardware/, then drop the loose part files (fewer files come back)
 stage=$(mktemp -d)
 mkdir -p "$stage/hardware/systems"
-cp "$OUT/h200-host.yaml" "$stage/hardware/systems/"
+cp "$OUT/$NAME.yaml" "$stage/hardware/systems/"
 for part in gpus cpus nvme; do
-  if [ -f "$OUT/$part/h200-host.yaml" ]; then
-    mkdir -p "$stage/hardware/$part" && mv "$OUT/$part/h200-host.yaml" "$stage/hardware/$part/"
+  if [ -f "$OUT/$part/$NAME.yaml" ]; then
+    mkdir -p "$stage/hardware/$part" && mv "$OUT/$part/$NAME.yaml" "$stage/hardware/$part/"
     rmdir "$OUT/$part" 2>/dev/null || true
   fi
 done
-tar -C "$stage" -cf "$OUT/h200-host-profiles.tar" hardware
-tar -tf "$OUT/h200-host-profiles.tar"
-cat "$OUT/h200-host.yaml"
+tar -C "$stage" -cf "$OUT/$NAME-profiles.tar" hardware
+tar -tf "$OUT/$NAME-profiles.tar"
+cat "$OUT/$NAME.yaml"
 rm -rf "$stage" /var/tmp/tierlab-cal
