@@ -160,8 +160,9 @@ def find_measurements(paths: Iterable[str | Path]) -> list[Path]:
             raise ConfigError(f"{p}: no such file or directory")
         if (p / "measurement.json").is_file():
             found.append(p)
-        else:
-            found.extend(sorted(q.parent for q in p.rglob("measurement.json")))
+        else:   # rank1/, rank2/ ... inside a multi-GPU run are that run's other ranks
+            found.extend(q.parent for q in p.rglob("measurement.json")
+                         if not (q.parent.parent / "measurement.json").is_file())
     if not found:
         raise ConfigError(f"no measurement.json under {', '.join(map(str, paths))}")
     return sorted(set(found))
