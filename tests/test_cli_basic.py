@@ -9,17 +9,7 @@ from click.testing import CliRunner
 from tierlab.cli import main
 
 
-def run(*args):
-    return CliRunner().invoke(main, list(args))
-
-
-def assert_user_error(result, *fragments):
-    assert result.exit_code == 2, result.output
-    assert "Traceback" not in result.output
-    lines = [l for l in result.output.strip().splitlines() if l.startswith("error:")]
-    assert len(lines) == 1, result.output
-    for f in fragments:
-        assert f in lines[0], lines[0]
+from _cli import assert_user_error, run  # noqa: E402
 
 
 def test_profiles_lists_each_kind():

@@ -1,0 +1,18 @@
+"""Shared CLI test helpers: invoke the click app, and the bad-input contract."""
+from click.testing import CliRunner
+
+from tierlab.cli import main
+
+
+def run(*args):
+    return CliRunner().invoke(main, list(args))
+
+
+def assert_user_error(result, *fragments):
+    """Exit 2, no traceback, exactly one `error:` line containing every fragment."""
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    lines = [l for l in result.output.strip().splitlines() if l.startswith("error:")]
+    assert len(lines) == 1, result.output
+    for f in fragments:
+        assert f in lines[0], lines[0]
