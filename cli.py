@@ -678,7 +678,12 @@ def _fmt_metric(metric: str, value) -> str:
 @click.option("--max-error", type=float, default=None, metavar="PCT",
               help="Exit 1 if the mean absolute error of the steady step time exceeds PCT %.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-def validate(cases, hardware, out, max_error, as_json):
+@click.option("--train", "train", multiple=True, metavar="CASE",
+              help="Case names the software profile's fitted terms were fitted on (repeatable; "
+                   "default: its train_cases); the summary shows train and held-out separately.")
+@click.option("--software", default="deepspeed-0.19.8", show_default=True,
+              help="Software profile (profiles/software/) with the fitted host-side terms.")
+def validate(cases, hardware, out, max_error, as_json, train, software):
     """Simulate each measured run's exact config and compare with what was measured.
 
     CASES are measurement directories (or folders holding them; default validate/cases). Prints
@@ -687,17 +692,20 @@ def validate(cases, hardware, out, max_error, as_json):
     max per metric; writes CSV, JSON and PNG figures to --out."""
     import pandas as pd
 
-    from tierlab.profiles.load import load_hardware
+    from tierlab.profiles.load import load_hardware, load_software
     from tierlab.runner.measurement import load_measurement
-    from tierlab.validate.compare import compare_measurement, find_measurements, summarize
+    from tierlab.validate.compare import (compare_measurement, find_measurements, summarize,
+                                          summarize_split)
     from tierlab.validate.report import phase_bars_figure, scatter_figure
 
     hw = load_hardware(hardware)
+    sw = load_software(software)
     default = Path(__file__).resolve().parent / "validate" / "cases"
     rows = []
     for d in find_measurements(cases or [default]):
-        rows += compare_measurement(hw, load_measurement(d), name=d.name)
+        rows += compare_measurement(hw, load_measurement(d), name=d.name, software=sw)
     summary = summarize(rows)
+    split = summarize_split(rows, train or sw.train_cases)
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     df = pd.DataFrame([r.to_dict() for r in rows])
@@ -705,12 +713,13 @@ def validate(cases, hardware, out, max_error, as_json):
     df.to_csv(tmp, index=False)
     tmp.replace(out_dir / "validate.csv")
     write_json(out_dir / "summary.json", summary)
+    write_json(out_dir / "split.json", split)
     for name, fig in (("scatter.png", scatter_figure(rows)), ("phases.png", phase_bars_figure(rows))):
         tmp = out_dir / f".{name}.tmp.png"
         fig.savefig(tmp, dpi=120)
         tmp.replace(out_dir / name)
     if as_json:
-        click.echo(json.dumps(summary, indent=2))
+        click.echo(json.dumps({**summary, "split": split}, indent=2))
     else:
         click.echo(f"{'case':34s} {'metric':26s} {'predicted':>12s} {'measured':>12s} {'error':>8s}")
         for r in rows:
@@ -723,7 +732,17 @@ def validate(cases, hardware, out, max_error, as_json):
             else:
                 click.echo(f"{metric:26s} n={s['n']:<3d} MAPE {s['mape_pct']:5.1f}%  max "
                            f"{s['max_pct']:5.1f}% ({s['worst_case']})")
-        click.echo(f"wrote {out_dir}/validate.csv, summary.json, scatter.png, phases.png")
+        click.echo(f"\ntrain ({len(set(train or sw.train_cases))} cases, where {sw.name}'s fitted "
+                   f"terms were fitted) vs held-out:")
+        for metric in summary:
+            if metric == "oom":
+                continue
+            t, h = split["train"].get(metric), split["held_out"].get(metric)
+            fmt = lambda x: f"n={x['n']:<3d} MAPE {x['mape_pct']:5.1f}% max {x['max_pct']:5.1f}%" \
+                if x else "-"
+            click.echo(f"{metric:26s} train {fmt(t):34s} held-out {fmt(h)}")
+        click.echo(f"wrote {out_dir}/validate.csv, summary.json, split.json, scatter.png, "
+                   "phases.png")
     step = summary.get("step_time_s")
     if max_error is not None and step and step["mape_pct"] > max_error:
         click.echo(f"error: steady step time MAPE {step['mape_pct']:.1f}% > --max-error "

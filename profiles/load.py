@@ -14,12 +14,14 @@ from typing import Any, Callable, Mapping
 import yaml
 
 from tierlab.errors import ConfigError
-from tierlab.profiles.schema import CPU, GPU, Hardware, Model, Network, NVMe, PCIe
+from tierlab.profiles.schema import CPU, GPU, Hardware, Model, Network, NVMe, PCIe, Software
 
 ROOT = Path(__file__).resolve().parent
 HARDWARE_DIR = ROOT / "hardware"
 MODELS_DIR = ROOT / "models"
 CONFIGS_DIR = ROOT / "configs"
+SOFTWARE_DIR = ROOT / "software"
+DEFAULT_SOFTWARE = "deepspeed-0.19.8"
 
 _PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
            "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
@@ -170,9 +172,38 @@ def _nvme(data: Any, where: str) -> NVMe:
                  write_bandwidth_Bps=r.number("write_bandwidth", "bytes/s",
                                               field="write_bandwidth_Bps"),
                  capacity_bytes=r.number("capacity", "bytes", field="capacity_bytes"),
-                 latency_s=r.number("latency", "seconds", field="latency_s"), sources=r.sources)
+                 latency_s=r.number("latency", "seconds", field="latency_s"),
+                 aio_points=_aio_points(r, where), sources=r.sources)
     r.done()
     return drive
+
+
+def _aio_points(r: "_Reader", where: str) -> tuple:
+    """Optional `aio_points: {source: ..., points: [[block_size, queue_depth,
+    intra_op_parallelism, "read GB/s", "write GB/s"], ...]}`."""
+    block = r.raw("aio_points", required=False)
+    if block is None:
+        return ()
+    a = _Reader(block, f"{where}: aio_points")
+    source, points = a.raw("source"), a.raw("points")
+    a.done()
+    if not isinstance(source, str) or not source.strip():
+        raise ConfigError(f"{where}: aio_points: empty source")
+    r.sources["aio_points"] = source
+    if not isinstance(points, list) or not points:
+        raise ConfigError(f"{where}: aio_points.points must be a non-empty list")
+    out = []
+    for i, pt in enumerate(points):
+        at = f"{where}: aio_points.points[{i}]"
+        if not isinstance(pt, list) or len(pt) != 5:
+            raise ConfigError(f"{at}: expected [block_size, queue_depth, intra_op_parallelism, "
+                              f"read, write], got {pt!r}")
+        ints = [parse_quantity(v, "count", at) for v in pt[:3]]
+        if any(v != int(v) for v in ints):
+            raise ConfigError(f"{at}: block_size, queue_depth, intra_op_parallelism must be whole")
+        rates = [parse_quantity(v, "bytes/s", at) for v in pt[3:]]
+        out.append((*map(int, ints), *rates))
+    return tuple(out)
 
 
 def _pcie(data: Any, where: str) -> PCIe:
@@ -377,3 +408,28 @@ def list_profiles(kind: str) -> list[tuple[str, str]]:
         return [(stem, load_part(kind, stem).name) for stem in _names(HARDWARE_DIR / kind, ".yaml")]
     raise ConfigError(f"unknown profile kind {kind!r}; choose hardware, models, configs, gpus, "
                       "cpus, nvme")
+
+
+_SOFTWARE_TERMS = {"zero3_hook_per_module": ("seconds", "zero3_hook_s_per_module"),
+                   "first_step_fixed": ("seconds", "first_step_fixed_s"),
+                   "first_touch_rate": ("bytes/s", "first_touch_Bps"),
+                   "process_baseline": ("bytes", "process_baseline_bytes")}
+
+
+def _software(data: Any, where: str) -> Software:
+    r = _Reader(data, where)
+    if r.raw("kind") != "software":
+        raise ConfigError(f"{where}: kind must be 'software', got {data.get('kind')!r}")
+    values = {field: r.number(key, dim, field=field) for key, (dim, field) in _SOFTWARE_TERMS.items()}
+    train = r.raw("train_cases")
+    if not isinstance(train, list) or not all(isinstance(c, str) and c for c in train):
+        raise ConfigError(f"{where}: train_cases must be a list of case names")
+    sw = Software(name=str(r.raw("name")), train_cases=tuple(train), sources=r.sources, **values)
+    r.done()
+    return sw
+
+
+def load_software(name: str = DEFAULT_SOFTWARE) -> Software:
+    """A software profile (profiles/software/NAME.yaml) by name or path."""
+    path = _find(SOFTWARE_DIR, ".yaml", name, "software profile")
+    return _wrap(_software, read_data(path), str(path))

@@ -82,10 +82,18 @@ class NVMe:
     capacity_bytes: float
     latency_s: float
     """Per-request latency at low queue depth (4 KiB random read class)."""
+    aio_points: tuple[tuple[int, int, int, float, float], ...] = ()
+    """Calibrated DeepSpeed aio rates per setting: (block_size, queue_depth,
+    intra_op_parallelism, read_Bps, write_Bps) — the whole sweep, not only its best point
+    (`tierlab calibrate` raw results; empty: the queueing model of devices.py is used)."""
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _positive(self, "read_bandwidth_Bps", "write_bandwidth_Bps", "capacity_bytes", "latency_s")
+        for pt in self.aio_points:
+            if len(pt) != 5 or min(pt) <= 0:
+                raise ValueError(f"NVMe.aio_points: expected (block_size, queue_depth, "
+                                 f"intra_op_parallelism, read_Bps, write_Bps) > 0, got {pt!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -241,3 +249,33 @@ class Model:
     @property
     def n_params(self) -> int:
         return self.n_layers * self.params_per_layer + self.embedding_params
+
+
+@dataclass(frozen=True, kw_only=True)
+class Software:
+    """What a DeepSpeed/PyTorch version costs beyond the hardware's rates: host-side overheads
+    that no microbenchmark isolates, fitted on a named training subset of measured runs
+    (profiles/software/*.yaml; the held-out runs are reported separately by `tierlab validate`)."""
+
+    name: str
+    zero3_hook_s_per_module: float
+    """Host seconds per use of one parameter-holding submodule under ZeRO-3: the pre/post
+    forward hooks (`fetch_sub_module`, `release_sub_module`), the per-param `.to(cuda)` of an
+    offloaded partition and the all-gather bookkeeping (partitioned_param_coordinator.py)."""
+    first_step_fixed_s: float
+    """Step-1 warm-up independent of the model states: CUDA/cuBLAS handle and kernel warm-up,
+    caching-allocator growth (cudaMalloc), first NCCL/launch paths."""
+    first_touch_Bps: float
+    """Rate at which the first step creates DeepSpeedCPUAdam's lazily allocated m, v
+    (torch.zeros_like on the CPU: page faults + zeroing of 8 B/param)."""
+    process_baseline_bytes: float
+    """Host RSS of one training process besides model states (Python, torch, DeepSpeed, CUDA)."""
+    train_cases: tuple[str, ...] = ()
+    """Measured cases the fitted terms were fitted on; all others are held out."""
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _positive(self, "first_touch_Bps", "process_baseline_bytes")
+        for name in ("zero3_hook_s_per_module", "first_step_fixed_s"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"Software.{name} must be >= 0, got {getattr(self, name)!r}")

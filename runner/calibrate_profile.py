@@ -99,8 +99,8 @@ def cpu_document(results: dict, facts: dict, base: dict, m: str) -> dict:
     if mc:
         doc["dram_bandwidth"] = {"value": _q(mc["Bps"], "GB/s"), "source": (
             f"{m}: torch uint8 tensor copy_ of {_fmt_size(mc['nbytes'])} with {mc['threads']} "
-            f"threads, counting read + write (2 x {_fmt_size(mc['nbytes'])} per copy, STREAM Copy "
-            f"convention), best of {_reps(results['memcpy'])}")}
+            f"threads, counting source read + destination read-for-ownership + write (3 x "
+            f"{_fmt_size(mc['nbytes'])} per copy), best of {_reps(results['memcpy'])}")}
     else:
         doc["dram_bandwidth"] = copy.deepcopy(base_cpu["dram_bandwidth"])
     ad = best(results.get("adam", []), "params_per_s", optimizer="deepspeed")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import simpy
 
 from tierlab.errors import ConfigError
-from tierlab.profiles.schema import Hardware, Model
+from tierlab.profiles.schema import Hardware, Model, Software
 from tierlab.sim import collectives, devices, flops
 from tierlab.sim.devices import RESOURCES, Device, SwapBuffers
 from tierlab.sim.result import SimResult
@@ -39,6 +39,7 @@ class _Timer:
     hw: Hardware
     model: Model
     strategy: Strategy
+    software: Software | None = None
 
     def __post_init__(self) -> None:
         s, gpu = self.strategy, self.hw.gpu
@@ -76,12 +77,16 @@ class _Timer:
         if r in ("pcie_h2d", "pcie_d2h"):
             return devices.pcie_seconds(hw.pcie, op.nbytes, r[-3:], op.pinned, ranks)
         if r == "cpu_adam":
-            return devices.cpu_adam_seconds(hw.cpu, ranks, op.amount)
+            per_param = devices.optimizer_dram_bytes_per_param(
+                clipping=s.gradient_clipping > 0, params_offloaded=s.param_device != "none")
+            return devices.cpu_adam_seconds(hw.cpu, ranks, op.amount, per_param)
         if r in ("nvme_read", "nvme_write"):
             if hw.nvme is None or hw.nvme_drives == 0:
                 raise ConfigError(f"{hw.name} has no NVMe drive but the config swaps to NVMe "
                                   "(offload_*.device=nvme)")
             return devices.nvme_seconds(hw.nvme, hw.nvme_drives, s.aio, r[5:], ranks, op.nbytes)
+        if r == "cpu_host":        # ZeRO-3 submodule hooks on the Python thread
+            return op.amount * (self.software.zero3_hook_s_per_module if self.software else 0.0)
         raise ValueError(f"unknown resource {r!r}")
 
 
@@ -127,14 +132,15 @@ def _stream(env, dev: Device, ops: list[Op], done, recs, pools, timer: _Timer):
         done[op.id].succeed()
 
 
-def run_step(hw: Hardware, model: Model, strategy: Strategy, *, first_step: bool = False) -> _Run:
+def run_step(hw: Hardware, model: Model, strategy: Strategy, *, first_step: bool = False,
+             software: Software | None = None) -> _Run:
     """Build the workload of one step and time it; raise ConfigError if it cannot finish."""
-    wl = build_workload(hw, model, strategy, first_step=first_step)
+    wl = build_workload(hw, model, strategy, first_step=first_step, software=software)
     env = simpy.Environment()
     devs = devices.make_devices(env)
     pools = {"optimizer": SwapBuffers(env, max(1, wl.optimizer_buffers), "optimizer buffers"),
              "param": SwapBuffers(env, max(1, wl.param_buffers), "param buffers")}
-    timer = _Timer(hw, model, strategy)
+    timer = _Timer(hw, model, strategy, software)
     done = [env.event() for _ in wl.ops]
     recs = [_Rec(op) for op in wl.ops]
     by_res: dict[str, list[Op]] = {name: [] for name in RESOURCES}
@@ -189,7 +195,10 @@ def phase_times(run: _Run) -> dict[str, float]:
     for m in range(run.workload.micro_steps):
         tag = f"m{m}."
         mine = [r for r in run.recs if r.op.name.startswith(tag)]
-        end = max((r.end_s for r in mine), default=start)
+        # gradient swap-outs are asynchronous aio writes (partitioned_optimizer_swapper.py
+        # `swap_out_gradients` -> async_swap_out): backward() returns without them and the
+        # optimizer step waits for them, so they count to the optimizer phase
+        end = max((r.end_s for r in mine if r.op.resource != "nvme_write"), default=start)
         fend = max((r.end_s for r in mine if r.op.resource == "gpu_compute"
                     and r.op.phase == "forward"), default=start)
         fwd += fend - start
@@ -198,14 +207,14 @@ def phase_times(run: _Run) -> dict[str, float]:
     return {"forward_s": fwd, "backward_s": bwd, "optimizer_s": run.step_s - start}
 
 
-def _memory(hw: Hardware, model: Model, strategy: Strategy):
+def _memory(hw: Hardware, model: Model, strategy: Strategy, software: Software | None = None):
     """The planner's MemoryPlan (imported lazily: the planner is optional for timing)."""
     try:
         from tierlab.sim.memory import plan_memory
     except ImportError:        # pragma: no cover - planner ships with the package
         log.warning("tierlab.sim.memory not available: memory and fits not checked")
         return None
-    return plan_memory(hw, model, strategy)
+    return plan_memory(hw, model, strategy, software=software)
 
 
 def _bytes_moved(run: _Run) -> dict[str, float]:
@@ -227,24 +236,44 @@ def _scenario(hw: Hardware, model: Model, s: Strategy) -> dict:
             "activation_checkpointing": s.activation_checkpointing}
 
 
+def first_step_extra_s(hw: Hardware, model: Model, strategy: Strategy,
+                       software: Software | None) -> float:
+    """What step 1 costs beyond its (un-prefetched) schedule: the fixed warm-up (cuBLAS/CUDA
+    handles, caching-allocator growth) plus DeepSpeedCPUAdam's lazy state creation — `step()`
+    builds m and v with torch.zeros_like on the first call (ops/adam/cpu_adam.py), so 8 B per
+    element of this node's CPU-resident optimizer partition are page-faulted and zeroed once.
+    E.g. Llama-3B on CPU: 3.2e9 x 8 B = 25.7 GB at the fitted first-touch rate."""
+    if software is None:
+        return 0.0
+    touch = 0.0
+    if strategy.optimizer_device == "cpu":
+        touch = 8.0 * model.n_params / strategy.data_parallel_size * hw.gpus_per_node
+    return software.first_step_fixed_s + touch / software.first_touch_Bps
+
+
 def simulate(hardware: Hardware, model: Model, strategy: Strategy, *,
-             strict: bool = False) -> SimResult:
+             strict: bool = False, software: Software | None = None) -> SimResult:
     """Simulate one steady-state step (and step 1) of DeepSpeed on `hardware`.
 
     A config that does not fit memory is still simulated (fits=False, binding_tier named) unless
     `strict`, which raises ConfigError naming the binding tier. Configs the engine does not
-    model raise ConfigError naming the key.
+    model raise ConfigError naming the key. `software` (default: profiles/software/
+    deepspeed-0.19.8.yaml) supplies the fitted host-side terms: ZeRO-3 hook time, step-1 warm-up.
     """
-    plan = _memory(hardware, model, strategy)
+    if software is None:
+        from tierlab.profiles.load import load_software
+        software = load_software()
+    plan = _memory(hardware, model, strategy, software)
     fits = plan.fits if plan is not None else True
     binding = plan.binding_tier if plan is not None else None
     if strict and not fits:
         t = plan.tiers[binding]
         raise ConfigError(f"does not fit: {binding} tier needs {t.used_bytes / 1e9:.2f} GB of "
                           f"{t.capacity_bytes / 1e9:.2f} GB")
-    steady = run_step(hardware, model, strategy, first_step=False)
-    first = (run_step(hardware, model, strategy, first_step=True)
+    steady = run_step(hardware, model, strategy, first_step=False, software=software)
+    first = (run_step(hardware, model, strategy, first_step=True, software=software)
              if strategy.zero.stage == 3 else steady)
+    first_s = first.step_s + first_step_extra_s(hardware, model, strategy, software)
     busy = dict.fromkeys(RESOURCES, 0.0)
     for span in steady.spans:
         busy[span.resource] += span.end_s - span.start_s
@@ -257,7 +286,7 @@ def simulate(hardware: Hardware, model: Model, strategy: Strategy, *,
                             s.gradient_accumulation_steps, s.activation_checkpointing)
     lower = max(busy.values())
     return SimResult(
-        step_time_s=step, first_step_time_s=first.step_s, phases=phase_times(steady),
+        step_time_s=step, first_step_time_s=first_s, phases=phase_times(steady),
         busy_s=busy, exposed_s=exposed, bottleneck=max(RESOURCES, key=lambda r: exposed[r]),
         memory=plan, fits=fits, binding_tier=binding,
         tokens_per_s=tokens / step if step else 0.0,

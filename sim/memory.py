@@ -10,10 +10,11 @@ buckets, prefetch working set, swap buffers, the CUDA context and allocator slac
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from tierlab.profiles.schema import Hardware, Model
+from tierlab.profiles.schema import Hardware, Model, Software
 from tierlab.sim.strategy import Strategy
 
 # Allocator slack: PyTorch's caching allocator rounds blocks and fragments; reserved exceeds
@@ -160,9 +161,14 @@ def gpu_breakdown(hw: Hardware, model: Model, strategy: Strategy) -> dict[str, f
     opt_bytes = (16.0 if mixed else 8.0)   # fp32 grads + master + m + v (fp32: m + v)
     out: dict[str, float] = {"cuda_context": hw.gpu.cuda_context_bytes}
     if z.stage == 3:
-        largest = min(largest_module_params(model) + z.stage3_prefetch_bucket_size,
-                      max(z.stage3_max_live_parameters, largest_module_params(model)))
-        out["gathered_params"] = float(b * largest)        # all-gathered working set
+        # Steady state: fetch_sub_module prefetches up to min(max_live - n_available,
+        # prefetch_bucket) elements on every submodule call (partitioned_param_coordinator.py
+        # `__max_n_available_params`), ~9 calls per block, so the gathered set fills up to
+        # stage3_max_live_parameters (or the whole fetched model if smaller) — e.g. TinyLlama:
+        # min(1e9, 1.1e9) x 2 B = 2.0 GB, not one block + one 5e7 bucket (0.23 GB).
+        fetched = model.n_params - persistent_params(model, strategy)
+        live = max(min(z.stage3_max_live_parameters, fetched), largest_module_params(model))
+        out["gathered_params"] = float(b * live)            # all-gathered working set
         out["gathered_grads"] = float(b * largest_module_params(model))
         out["persistent_params"] = float(b * persistent_params(model, strategy))
         if strategy.param_device == "none":
@@ -188,31 +194,94 @@ def gpu_breakdown(hw: Hardware, model: Model, strategy: Strategy) -> dict[str, f
     return {k: v for k, v in out.items() if v}
 
 
-def host_breakdown(hw: Hardware, model: Model, strategy: Strategy) -> dict[str, float]:
-    """Bytes in host RAM of one node (all its ranks), 'pinned:' or 'pageable:'."""
+def pinned_bytes(nbytes: float) -> float:
+    """Host memory one page-locked buffer really holds: PyTorch's CachingHostAllocator rounds
+    every request up to the next power of two (ATen/core/CachingHostAllocator.h: `roundSize =
+    PowerOf2Ceil(size)` unless pinned_max_round_threshold is set; default SIZE_MAX), and
+    cudaHostAlloc'd pages are resident. E.g. 4.4 GB fp32 master of TinyLlama -> 2^33 = 8.59 GB."""
+    if nbytes <= 0:
+        return 0.0
+    return float(2 ** math.ceil(math.log2(nbytes)))
+
+
+def host_breakdown(hw: Hardware, model: Model, strategy: Strategy,
+                   software: Software | None = None) -> dict[str, float]:
+    """Bytes resident in host RAM of one node (all its ranks), 'pinned:' or 'pageable:'.
+
+    Every page-locked buffer counts at its power-of-two size (`pinned_bytes`), one term per
+    buffer DeepSpeed pins. E.g. TinyLlama ZeRO-2 + CPU Adam: 2.2 GB baseline + 8.59 (fp32
+    master) + 4.29 (16-bit copy-back) + 8.59 (fp32 grads) + 0.13 (temp grad) + 8.8 (m, v)
+    = 32.6 GB, measured 32.5 GB (30.29 GiB)."""
     ranks = hw.gpus_per_node
     n, dp, z = model.n_params, strategy.data_parallel_size, strategy.zero
     part = n / dp                                   # one rank's partition, elements
-    out: dict[str, float] = {"pageable:process_baseline": PROCESS_BASELINE_BYTES * ranks}
+    base = software.process_baseline_bytes if software else PROCESS_BASELINE_BYTES
+    out: dict[str, float] = {"pageable:process_baseline": base}
+    out.update(_zero3_host(model, strategy) if z.stage == 3 else _zero12_host(model, strategy))
+    if z.stage == 3 and strategy.optimizer_device == "none" and strategy.param_device == "none":
+        out = {"pageable:process_baseline": base}
+    return {k: v * ranks for k, v in out.items() if v}
+
+
+def _zero12_host(model: Model, strategy: Strategy) -> dict[str, float]:
+    """One rank, stages 0-2 with the optimizer on the CPU (stage_1_and_2.py, one param group):
+    `single_partition_of_fp32_groups` (fp32 master, pinned if pin_memory),
+    `param_buffer_of_bit16_for_cpu_offload_groups` (16-bit copy-back buffer),
+    `initialize_optimizer_states` fp32 grad partition, `temp_grad_buffer_for_cpu_offload`
+    (16-bit, largest parameter), and DeepSpeedCPUAdam's m, v (pageable, created lazily)."""
+    if strategy.optimizer_device != "cpu":
+        return {}
+    part = model.n_params / strategy.data_parallel_size
+    oo = strategy.zero.offload_optimizer
+    pin = pinned_bytes if oo.pin_memory else (lambda x: x)
+    kind = "pinned" if oo.pin_memory else "pageable"
+    b = strategy.bytes_per_param
+    largest = max(max(i * o for i, o in model.layer_matrices().values()), model.vocab * model.hidden)
+    return {f"{kind}:master_fp32": pin(4.0 * part), f"{kind}:params_16bit_buffer": pin(b * part),
+            f"{kind}:grads_fp32": pin(4.0 * part), f"{kind}:temp_grad_buffer": pin(b * largest),
+            "pageable:adam_m_v": 8.0 * part}
+
+
+def _zero3_host(model: Model, strategy: Strategy) -> dict[str, float]:
+    """One rank, stage 3 with offload (stage3.py, partition_parameters.py)."""
+    from tierlab.sim.workload import modules, sub_groups
+
+    z, b = strategy.zero, strategy.bytes_per_param
+    dp = strategy.data_parallel_size
+    part = model.n_params / dp
     oo, op = z.offload_optimizer, z.offload_param
-    pin = "pinned" if oo.pin_memory else "pageable"
+    out: dict[str, float] = {}
+    groups = [sum(g) for g in sub_groups(modules(model, strategy), strategy, dp)]
     if strategy.optimizer_device == "cpu":
-        out[f"{pin}:master_fp32"] = 4.0 * part * ranks
-        out[f"{pin}:grads_fp32"] = 4.0 * part * ranks
-        out["pageable:adam_m_v"] = 8.0 * part * ranks
+        pin = pinned_bytes if oo.pin_memory else (lambda x: x)
+        kind = "pinned" if oo.pin_memory else "pageable"
+        # _create_fp32_partitions: fp16 flat .to(cpu, fp32).clone() — pageable
+        out["pageable:master_fp32"] = 4.0 * part
+        # initialize_optimizer_states: one fp32 grad buffer per sub-group, pinned
+        out[f"{kind}:grads_fp32"] = sum(pin(4.0 * g) for g in groups)
+        out["pageable:adam_m_v"] = 8.0 * part
     elif strategy.optimizer_device == "nvme":
         # OptimizerSwapper: buffer_count pinned fp32 buffers of the largest sub-group
-        out["pinned:optimizer_swap_buffers"] = 4.0 * oo.buffer_count * sub_group_numel(
-            model, strategy) * ranks
-    if strategy.param_device == "cpu":
-        out[f"{'pinned' if op.pin_memory else 'pageable'}:params_16bit"] = 2.0 * part * ranks
-    elif strategy.param_device == "nvme":
-        out["pinned:param_swap_buffers"] = 2.0 * op.buffer_count * op.buffer_size * ranks
-        out["pinned:params_in_cpu"] = 2.0 * min(op.max_in_cpu, part) * ranks
-    if strategy.zero.stage == 3 and strategy.optimizer_device != "none":
-        # pinned 16-bit gradient bounce buffer of one reduce bucket per rank
-        out["pinned:grad_bounce"] = 2.0 * min(z.reduce_bucket_size, part) * ranks
-    return {k: v for k, v in out.items() if v}
+        out["pinned:optimizer_swap_buffers"] = oo.buffer_count * pinned_bytes(
+            4.0 * max(groups))
+    if strategy.optimizer_device != "none":
+        # stage3.py: grad_partitions_flat_buffer — the whole 16-bit gradient partition, pinned
+        out["pinned:grad_partitions_flat"] = (pinned_bytes(b * part) if oo.pin_memory
+                                              else b * part)
+    if strategy.param_device in ("cpu", "nvme"):
+        pin = pinned_bytes if op.pin_memory else (lambda x: x)
+        kind = "pinned" if op.pin_memory else "pageable"
+        # _create_param_groups_fp16_flat_cpu_memory: one flat 16-bit buffer per param group
+        out[f"{kind}:params_16bit"] = pin(b * min(op.max_in_cpu, part))
+        # zero.Init pinned each partition on creation (partition_parameters.py `_partition_param`);
+        # freed into the CachingHostAllocator's cache when moved into the flat buffer, never
+        # returned to the OS (no reuse: later pinned requests are larger)
+        if op.pin_memory:
+            out["pinned:zero_init_partitions_cached"] = sum(
+                pinned_bytes(b * n / dp) for m in modules(model, strategy) for n in m.own_params)
+    if strategy.param_device == "nvme":
+        out["pinned:param_swap_buffers"] = op.buffer_count * pinned_bytes(b * op.buffer_size)
+    return out
 
 
 def nvme_breakdown(hw: Hardware, model: Model, strategy: Strategy) -> dict[str, float]:
@@ -228,10 +297,11 @@ def nvme_breakdown(hw: Hardware, model: Model, strategy: Strategy) -> dict[str, 
     return {k: v for k, v in out.items() if v}
 
 
-def plan_memory(hardware: Hardware, model: Model, strategy: Strategy) -> MemoryPlan:
+def plan_memory(hardware: Hardware, model: Model, strategy: Strategy, *,
+                software: Software | None = None) -> MemoryPlan:
     """Peak bytes per tier, with capacities and what binds."""
     gpu = gpu_breakdown(hardware, model, strategy)
-    host = host_breakdown(hardware, model, strategy)
+    host = host_breakdown(hardware, model, strategy, software)
     nvme = nvme_breakdown(hardware, model, strategy)
     tiers = {
         "gpu": TierUsage(tier="gpu", used_bytes=sum(gpu.values()),

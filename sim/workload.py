@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tierlab.errors import ConfigError
-from tierlab.profiles.schema import Hardware, Model
+from tierlab.profiles.schema import Hardware, Model, Software
 from tierlab.sim.strategy import Strategy
 
 OPT_STATE_TENSORS = 3
@@ -64,6 +64,10 @@ class Module:
     """Parameters gathered (one NVMe swap buffer each)."""
     own_params: tuple[int, ...]
     """Numel of the parameters this module owns (tied LM head owns none), in model order."""
+    hooked: int = 0
+    """nn.Modules holding parameters directly: each gets ZeRO-3's fetch/release hooks
+    (parameter_offload.py `_register_deepspeed_module` hooks every submodule; fetch_sub_module
+    gathers `iter_params(module, recurse=False)`) — HF Llama: 7 Linear + 2 RMSNorm per block."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,14 +128,17 @@ def modules(model: Model, strategy: Strategy) -> list[Module]:
     head_used = [final_norm, model.vocab * model.hidden]
     head_own = [final_norm] if model.tie_embeddings else head_used
 
-    def mod(name, kind, used, own):
+    norms = sum(1 for k in model.layer_small_params() if "norm" in k)
+    block_hooked = len(model.layer_matrices()) + norms
+
+    def mod(name, kind, used, own, hooked):
         big = [n for n in used if n >= thr]
         return Module(name=name, kind=kind, fetch_numel=sum(big), fetch_tensors=len(big),
-                      own_params=tuple(own))
+                      own_params=tuple(own), hooked=hooked)
 
-    out = [mod("embed", "embed", emb, emb)]
-    out += [mod(f"L{i}", "block", block, block) for i in range(model.n_layers)]
-    out.append(mod("head", "head", head_used, head_own))
+    out = [mod("embed", "embed", emb, emb, len(emb))]
+    out += [mod(f"L{i}", "block", block, block, block_hooked) for i in range(model.n_layers)]
+    out.append(mod("head", "head", head_used, head_own, 2))      # final norm + lm_head
     return out
 
 
@@ -264,6 +271,8 @@ class _Ctx:
     dp: int
     bpp: int
     nvme_frac: float
+    hook_s: float = 0.0
+    """Software.zero3_hook_s_per_module (0: hooks free)."""
 
 
 def _fetch(b: _Builder, c: _Ctx, mod: Module, tag: str, deps) -> int | None:
@@ -344,6 +353,12 @@ def _micro_step(b: _Builder, c: _Ctx, uses: list[Use], depth: int, micro: int, g
                 fetch_done[issued] = _fetch(b, c, c.mods[uses[issued].module],
                                             f"m{micro}.{use_tag(c, uses[issued])}", wait)
         deps = prev + ((fetch_done[i],) if fetch_done[i] is not None else ())
+        if s.zero.stage == 3 and c.hook_s > 0 and mod.hooked:
+            # the Python thread runs each submodule's pre-forward hook (waits for its gathered
+            # params) before it can launch the kernels; it runs ahead of the GPU otherwise
+            hook = b.add(f"m{micro}.{use_tag(c, use)}.hooks", "cpu_host", deps[len(prev):],
+                         work="zero3_hooks", amount=float(mod.hooked))
+            deps += (hook,)
         if not s.zero.overlap:
             deps += tuple(pending)
         compute[i] = b.add(f"m{micro}.{use_tag(c, use)}", "gpu_compute", deps,
@@ -411,7 +426,7 @@ def _optimizer(b: _Builder, c: _Ctx, groups: list[list[int]], on_nvme: list[bool
 
 
 def build_workload(hw: Hardware, model: Model, strategy: Strategy, *,
-                   first_step: bool = False) -> Workload:
+                   first_step: bool = False, software: Software | None = None) -> Workload:
     """The ops of one optimizer step (gradient_accumulation_steps micro-steps + the step)."""
     check_supported(strategy)
     dp = hw.world_size
@@ -419,7 +434,7 @@ def build_workload(hw: Hardware, model: Model, strategy: Strategy, *,
     groups = sub_groups(mods, strategy, dp)
     frac, on_nvme = nvme_param_fraction(groups, strategy)
     c = _Ctx(hw=hw, strategy=strategy, mods=mods, dp=dp, bpp=strategy.bytes_per_param,
-             nvme_frac=frac)
+             nvme_frac=frac, hook_s=software.zero3_hook_s_per_module if software else 0.0)
     uses = trace(mods, strategy, first_step)
     depth = prefetch_depth(mods, strategy, first_step)
     b = _Builder()

@@ -6,7 +6,8 @@ from click.testing import CliRunner
 
 from tierlab.cli import main
 from tierlab.profiles.load import load_ds_config, load_hardware, load_model
-from tierlab.sim.memory import plan_memory
+from tierlab.sim.memory import pinned_bytes, plan_memory
+from tierlab.sim.workload import modules, sub_groups
 from tierlab.sim.strategy import Flags, apply_overrides, parse_ds_config
 
 
@@ -64,7 +65,8 @@ def test_nvme_bytes_are_16_per_param_and_max_in_cpu():
                                              "zero_optimization.offload_param.max_in_cpu=1e8"])
     plan = plan_memory(hw, m, s)
     assert plan.tiers["nvme"].breakdown["params_16bit"] == pytest.approx(2 * (m.n_params - 1e8))
-    assert plan.tiers["host"].breakdown["pinned:params_in_cpu"] == pytest.approx(2e8)
+    # the max_in_cpu elements' pinned 16-bit flat buffer, at its power-of-two resident size
+    assert plan.tiers["host"].breakdown["pinned:params_16bit"] == pytest.approx(pinned_bytes(2e8))
 
 
 def test_checkpointing_saves_activation_memory():
@@ -98,8 +100,12 @@ def test_matches_deepspeed_zero2_estimator():
                                                         cpu_offload=True, additional_buffer_factor=1)
     plan = plan_memory(hw, m, s)
     assert plan.tiers["gpu"].breakdown["params"] == pytest.approx(gpu)
-    # DeepSpeed: max(4 x gpus, 16) B/param on the host; tierlab: 16 B/param (fp32 p, g, m, v)
-    assert _states(plan, "host", ["master", "grads_fp32", "adam"]) == pytest.approx(cpu)
+    # DeepSpeed: max(4 x gpus, 16) B/param on the host; tierlab requests the same 16 B/param
+    # (fp32 p, g, m, v) and counts the two pinned fp32 buffers at their power-of-two size
+    part = m.n_params / 4
+    assert 4 * (4 * part + 4 * part + 8 * part) == pytest.approx(cpu)
+    assert _states(plan, "host", ["master", "grads_fp32", "adam"]) == pytest.approx(
+        4 * (2 * pinned_bytes(4 * part) + 8 * part))
     hw, m, s = scenario("no-offload", sets=["zero_optimization.stage=2"], gpus=4)
     _, gpu = z2.estimate_zero2_model_states_mem_needs(m.n_params, num_gpus_per_node=4,
                                                       cpu_offload=False)
@@ -114,9 +120,15 @@ def test_matches_deepspeed_zero3_estimator():
         m.n_params, m.params_per_layer, num_gpus_per_node=2, cpu_offload=True,
         cpu_offload_params=True, zero_init=True, additional_buffer_factor=1)
     plan = plan_memory(hw, m, s)
-    # DeepSpeed: 18 B/param on the host (fp32 p, g, m, v + 16-bit p); tierlab the same items
+    # DeepSpeed: 18 B/param on the host (fp32 p, g, m, v + 16-bit p); tierlab requests the same
+    # items and counts the pinned ones (per-sub-group fp32 grads, 16-bit flat) at power-of-two
+    part = m.n_params / 2
+    assert 2 * (4 * part + 4 * part + 8 * part + 2 * part) == pytest.approx(cpu)
+    groups = [sum(g) for g in sub_groups(modules(m, s), s, 2)]
+    assert sum(groups) == pytest.approx(part)
     assert _states(plan, "host", ["master", "grads_fp32", "adam", "params_16bit"]) == \
-        pytest.approx(cpu)
+        pytest.approx(2 * (12 * part + sum(pinned_bytes(4 * g) for g in groups)
+                           + pinned_bytes(2 * min(s.zero.offload_param.max_in_cpu, part))))
     # DeepSpeed: 4 B x largest layer on the GPU (16-bit param + grad). tierlab's largest gathered
     # module is the embedding (65.5 M) here, and it adds the prefetch bucket: documented difference.
     largest = max(m.params_per_layer, m.vocab * m.hidden)

@@ -75,7 +75,11 @@ def test_gpu_profile(name):
     assert "nvlink_bandwidth_Bps" in gpu.sources, f"{name}: say whether it has NVLink"
     assert gpu.peak_flops["fp16"] > gpu.peak_flops["fp32"]
     effs = [e for _, e in gpu.matmul_efficiency]
-    assert effs == sorted(effs), f"{name}: efficiency should not fall with GEMM size"
+    assert all(0 < e <= 1 for e in effs), name
+    if not gpu.sources["matmul_efficiency"].startswith("measured"):
+        # an assumed curve must not fall with GEMM size; a measured one is data (GEMMs of equal
+        # FLOPs but different shapes differ by a few %), checked for range only
+        assert effs == sorted(effs), f"{name}: efficiency should not fall with GEMM size"
 
 
 @pytest.mark.parametrize("name", CPUS)

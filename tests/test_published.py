@@ -95,13 +95,18 @@ def _largest_fitting_micro_batch(hw, m, preset):
     return best
 
 
-@pytest.mark.xfail(strict=True, reason=(
+_V100_COMPUTE = pytest.mark.xfail(strict=True, reason=(
     "compute-bound at the largest fitting micro-batch (16): the uncalibrated V100 curve gives "
-    "~0.8 of 125 TFLOP/s in the GEMMs, so the simulator predicts ~66-68 TFLOP/s flat across "
-    "10-40B; the published 48->43 decline needs the lower achieved GEMM efficiency (see the "
-    "GPT-2 10B tutorial tests)"))
+    "~0.8 of 125 TFLOP/s in the GEMMs, so the simulator predicts ~66-67 TFLOP/s flat across "
+    "10-20B; the published 48->46 needs the lower achieved GEMM efficiency (see the GPT-2 10B "
+    "tutorial tests)"))
+
+
+# 40B: since the planner counts ZeRO-3's steady-state gathered set up to
+# stage3_max_live_parameters (1e9 x 2 B), micro-batch 16 no longer fits; at 8 it predicts ~45.1
 @pytest.mark.parametrize("layers, hidden, published", [
-    (50, 4096, 48), (40, 5120, 47), (25, 8192, 46), (50, 8192, 43)])
+    pytest.param(50, 4096, 48, marks=_V100_COMPUTE), pytest.param(40, 5120, 47, marks=_V100_COMPUTE),
+    pytest.param(25, 8192, 46, marks=_V100_COMPUTE), (50, 8192, 43)])
 def test_zero3_offload_one_v100(layers, hidden, published):
     hw = load_hardware("dgx-2", gpus_per_node=1)
     m = gpt(layers, hidden)

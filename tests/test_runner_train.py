@@ -76,12 +76,14 @@ def test_sigint_closes_the_record_and_keeps_steps(tmp_path, swap):
                                     "--swap-dir", str(swap), "--steps", "500",
                                     "--out", str(out)),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 180
-    while time.time() < deadline:
+    deadline, reached = time.time() + 600, False   # a loaded 2-core CI box can be slow to start
+    while time.time() < deadline and proc.poll() is None and not reached:
         f = out / "steps.jsonl"
-        if f.exists() and len(f.read_text().splitlines()) >= 2:
-            break
+        reached = f.exists() and len(f.read_text().splitlines()) >= 2
         time.sleep(0.2)
+    if not reached:
+        proc.kill()
+    assert reached, "the run did not finish 2 steps within 600 s: " + proc.communicate()[1][-2000:]
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr[-2000:]

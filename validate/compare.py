@@ -112,13 +112,14 @@ def predicted_metrics(result) -> dict[str, float | None]:
     }
 
 
-def compare_measurement(hardware: Hardware, measurement, name: str | None = None) -> list[Row]:
+def compare_measurement(hardware: Hardware, measurement, name: str | None = None, *,
+                        software=None) -> list[Row]:
     """Rows predicted vs measured for one Measurement (a failed run: only the OOM verdict)."""
     from tierlab.sim import simulate
 
     case = name or measurement.run_id
     hw, model, strategy = scenario_of(measurement, hardware)
-    result = simulate(hw, model, strategy)
+    result = simulate(hw, model, strategy, software=software)
     oom_measured = 1.0 if measurement.failure_kind == "oom" else 0.0
     rows = [Row(case=case, metric="oom", predicted=0.0 if result.fits else 1.0,
                 measured=oom_measured)]
@@ -149,6 +150,14 @@ def summarize(rows: Iterable[Row]) -> dict[str, dict]:
             out[metric] = {"n": len(errs), "mape_pct": sum(e for e, _ in errs) / len(errs),
                            "max_pct": worst[0], "worst_case": worst[1]}
     return out
+
+
+def summarize_split(rows: Iterable[Row], train: Iterable[str]) -> dict[str, dict]:
+    """summarize() of the training cases (where fitted software terms were fitted) and of the
+    held-out rest, separately (issue 5: report the error on the cases not fitted on)."""
+    rows, names = list(rows), set(train)
+    return {"train": summarize(r for r in rows if r.case in names),
+            "held_out": summarize(r for r in rows if r.case not in names)}
 
 
 def find_measurements(paths: Iterable[str | Path]) -> list[Path]:

@@ -1,0 +1,92 @@
+"""The DeepSpeed/PyTorch behaviours added for issue 5: software profile, aio table, shared NVMe
+queue, ZeRO-3 hook ops, pinned power-of-two rounding, step-1 terms."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import simpy
+
+from tests._simhelp import scenario
+from tierlab.errors import ConfigError
+from tierlab.profiles.load import SOFTWARE_DIR, _software, load_part, load_software
+from tierlab.sim import devices, simulate
+from tierlab.sim.engine import first_step_extra_s
+from tierlab.sim.memory import pinned_bytes
+from tierlab.sim.strategy import Aio
+from tierlab.sim.workload import build_workload
+
+
+def test_software_profile_loads_with_sources_and_training_subset():
+    sw = load_software()
+    assert sw.zero3_hook_s_per_module > 0 and sw.first_touch_Bps > 0
+    assert set(sw.sources) == {"zero3_hook_s_per_module", "first_step_fixed_s", "first_touch_Bps",
+                               "process_baseline_bytes"}
+    assert all("train_cases" in s or "fitted" in s for s in sw.sources.values())
+    assert "c-tinyllama-z3cpu-8g" in sw.train_cases
+
+
+def test_software_loader_is_strict():
+    import yaml
+    data = yaml.safe_load((SOFTWARE_DIR / "deepspeed-0.19.8.yaml").read_text())
+    with pytest.raises(ConfigError, match="unknown key 'extra'"):
+        _software({**data, "extra": 1}, "x.yaml")
+    with pytest.raises(ConfigError, match="missing key 'first_touch_rate'"):
+        _software({k: v for k, v in data.items() if k != "first_touch_rate"}, "x.yaml")
+
+
+def test_aio_rate_comes_from_the_calibrated_table_log_interpolated_in_queue_depth():
+    nvme = load_part("nvme", "h200x2-host")
+    aio = Aio(block_size=1 << 20, queue_depth=32, intra_op_parallelism=4)
+    assert devices.aio_measured_Bps(nvme, aio, "read") == pytest.approx(1.925e9)
+    # qd 8 is 1/3 of the way from qd 4 (1.717) to qd 32 (1.840) in log2
+    aio8 = Aio(block_size=1 << 20, queue_depth=8, intra_op_parallelism=1)
+    assert devices.aio_measured_Bps(nvme, aio8, "read") == pytest.approx(1.717e9 + 0.123e9 / 3)
+    assert devices.aio_measured_Bps(nvme, Aio(block_size=4 << 20), "read") is None
+
+
+def test_nvme_read_and_write_share_one_queue():
+    env = simpy.Environment()
+    devs = devices.make_devices(env)
+    env.process(devs["nvme_read"].run("r", 1.0))
+    env.process(devs["nvme_write"].run("w", 1.0))
+    env.run()
+    (r,), (w,) = devs["nvme_read"].spans, devs["nvme_write"].spans
+    assert (r.start_s, r.end_s, w.start_s, w.end_s) == (0.0, 1.0, 1.0, 2.0)
+
+
+def test_zero3_emits_one_hook_op_per_module_use_with_9_submodules_per_llama_block():
+    hw, m, s = scenario("zero3-cpu")
+    sw = load_software()
+    wl = build_workload(hw, m, s, software=sw)
+    hooks = [op for op in wl.ops if op.resource == "cpu_host"]
+    uses = (m.n_layers + 2) * 2 + (m.n_layers if s.activation_checkpointing else 0)
+    assert len(hooks) == uses
+    assert sum(op.amount for op in hooks if ".L0." in op.name) == 9 * (3 if s.activation_checkpointing else 2)
+    hw2, m2, s2 = scenario("zero2-cpu")
+    assert not [op for op in build_workload(hw2, m2, s2, software=sw).ops
+                if op.resource == "cpu_host"]
+
+
+def test_hooks_lengthen_a_zero3_step_by_about_their_serial_time():
+    hw, m, s = scenario("zero3-cpu")
+    sw = load_software()
+    off = simulate(hw, m, s, software=replace(sw, zero3_hook_s_per_module=0.0)).step_time_s
+    on = simulate(hw, m, s, software=sw).step_time_s
+    assert on > off
+
+
+def test_pinned_buffers_round_up_to_a_power_of_two():
+    assert pinned_bytes(4.4e9) == 2 ** 33
+    assert pinned_bytes(2 ** 20) == 2 ** 20
+    assert pinned_bytes(0) == 0.0
+
+
+def test_first_step_adds_warmup_and_cpu_adam_first_touch():
+    hw, m, s = scenario("zero2-cpu")
+    sw = load_software()
+    touch = 8.0 * m.n_params / s.data_parallel_size * hw.gpus_per_node
+    assert first_step_extra_s(hw, m, s, sw) == pytest.approx(
+        sw.first_step_fixed_s + touch / sw.first_touch_Bps)
+    hw0, m0, s0 = scenario("no-offload")
+    assert first_step_extra_s(hw0, m0, s0, sw) == pytest.approx(sw.first_step_fixed_s)
