@@ -36,17 +36,19 @@ class TierlabGroup(click.Group):
 
 
 def parse_bytes(text: str, what: str) -> float:
-    """'8GiB' / '8 GB' / '8e9' -> bytes."""
+    """'8GiB' / '8 GB' / '8e9' -> bytes (> 0)."""
     from tierlab.profiles.load import parse_quantity
 
     text = str(text).strip()
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
-        pass
-    if text[-1:].isalpha() and not text.endswith("B"):
-        text += "B"
-    return parse_quantity(text.replace("iB", "iB"), "bytes", what)
+        if text[-1:].isalpha() and not text.endswith("B"):
+            text += "B"
+        value = parse_quantity(text, "bytes", what)
+    if not value > 0:
+        raise ConfigError(f"{what} must be > 0, got {text!r}")
+    return value
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,8 @@ def test_unknown_profile_suggests():
      "train_batch_size 8 != train_micro_batch_size_per_gpu 3"),
     (["--set", "zero_optimization.stage"], "expected dotted.key=value"),
     (["--gpu-mem-cap", "lots"], "--gpu-mem-cap"),
+    (["--gpu-mem-cap", "-3GiB"], "--gpu-mem-cap must be > 0"),
+    (["--gpu-mem-cap", "0"], "--gpu-mem-cap must be > 0"),
     (["-c", "offload-example", "--precision", "bf16"], "contradicts"),
 ])
 def test_bad_values(args, fragment):
