@@ -413,7 +413,9 @@ def list_profiles(kind: str) -> list[tuple[str, str]]:
 _SOFTWARE_TERMS = {"zero3_hook_per_module": ("seconds", "zero3_hook_s_per_module"),
                    "first_step_fixed": ("seconds", "first_step_fixed_s"),
                    "first_touch_rate": ("bytes/s", "first_touch_Bps"),
-                   "process_baseline": ("bytes", "process_baseline_bytes")}
+                   "process_baseline": ("bytes", "process_baseline_bytes"),
+                   "host_dispatch_per_module": ("seconds", "host_dispatch_s_per_module"),
+                   "offload_grad_copy_per_param": ("seconds", "offload_grad_s_per_param")}
 
 
 def _software(data: Any, where: str) -> Software:

@@ -270,12 +270,23 @@ class Software:
     (torch.zeros_like on the CPU: page faults + zeroing of 8 B/param)."""
     process_baseline_bytes: float
     """Host RSS of one training process besides model states (Python, torch, DeepSpeed, CUDA)."""
+    host_dispatch_s_per_module: float = 0.0
+    """Host seconds per use (forward, recompute, backward) of one parameter-holding submodule
+    under every ZeRO stage: eager PyTorch/HF launches each submodule's kernels from Python, the
+    GPU runs asynchronously, so a pass takes max(GPU work, host dispatch). ZeRO-3's hooks
+    (zero3_hook_s_per_module) come on top."""
+    offload_grad_s_per_param: float = 0.0
+    """Host seconds per parameter of ZeRO-1/2 with offload_optimizer at the accumulation
+    boundary: stage_1_and_2.py `copy_grads_in_partition` runs per parameter the norm, the
+    overflow check (`update_offload_overflow_tracker`: truthiness of a device tensor, a host
+    sync) and the fp32 `.to()` + non_blocking D2H; the sync keeps the host from running ahead."""
     train_cases: tuple[str, ...] = ()
     """Measured cases the fitted terms were fitted on; all others are held out."""
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _positive(self, "first_touch_Bps", "process_baseline_bytes")
-        for name in ("zero3_hook_s_per_module", "first_step_fixed_s"):
+        for name in ("zero3_hook_s_per_module", "first_step_fixed_s",
+                     "host_dispatch_s_per_module", "offload_grad_s_per_param"):
             if getattr(self, name) < 0:
                 raise ValueError(f"Software.{name} must be >= 0, got {getattr(self, name)!r}")

@@ -85,8 +85,14 @@ class _Timer:
                 raise ConfigError(f"{hw.name} has no NVMe drive but the config swaps to NVMe "
                                   "(offload_*.device=nvme)")
             return devices.nvme_seconds(hw.nvme, hw.nvme_drives, s.aio, r[5:], ranks, op.nbytes)
-        if r == "cpu_host":        # ZeRO-3 submodule hooks on the Python thread
-            return op.amount * (self.software.zero3_hook_s_per_module if self.software else 0.0)
+        if r == "cpu_host":        # the Python thread: kernel dispatch, ZeRO-3 hooks, grad copies
+            sw = self.software
+            if sw is None:
+                return 0.0
+            if op.work == "grad_copies":
+                return op.amount * sw.offload_grad_s_per_param
+            hook = sw.zero3_hook_s_per_module if op.work == "zero3_hooks" else 0.0
+            return op.amount * (sw.host_dispatch_s_per_module + hook)
         raise ValueError(f"unknown resource {r!r}")
 
 

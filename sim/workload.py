@@ -273,6 +273,10 @@ class _Ctx:
     nvme_frac: float
     hook_s: float = 0.0
     """Software.zero3_hook_s_per_module (0: hooks free)."""
+    dispatch_s: float = 0.0
+    """Software.host_dispatch_s_per_module (0: kernel launches free)."""
+    grad_copy_s: float = 0.0
+    """Software.offload_grad_s_per_param (0: ZeRO-1/2 per-parameter gradient copies free)."""
 
 
 def _fetch(b: _Builder, c: _Ctx, mod: Module, tag: str, deps) -> int | None:
@@ -295,7 +299,8 @@ def _fetch(b: _Builder, c: _Ctx, mod: Module, tag: str, deps) -> int | None:
     return last
 
 
-def _grads(b: _Builder, c: _Ctx, numel: int, tag: str, deps, micro: int, gas: int) -> list[int]:
+def _grads(b: _Builder, c: _Ctx, numel: int, tag: str, deps, micro: int, gas: int,
+           nparams: int = 0) -> list[int]:
     """Reduce a gradient bucket and move this rank's partition where the optimizer wants it."""
     s, stage = c.strategy, c.strategy.zero.stage
     boundary = micro == gas - 1
@@ -324,6 +329,12 @@ def _grads(b: _Builder, c: _Ctx, numel: int, tag: str, deps, micro: int, gas: in
     if boundary:         # fp32 gradient partition to the CPU (or the NVMe gradient swapper)
         d = b.add(f"{tag}.grad32_d2h", "pcie_d2h", after, nbytes=part * 4.0, pinned=pin)
         out.append(d)
+        if stage in (1, 2) and c.grad_copy_s > 0 and nparams:
+            # copy_grads_in_partition, per parameter: norm, overflow check (a host sync: the
+            # device bool's truthiness), .to(fp32) + D2H; the Python thread is held until the
+            # bucket's gradients are computed and copied, then dispatches the rest of backward
+            out.append(b.add(f"{tag}.grad_copies", "cpu_host", (d,), work="grad_copies",
+                             amount=float(nparams)))
         if dev == "nvme" and stage == 3:
             out.append(b.add(f"{tag}.grad32_write", "nvme_write", (d,), nbytes=part * 4.0))
     return out
@@ -341,7 +352,8 @@ def _micro_step(b: _Builder, c: _Ctx, uses: list[Use], depth: int, micro: int, g
     s, n = c.strategy, len(uses)
     fetch_done: list[int | None] = [None] * n
     compute: list[int | None] = [None] * n
-    issued, bucket, pending, grad_ops = -1, 0.0, [], []
+    issued, bucket, nparams, pending, grad_ops = -1, 0.0, 0, [], []
+    host_block: tuple = ()
     for i, use in enumerate(uses):
         mod = c.mods[use.module]
         b.phase = "forward" if use.kind == "fwd" else "backward"
@@ -353,12 +365,18 @@ def _micro_step(b: _Builder, c: _Ctx, uses: list[Use], depth: int, micro: int, g
                 fetch_done[issued] = _fetch(b, c, c.mods[uses[issued].module],
                                             f"m{micro}.{use_tag(c, uses[issued])}", wait)
         deps = prev + ((fetch_done[i],) if fetch_done[i] is not None else ())
-        if s.zero.stage == 3 and c.hook_s > 0 and mod.hooked:
-            # the Python thread runs each submodule's pre-forward hook (waits for its gathered
-            # params) before it can launch the kernels; it runs ahead of the GPU otherwise
-            hook = b.add(f"m{micro}.{use_tag(c, use)}.hooks", "cpu_host", deps[len(prev):],
-                         work="zero3_hooks", amount=float(mod.hooked))
+        z3 = s.zero.stage == 3 and c.hook_s > 0
+        if (z3 or c.dispatch_s > 0) and mod.hooked:
+            # the Python thread launches each submodule's kernels (and under ZeRO-3 first runs
+            # its pre-forward hook, which waits for its gathered params); it runs ahead of the
+            # GPU otherwise, so the GPU work of a use waits for its dispatch
+            hook = b.add(f"m{micro}.{use_tag(c, use)}.hooks", "cpu_host",
+                         deps[len(prev):] + host_block,
+                         work="zero3_hooks" if s.zero.stage == 3 else "dispatch",
+                         amount=float(mod.hooked))
             deps += (hook,)
+        deps += host_block
+        host_block = ()
         if not s.zero.overlap:
             deps += tuple(pending)
         compute[i] = b.add(f"m{micro}.{use_tag(c, use)}", "gpu_compute", deps,
@@ -366,10 +384,13 @@ def _micro_step(b: _Builder, c: _Ctx, uses: list[Use], depth: int, micro: int, g
         if use.kind != "bwd" or s.zero.stage == 0:
             continue
         bucket += sum(mod.own_params)
+        nparams += len(mod.own_params)
         if bucket >= s.zero.reduce_bucket_size or i == n - 1:
-            pending = _grads(b, c, bucket, f"m{micro}.grads.{mod.name}", (compute[i],), micro, gas)
+            pending = _grads(b, c, bucket, f"m{micro}.grads.{mod.name}", (compute[i],), micro, gas,
+                             nparams)
             grad_ops += pending
-            bucket = 0.0
+            host_block = tuple(x for x in pending if b.ops[x].resource == "cpu_host")
+            bucket, nparams = 0.0, 0
     if s.zero.stage == 0 and micro == gas - 1 and c.dp > 1:    # engine.allreduce_gradients
         total = sum(sum(m.own_params) for m in c.mods)
         ar = b.collective(f"m{micro}.grads", "all_reduce", total * c.bpp, c.hw, (compute[-1],))
@@ -434,7 +455,9 @@ def build_workload(hw: Hardware, model: Model, strategy: Strategy, *,
     groups = sub_groups(mods, strategy, dp)
     frac, on_nvme = nvme_param_fraction(groups, strategy)
     c = _Ctx(hw=hw, strategy=strategy, mods=mods, dp=dp, bpp=strategy.bytes_per_param,
-             nvme_frac=frac, hook_s=software.zero3_hook_s_per_module if software else 0.0)
+             nvme_frac=frac, hook_s=software.zero3_hook_s_per_module if software else 0.0,
+             dispatch_s=software.host_dispatch_s_per_module if software else 0.0,
+             grad_copy_s=software.offload_grad_s_per_param if software else 0.0)
     uses = trace(mods, strategy, first_step)
     depth = prefetch_depth(mods, strategy, first_step)
     b = _Builder()

@@ -63,8 +63,9 @@ def test_gpt2_10b_optimizer_phase(gpt2_10b):
     assert within(gpt2_10b.phases["optimizer_s"], 7.6, 8.0)
 
 
-@pytest.mark.xfail(strict=True, reason=COMPUTE_REASON + " (predicted ~17.1 s vs 25.8-26.8 s)")
 def test_gpt2_10b_iteration(gpt2_10b):
+    # ~20.8 s: within 20% since the software profile's ZeRO-2 offload per-parameter gradient
+    # copies (host sync per parameter) serialise the fp32 D2H with backward (was ~17.1 s)
     assert within(gpt2_10b.step_time_s, 25.8, 26.8)
 
 
@@ -73,8 +74,8 @@ def test_gpt2_10b_forward(gpt2_10b):
     assert within(gpt2_10b.phases["forward_s"], 6.1, 6.4)
 
 
-@pytest.mark.xfail(strict=True, reason=COMPUTE_REASON + " (predicted ~6.8 s vs 11.8-12.6 s)")
 def test_gpt2_10b_backward(gpt2_10b):
+    # ~10.4 s: within 20% of 11.8 s since the per-parameter gradient copies (was ~6.8 s)
     assert within(gpt2_10b.phases["backward_s"], 11.8, 12.6)
 
 

@@ -14,14 +14,15 @@ from tierlab.sim import devices, simulate
 from tierlab.sim.engine import first_step_extra_s
 from tierlab.sim.memory import pinned_bytes
 from tierlab.sim.strategy import Aio
-from tierlab.sim.workload import build_workload
+from tierlab.sim.workload import build_workload, modules
 
 
 def test_software_profile_loads_with_sources_and_training_subset():
     sw = load_software()
     assert sw.zero3_hook_s_per_module > 0 and sw.first_touch_Bps > 0
     assert set(sw.sources) == {"zero3_hook_s_per_module", "first_step_fixed_s", "first_touch_Bps",
-                               "process_baseline_bytes"}
+                               "process_baseline_bytes", "host_dispatch_s_per_module",
+                               "offload_grad_s_per_param"}
     assert all("train_cases" in s or "fitted" in s for s in sw.sources.values())
     assert "c-tinyllama-z3cpu-8g" in sw.train_cases
 
@@ -63,9 +64,28 @@ def test_zero3_emits_one_hook_op_per_module_use_with_9_submodules_per_llama_bloc
     uses = (m.n_layers + 2) * 2 + (m.n_layers if s.activation_checkpointing else 0)
     assert len(hooks) == uses
     assert sum(op.amount for op in hooks if ".L0." in op.name) == 9 * (3 if s.activation_checkpointing else 2)
+    # other stages: the same per-use kernel dispatch, no ZeRO-3 hooks; ZeRO-2 offload adds one
+    # per-parameter gradient-copy op per reduced bucket
     hw2, m2, s2 = scenario("zero2-cpu")
-    assert not [op for op in build_workload(hw2, m2, s2, software=sw).ops
-                if op.resource == "cpu_host"]
+    ops2 = [op for op in build_workload(hw2, m2, s2, software=sw).ops if op.resource == "cpu_host"]
+    assert not [op for op in ops2 if op.work == "zero3_hooks"]
+    assert len([op for op in ops2 if op.work == "dispatch"]) == uses
+    copies = [op for op in ops2 if op.work == "grad_copies"]
+    assert copies and sum(op.amount for op in copies) == sum(
+        len(mod.own_params) for mod in modules(m2, s2))
+
+
+def test_host_dispatch_bounds_a_launch_bound_pass():
+    """GPU work of a use waits for its dispatch: with GPU compute made free, the no-offload step
+    is at least the serial dispatch time of all submodule uses."""
+    hw, m, s = scenario("no-offload")
+    sw = load_software()
+    wl = build_workload(hw, m, s, software=sw)
+    serial = sum(op.amount for op in wl.ops if op.work == "dispatch") * sw.host_dispatch_s_per_module
+    assert serial > 0
+    assert simulate(hw, m, s, software=sw).step_time_s >= serial
+    off = replace(sw, host_dispatch_s_per_module=0.0)
+    assert not [op for op in build_workload(hw, m, s, software=off).ops if op.resource == "cpu_host"]
 
 
 def test_hooks_lengthen_a_zero3_step_by_about_their_serial_time():
