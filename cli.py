@@ -129,13 +129,17 @@ def echo_warnings(warnings, quiet: bool = False) -> None:
             click.echo(f"warning: {w}", err=True)
 
 
+def _write_text_atomic(path: Path, text: str) -> None:
+    """Write text via a temp file + rename: a reader never sees a half-written profile."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{__import__('os').getpid()}")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
 def write_json(path: str | Path, obj) -> None:
     """Write JSON atomically (temp file + rename): never a half-written file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, default=str) + "\n")
-    tmp.replace(path)
+    _write_text_atomic(Path(path), json.dumps(obj, indent=2, default=str) + "\n")
 
 
 @click.group(cls=TierlabGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -578,14 +582,6 @@ def preflight(ctx, model, hardware, ds_config, overrides, gpus, nodes, micro_bat
 # calibrate / validate  (owner: calibration)
 # @@CALIBRATE@@
 
-def _write_text_atomic(path: Path, text: str) -> None:
-    """Write text via a temp file + rename: a reader never sees a half-written profile."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{__import__('os').getpid()}")
-    tmp.write_text(text)
-    tmp.replace(path)
-
-
 @main.command()
 @click.option("--nvme-path", default=None, metavar="DIR",
               help="Directory on the drive to measure with DeepSpeed aio (O_DIRECT); must exist, "
@@ -711,9 +707,7 @@ def validate(cases, hardware, out, max_error, as_json, train, software):
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     df = pd.DataFrame([r.to_dict() for r in rows])
-    tmp = out_dir / ".validate.csv.tmp"
-    df.to_csv(tmp, index=False)
-    tmp.replace(out_dir / "validate.csv")
+    _write_text_atomic(out_dir / "validate.csv", df.to_csv(index=False))
     write_json(out_dir / "summary.json", summary)
     write_json(out_dir / "split.json", split)
     for name, fig in (("scatter.png", scatter_figure(rows)), ("phases.png", phase_bars_figure(rows))):

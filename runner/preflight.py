@@ -263,11 +263,10 @@ def optimizer_buffers_needed(model: Model, strategy: Strategy) -> int:
     (pipelined_optimizer_swapper._swap_in_optimizer_state); with >= 2 sub-groups, pipeline_read
     holds the next sub-group's 4 and pipeline_write the previous one's 4 while Adam runs:
     4 x (1 + read + write) -> 4, 8 or 12 (the H200 host: 4 and 8 fail, 12 works)."""
-    oo = strategy.zero.offload_optimizer
+    from tierlab.sim.workload import optimizer_buffers_needed as per_strategy
+
     groups = math.ceil(params_per_rank(model, strategy) / strategy.zero.sub_group_size)
-    if groups < 2 or not oo.pipeline:
-        return 4
-    return 4 * (1 + int(oo.pipeline_read) + int(oo.pipeline_write))
+    return 4 if groups < 2 else per_strategy(strategy)
 
 
 def check_optimizer_buffers(model: Model, strategy: Strategy) -> list[Problem]:
