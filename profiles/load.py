@@ -229,17 +229,27 @@ def _network(data: Any, where: str) -> Network:
     return net
 
 
-def _system(data: Any, where: str, path: Path | None = None) -> Hardware:
+def _system_part(where: str, part: str, name: str):
+    """A part a system names: from the system file's own tree (…/systems/X.yaml next to
+    …/gpus/NAME.yaml, as `tierlab calibrate` writes them) if there, else the shipped profiles."""
+    system_dir = Path(where).parent
+    local = system_dir.parent / part / f"{name}.yaml"
+    if system_dir.name == "systems" and "/" not in name and local.is_file():
+        return load_part(part, str(local))
+    return load_part(part, name)
+
+
+def _system(data: Any, where: str) -> Hardware:
     r = _Reader(data, where)
     r.raw("kind")
     nvme_name = r.raw("nvme", required=False)
     hw = Hardware(
         name=str(r.raw("name")), description=str(r.raw("description")),
-        gpu=load_part("gpus", str(r.raw("gpu"))),
+        gpu=_system_part(where, "gpus", str(r.raw("gpu"))),
         gpus_per_node=r.count("gpus_per_node"),
-        cpu=load_part("cpus", str(r.raw("cpu"))),
+        cpu=_system_part(where, "cpus", str(r.raw("cpu"))),
         dram_bytes=r.number("dram", "bytes", field="dram_bytes"),
-        nvme=load_part("nvme", str(nvme_name)) if nvme_name else None,
+        nvme=_system_part(where, "nvme", str(nvme_name)) if nvme_name else None,
         nvme_drives=r.count("nvme_drives", required=False, default=0),
         pcie=_pcie(r.raw("pcie"), f"{where}: pcie"),
         network=_network(r.raw("network"), f"{where}: network"),

@@ -17,7 +17,6 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Mapping
-from unittest import mock
 
 import yaml
 
@@ -339,17 +338,16 @@ def layout(out: Path, name: str) -> dict[str, Path]:
 
 
 def check_loadable(texts: dict[str, str], name: str):
-    """Load the documents through tierlab.profiles.load in a temporary copy of the shipped
-    hardware folder (so parts resolve by name); a ConfigError if the loader rejects them."""
+    """Load the documents through tierlab.profiles.load from a temporary hardware tree (a system
+    resolves the parts beside it first, then the shipped ones); a ConfigError if rejected."""
     from tierlab.profiles import load
 
     with tempfile.TemporaryDirectory(prefix="tierlab-cal-") as tmp:
         hw = Path(tmp) / "hardware"
-        shutil.copytree(load.HARDWARE_DIR, hw)
         for kind, text in texts.items():
+            (hw / kind).mkdir(parents=True, exist_ok=True)
             (hw / kind / f"{name}.yaml").write_text(text)
-        with mock.patch.object(load, "HARDWARE_DIR", hw):
-            return load.load_hardware(str(hw / "systems" / f"{name}.yaml"))
+        return load.load_hardware(str(hw / "systems" / f"{name}.yaml"))
 
 
 def raw_record(name: str, date: str, base: str, plan, results: dict, skipped: dict, facts: dict,

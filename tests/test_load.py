@@ -138,3 +138,18 @@ def test_a_directory_named_like_a_profile_does_not_shadow_it(tmp_path, monkeypat
     (tmp_path / "tinyllama-1.1b").mkdir()
     monkeypatch.chdir(tmp_path)
     assert load.load_model("tinyllama-1.1b").n_layers == 22
+
+
+def test_a_system_finds_parts_beside_it(tmp_path):
+    """A profile tree written elsewhere (as `tierlab calibrate --out DIR/systems/x.yaml` does):
+    the system's parts resolve from DIR/gpus/ etc. first, then from the shipped profiles."""
+    src = load.HARDWARE_DIR
+    (tmp_path / "systems").mkdir()
+    (tmp_path / "gpus").mkdir()
+    gpu = (src / "gpus" / "rtx-3070.yaml").read_text().replace("name: RTX 3070 8GB", "name: My GPU")
+    (tmp_path / "gpus" / "my-gpu.yaml").write_text(gpu)
+    system = (src / "systems" / "workstation-rtx3070.yaml").read_text().replace(
+        "gpu: rtx-3070", "gpu: my-gpu")
+    (tmp_path / "systems" / "box.yaml").write_text(system)
+    hw = load.load_hardware(str(tmp_path / "systems" / "box.yaml"))
+    assert hw.gpu.name == "My GPU" and hw.cpu.cores == 12      # local GPU, shipped CPU
