@@ -602,13 +602,13 @@ def preflight(ctx, model, hardware, ds_config, overrides, gpus, nodes, micro_bat
               help="Also write every measured point, with its settings, host facts and library "
                    "versions, as JSON.")
 @click.option("--skip", default="", metavar="LIST",
-              help="Comma-separated benchmarks not to run: gpu, pcie, gemm, nccl, aio, adam, memcpy.")
+              help="Comma-separated benchmarks not to run: gpu, pcie, gemm, nccl, aio, adam, memcpy, dispatch (the hooked module-call time).")
 @click.option("--sweep", multiple=True, metavar="KEY=V1,V2",
               help="Override sweep points, e.g. --sweep aio_block_sizes=1M,8M --sweep "
                    "aio_queue_depths=32,128 --sweep repeats=2 (sizes: K/M/G = KiB/MiB/GiB; "
                    "repeatable; keys are the fields of runner.calibrate.SweepPlan).")
 def calibrate(nvme_path, out, name, hardware, quick, raw, skip, sweep):
-    """Measure this host (PCIe, GEMM, NCCL, DeepSpeed aio, CPU Adam, memcpy) into a profile.
+    """Measure this host (PCIe, GEMM, NCCL, DeepSpeed aio, CPU Adam, memcpy, host module-call time) into a profile.
 
     Writes a system profile in the loader's format whose measured numbers say 'measured <date> by
     tierlab calibrate: <settings>', plus the measured part profiles; what it cannot measure is

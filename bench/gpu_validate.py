@@ -3,6 +3,8 @@ case, inside a time budget; pack every finished measurement directory into $OUT 
 
     python bench/gpu_validate.py --out $OUT --budget 540 [--only NAME ...] [--skip NAME ...]
 
+--only runs the named cases in the order given (most important first: the budget cuts the tail).
+
 Each case: `tierlab run --breakdown --skip-preflight -H h200-host ...` (preflight's memory verdict
 would refuse the runs whose OOM we want measured; it runs separately in gpu_session.sh).
 Cases needing more GPUs than the host has are skipped and listed."""
@@ -95,9 +97,13 @@ def main() -> int:
     plan = yaml.safe_load(Path(args.plan).read_text())
     gpus = gpu_count()
     log = open(out / "validate-session.log", "a", buffering=1)
-    for case in plan["cases"]:
+    by_name = {c["name"]: c for c in plan["cases"]}
+    unknown = [n for n in (args.only or []) if n not in by_name]
+    if unknown:
+        raise SystemExit(f"--only {unknown[0]}: not a case of {args.plan}")
+    for case in [by_name[n] for n in args.only] if args.only else plan["cases"]:
         name = case["name"]
-        if (args.only and name not in args.only) or name in args.skip:
+        if name in args.skip:
             continue
         needed = int(case.get("gpus", plan["defaults"].get("gpus", 1)))
         if needed > max(gpus, 1):   # a CPU-only host still runs the 1-process cases

@@ -159,6 +159,8 @@ def _cpu(data: Any, where: str) -> CPU:
     cpu = CPU(name=str(r.raw("name")), sockets=r.count("sockets"), cores=r.count("cores"),
               dram_bandwidth_Bps=r.number("dram_bandwidth", "bytes/s", field="dram_bandwidth_Bps"),
               adam_params_per_s=r.number("adam_throughput", "params/s", field="adam_params_per_s"),
+              module_call_s=r.number("module_call", "seconds", required=False,
+                                     field="module_call_s"),
               sources=r.sources)
     r.done()
     return cpu
@@ -426,6 +428,8 @@ _SOFTWARE_TERMS = {"zero3_hook_per_module": ("seconds", "zero3_hook_s_per_module
                    "process_baseline": ("bytes", "process_baseline_bytes"),
                    "host_dispatch_per_module": ("seconds", "host_dispatch_s_per_module"),
                    "offload_grad_copy_per_param": ("seconds", "offload_grad_s_per_param")}
+_OPTIONAL_SOFTWARE_TERMS = {"stage0_step_per_param": ("seconds", "stage0_step_s_per_param"),
+                            "reference_module_call": ("seconds", "reference_module_call_s")}
 
 
 def _software(data: Any, where: str) -> Software:
@@ -433,6 +437,10 @@ def _software(data: Any, where: str) -> Software:
     if r.raw("kind") != "software":
         raise ConfigError(f"{where}: kind must be 'software', got {data.get('kind')!r}")
     values = {field: r.number(key, dim, field=field) for key, (dim, field) in _SOFTWARE_TERMS.items()}
+    for key, (dim, field) in _OPTIONAL_SOFTWARE_TERMS.items():
+        value = r.number(key, dim, required=False, field=field)
+        if value is not None:
+            values[field] = value
     train = r.raw("train_cases")
     if not isinstance(train, list) or not all(isinstance(c, str) and c for c in train):
         raise ConfigError(f"{where}: train_cases must be a list of case names")

@@ -66,10 +66,17 @@ class CPU:
     """Achievable (STREAM-like) DRAM bandwidth of the node, bytes/s."""
     adam_params_per_s: float
     """DeepSpeedCPUAdam throughput using every core, fp32 parameters updated per second."""
+    module_call_s: float | None = None
+    """Host seconds of one forward call of a small hooked nn.Module on the GPU (Python + hook +
+    torch dispatch + kernel launch, autograd on), measured by `tierlab calibrate`: how fast this
+    host runs the Python side of training. None: not measured (the software profile's reference
+    host speed is assumed)."""
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _positive(self, "sockets", "cores", "dram_bandwidth_Bps", "adam_params_per_s")
+        if self.module_call_s is not None:
+            _positive(self, "module_call_s")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -280,6 +287,14 @@ class Software:
     boundary: stage_1_and_2.py `copy_grads_in_partition` runs per parameter the norm, the
     overflow check (`update_offload_overflow_tracker`: truthiness of a device tensor, a host
     sync) and the fp32 `.to()` + non_blocking D2H; the sync keeps the host from running ahead."""
+    stage0_step_s_per_param: float = 0.0
+    """Host seconds per parameter tensor of the optimizer step without ZeRO partitioning
+    (stage 0, bf16: bf16_optimizer.py BF16_Optimizer.step walks the parameters in Python for the
+    gradient norm and clipping, and the per-tensor fp32 -> bf16 copy-back)."""
+    reference_module_call_s: float | None = None
+    """CPU.module_call_s of the host the terms were fitted on. The per-operation host terms
+    (dispatch, hooks, gradient copies, stage-0 step) scale by this host's module_call_s / this
+    reference; None, or a host without the figure: no scaling."""
     train_cases: tuple[str, ...] = ()
     """Measured cases the fitted terms were fitted on; all others are held out."""
     sources: Mapping[str, str] = field(default_factory=dict)
@@ -287,6 +302,16 @@ class Software:
     def __post_init__(self) -> None:
         _positive(self, "first_touch_Bps", "process_baseline_bytes")
         for name in ("zero3_hook_s_per_module", "first_step_fixed_s",
-                     "host_dispatch_s_per_module", "offload_grad_s_per_param"):
+                     "host_dispatch_s_per_module", "offload_grad_s_per_param",
+                     "stage0_step_s_per_param"):
             if getattr(self, name) < 0:
                 raise ValueError(f"Software.{name} must be >= 0, got {getattr(self, name)!r}")
+        if self.reference_module_call_s is not None:
+            _positive(self, "reference_module_call_s")
+
+    def host_scale(self, cpu: CPU) -> float:
+        """How much slower (>1) or faster this host runs the per-operation host terms than the
+        host they were fitted on, from both hosts' measured module-call time."""
+        if self.reference_module_call_s is None or cpu.module_call_s is None:
+            return 1.0
+        return cpu.module_call_s / self.reference_module_call_s

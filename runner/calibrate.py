@@ -36,7 +36,7 @@ from tierlab.errors import ConfigError
 log = logging.getLogger(__name__)
 
 KiB, MiB, GiB = 2**10, 2**20, 2**30
-SKIPPABLE = ("gpu", "pcie", "gemm", "nccl", "aio", "adam", "memcpy")
+SKIPPABLE = ("gpu", "pcie", "gemm", "nccl", "aio", "adam", "memcpy", "dispatch")
 _TMPFS = {"tmpfs", "ramfs", "devtmpfs"}
 
 
@@ -318,6 +318,53 @@ def adam_throughput(kind: str, n_params: int, threads: int, repeats: int) -> lis
         torch.set_num_threads(before)
 
 
+def module_call_time(cuda: bool, repeats: int, calls: int = 4000, width: int = 64) -> list[dict]:
+    """Host seconds per forward call of a small nn.Linear with a forward pre-hook and post-hook,
+    autograd recording, on the GPU when there is one: Python + hook + torch dispatch + kernel
+    launch, the per-submodule work the software profile's fitted host terms stand for. The GPU
+    work (a 8 x width x width GEMM) is far shorter than the launch, so the time is the host's;
+    one synchronize per rep, amortised over `calls`."""
+    import torch
+
+    dev = "cuda" if cuda else "cpu"
+    layers = [torch.nn.Linear(width, width, bias=False).to(dev) for _ in range(40)]
+    uses: dict[int, int] = {}
+
+    def pre(mod, args):
+        uses[id(mod)] = uses.get(id(mod), 0) + 1
+
+    def post(mod, args, out):
+        return None
+
+    for layer in layers:
+        layer.register_forward_pre_hook(pre)
+        layer.register_forward_hook(post)
+    x = torch.zeros(8, width, device=dev)
+
+    def one_pass(n_rounds: int) -> None:
+        for _ in range(n_rounds):
+            y = x
+            for layer in layers:
+                y = layer(y)
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize()
+
+    one_pass(10)                                # warm-up: allocator, kernels, autograd paths
+    sync()
+    rounds = max(1, calls // len(layers))
+    points = []
+    for i in range(repeats):
+        t0 = time.perf_counter()
+        one_pass(rounds)
+        sync()
+        dt = time.perf_counter() - t0
+        points.append({"device": dev, "calls": rounds * len(layers), "rep": i, "seconds": dt,
+                       "seconds_per_call": dt / (rounds * len(layers))})
+    return points
+
+
 # ----------------------------------------------------------------------------------------------
 # NVMe through DeepSpeed's aio handle (what ds_io --engine aio_handle does)
 
@@ -454,6 +501,11 @@ def calibration_tasks(plan: SweepPlan, *, nvme_path: Path | None, skip: set[str]
                 tasks.append(Task("adam", f"{kind} Adam x{t} threads",
                                   lambda k=kind, t=t: adam_throughput(k, plan.adam_params, t,
                                                                       plan.repeats)))
+    if "dispatch" in skip:
+        skipped["dispatch"] = "--skip dispatch"
+    else:
+        tasks.append(Task("dispatch", "hooked module call",
+                          lambda: module_call_time(cuda, max(3, plan.repeats))))
     tasks += _aio_tasks(plan, nvme_path, skip, skipped, facts)
     from tierlab.runner import calibrate_gpu
 

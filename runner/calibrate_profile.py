@@ -110,6 +110,15 @@ def cpu_document(results: dict, facts: dict, base: dict, m: str) -> dict:
             f"{ad['threads']} threads (threads: params/s {per_t}); torch Adam in the raw data")}
     else:
         doc["adam_throughput"] = copy.deepcopy(base_cpu["adam_throughput"])
+    calls = results.get("dispatch", [])
+    if calls:
+        fastest = min(calls, key=lambda p: p["seconds_per_call"])
+        doc["module_call"] = {"value": _q(fastest["seconds_per_call"], "us"), "source": (
+            f"{m}: forward of a hooked 64x64 nn.Linear on {fastest['device']}, autograd on, "
+            f"{fastest['calls']} calls per rep, fastest of {_reps(calls)} reps "
+            f"(runner/calibrate.py module_call_time)")}
+    elif "module_call" in base_cpu:
+        doc["module_call"] = copy.deepcopy(base_cpu["module_call"])
     return doc
 
 
