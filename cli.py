@@ -607,7 +607,10 @@ def preflight(ctx, model, hardware, ds_config, overrides, gpus, nodes, micro_bat
               help="Override sweep points, e.g. --sweep aio_block_sizes=1M,8M --sweep "
                    "aio_queue_depths=32,128 --sweep repeats=2 (sizes: K/M/G = KiB/MiB/GiB; "
                    "repeatable; keys are the fields of runner.calibrate.SweepPlan).")
-def calibrate(nvme_path, out, name, hardware, quick, raw, skip, sweep):
+@click.option("--from-raw", "from_raw", default=None, metavar="FILE",
+              help="Measure nothing: rebuild the profile from a raw record that an earlier "
+                   "`calibrate --raw` wrote (on this or another host), with this version's rules.")
+def calibrate(nvme_path, out, name, hardware, quick, raw, skip, sweep, from_raw):
     """Measure this host (PCIe, GEMM, NCCL, DeepSpeed aio, CPU Adam, memcpy, host module-call time) into a profile.
 
     Writes a system profile in the loader's format whose measured numbers say 'measured <date> by
@@ -622,6 +625,16 @@ def calibrate(nvme_path, out, name, hardware, quick, raw, skip, sweep):
     from tierlab.runner import calibrate as cal
     from tierlab.runner.calibrate_profile import layout
 
+    if from_raw:
+        from tierlab.profiles.load import read_data
+
+        record = read_data(Path(from_raw))
+        name = name or (Path(out).stem if out else None)
+        result = cal.from_raw(record, name=name, where=from_raw)
+        name = result.hardware.name
+        out_path = Path(out) if out else HARDWARE_DIR / "systems" / f"{name}.yaml"
+        _write_calibration(result, layout(out_path, name), raw)
+        return
     if name is None:
         name = Path(out).stem if out else f"calibrated-{socket.gethostname().split('.')[0]}"
     out_path = Path(out) if out else HARDWARE_DIR / "systems" / f"{name}.yaml"
@@ -636,7 +649,10 @@ def calibrate(nvme_path, out, name, hardware, quick, raw, skip, sweep):
 
     result = cal.calibrate(name=name, base=hardware, nvme_path=nvme_path, plan=plan, skip=skips,
                            progress=bar)
-    paths = layout(out_path, name)
+    _write_calibration(result, layout(out_path, name), raw)
+
+
+def _write_calibration(result, paths: dict, raw: str | None) -> None:
     for kind, text in result.texts.items():
         _write_text_atomic(paths[kind], text)
         click.echo(f"wrote {paths[kind]}")

@@ -24,6 +24,7 @@ import io
 import logging
 import os
 import random
+import shutil
 import statistics
 import sys
 import time
@@ -596,6 +597,8 @@ def calibrate(*, name: str, base: str, nvme_path: str | Path | None, plan: Sweep
                              "nvme_path": str(Path(nvme_path).resolve()) if nvme_path else None}
     if nvme_path:
         facts["nvme_mount"] = dict(zip(("mount", "fstype", "device"), mount_of(Path(nvme_path))))
+        facts["nvme_model"] = block_device_model(Path(nvme_path))
+        facts["nvme_capacity_bytes"] = shutil.disk_usage(nvme_path).total
     tasks, skipped = calibration_tasks(plan, nvme_path=Path(nvme_path) if nvme_path else None,
                                        skip=set(skip), cuda=cuda, n_gpus=facts["n_gpus"],
                                        facts=facts)
@@ -615,3 +618,23 @@ def calibrate(*, name: str, base: str, nvme_path: str | Path | None, plan: Sweep
     raw = cp.raw_record(name, date, base_docs["systems_name"], plan, results, skipped, facts,
                         elapsed)
     return Calibration(docs, texts, raw, skipped, hardware)
+
+
+def from_raw(raw: Any, *, name: str | None = None, where: str = "raw record") -> Calibration:
+    """Re-express a raw record (`calibrate --raw`) as profile documents, measuring nothing: the
+    profile a calibration on another host wrote, rebuilt with this version's rules (e.g. when
+    only the raw JSON came back, or a rule such as the DRAM byte count changed)."""
+    from tierlab.runner import calibrate_profile as cp
+
+    need = ("name", "date", "base", "host", "results")
+    if not isinstance(raw, dict) or any(k not in raw for k in need):
+        missing = next((k for k in need if not isinstance(raw, dict) or k not in raw), "")
+        raise ConfigError(f"{where}: not a tierlab calibrate raw record (missing {missing!r})")
+    name = name or raw["name"]
+    if not name or "/" in name or name.startswith("."):
+        raise ConfigError(f"--name {name!r}: use a plain profile name such as h200-host")
+    base_docs = cp.base_documents(raw["base"])
+    docs = cp.build_documents(name, raw["date"], raw["results"], raw["host"], base_docs)
+    texts = {kind: cp.render_yaml(doc) for kind, doc in docs.items()}
+    return Calibration(docs, texts, raw, dict(raw.get("skipped") or {}),
+                       cp.check_loadable(texts, name))

@@ -88,12 +88,13 @@ def cpu_document(results: dict, facts: dict, base: dict, m: str) -> dict:
     import psutil
 
     base_cpu = base["cpus"][1] if "cpus" in base else {}
-    cores = psutil.cpu_count(logical=False) or os.cpu_count() or 1
+    cores = facts.get("cores_physical") or psutil.cpu_count(logical=False) or os.cpu_count() or 1
+    usable = facts.get("cores_usable") or usable_cores()
     doc: dict[str, Any] = {
         "kind": "cpu", "name": facts["cpu_model"],
         "sockets": {"value": facts["sockets"], "source": f"{m}: distinct 'physical id' in /proc/cpuinfo"},
         "cores": {"value": cores, "source": f"{m}: psutil.cpu_count(logical=False) "
-                                            f"({usable_cores()} usable by this process)"}}
+                                            f"({usable} usable by this process)"}}
     mc = best(results.get("memcpy", []), "Bps")
     if mc:
         doc["dram_bandwidth"] = {"value": _q(mc["Bps"], "GB/s"), "source": (
@@ -132,13 +133,17 @@ def _adam_summary(points: list[dict]) -> str:
                      for t in ts)
 
 
-def nvme_document(results: dict, facts: dict, m: str) -> dict | None:
+def nvme_document(results: dict, facts: dict, m: str, base: dict) -> dict | None:
     aio = results.get("aio")
     if not aio:
         return None
     path = Path(facts["nvme_path"])
-    mnt, fstype, dev = mount_of(path)
-    model = block_device_model(path)
+    if "nvme_mount" in facts:                 # recorded where it was measured (also --from-raw)
+        mnt, fstype, dev = (facts["nvme_mount"][k] for k in ("mount", "fstype", "device"))
+        model = facts.get("nvme_model")
+    else:
+        mnt, fstype, dev = mount_of(path)
+        model = block_device_model(path)
     doc: dict[str, Any] = {"kind": "nvme", "name": f"{model or dev} ({fstype} at {mnt})"}
     n_settings = len({(p["block_size"], p["queue_depth"], p["intra_op_parallelism"],
                        p["single_submit"], p["overlap_events"]) for p in aio})
@@ -152,8 +157,14 @@ def nvme_document(results: dict, facts: dict, m: str) -> dict | None:
             f"{path}{' overwritten' if op == 'write' else ''} (best of {n_settings} settings x "
             f"{_reps(aio)} reps; "
             f"{facts.get('aio_page_cache', '')})")}
-    doc["capacity"] = {"value": _q(shutil.disk_usage(path).total, "GiB"),
-                       "source": f"{m}: size of the {fstype} filesystem at {mnt} (statvfs)"}
+    capacity = facts.get("nvme_capacity_bytes")
+    if capacity is None and path.exists():
+        capacity = shutil.disk_usage(path).total
+    if capacity is not None:
+        doc["capacity"] = {"value": _q(capacity, "GiB"),
+                           "source": f"{m}: size of the {fstype} filesystem at {mnt} (statvfs)"}
+    elif "nvme" in base:          # --from-raw of a record without it: the base drive's figure
+        doc["capacity"] = copy.deepcopy(base["nvme"][1]["capacity"])
     lat = results.get("aio_latency")
     if lat:
         med = statistics.median(p["seconds"] for p in lat)
@@ -258,7 +269,7 @@ def system_document(name: str, results: dict, facts: dict, base: dict, parts: di
         doc["gpus_per_node"] = {"value": facts["n_gpus"], "source": f"{m}: torch.cuda.device_count()"}
     else:
         not_measured.append("gpus_per_node")
-    doc["dram"] = {"value": _q(psutil.virtual_memory().total, "GiB"),
+    doc["dram"] = {"value": _q(facts.get("ram_bytes") or psutil.virtual_memory().total, "GiB"),
                    "source": f"{m}: psutil.virtual_memory().total"}
     if parts.get("nvme"):
         doc["nvme_drives"] = {"value": 1, "source": (
@@ -298,7 +309,7 @@ def _pcie_entries(pcie_doc: dict, pcie: list[dict], m: str) -> None:
 def build_documents(name: str, date: str, results: dict, facts: dict, base: dict) -> dict[str, dict]:
     """{'systems': ..., 'gpus'/'cpus'/'nvme': ... (only the measured parts)}."""
     m = f"measured {date} by tierlab calibrate"
-    parts = {"cpus": cpu_document(results, facts, base, m), "nvme": nvme_document(results, facts, m),
+    parts = {"cpus": cpu_document(results, facts, base, m), "nvme": nvme_document(results, facts, m, base),
              "gpus": gpu_document(results, facts, base, m)}
     if parts["nvme"] is not None and "latency" not in parts["nvme"]:
         parts["nvme"]["latency"] = copy.deepcopy(base["nvme"][1]["latency"])
