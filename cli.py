@@ -708,7 +708,7 @@ def validate(cases, hardware, out, max_error, as_json, train, software):
 
     from tierlab.profiles.load import load_hardware, load_software
     from tierlab.runner.measurement import load_measurement
-    from tierlab.validate.compare import (compare_measurement, find_measurements, summarize,
+    from tierlab.validate.compare import (case_key, compare_measurement, find_measurements, summarize,
                                           summarize_split)
     from tierlab.validate.report import phase_bars_figure, scatter_figure
 
@@ -717,7 +717,7 @@ def validate(cases, hardware, out, max_error, as_json, train, software):
     default = Path(__file__).resolve().parent / "validate" / "cases"
     rows = []
     for d in find_measurements(cases or [default]):
-        rows += compare_measurement(hw, load_measurement(d), name=d.name, software=sw)
+        rows += compare_measurement(hw, load_measurement(d), name=case_key(d), software=sw)
     summary = summarize(rows)
     split = summarize_split(rows, train or sw.train_cases)
     out_dir = Path(out)
@@ -733,9 +733,9 @@ def validate(cases, hardware, out, max_error, as_json, train, software):
     if as_json:
         click.echo(json.dumps({**summary, "split": split}, indent=2))
     else:
-        click.echo(f"{'case':34s} {'metric':26s} {'predicted':>12s} {'measured':>12s} {'error':>8s}")
+        click.echo(f"{'case':44s} {'metric':26s} {'predicted':>12s} {'measured':>12s} {'error':>8s}")
         for r in rows:
-            click.echo(f"{r.case:34s} {r.metric:26s} {_fmt_metric(r.metric, r.predicted):>12s} "
+            click.echo(f"{r.case:44s} {r.metric:26s} {_fmt_metric(r.metric, r.predicted):>12s} "
                        f"{_fmt_metric(r.metric, r.measured):>12s} {_pct(r.error_pct):>8s}")
         click.echo("")
         for metric, s in summary.items():

@@ -1,8 +1,9 @@
-"""Print tierlab's validation figures on the committed h200x2 runs: predicted vs measured, MAPE
-and max per metric for all cases, the training subset (where the software profile's fitted terms
-were fitted) and the held-out rest.
+"""Print tierlab's validation figures on the committed H200 runs: predicted vs measured, MAPE and
+max per metric for all cases, the training subset (where the software profile's fitted terms were
+fitted) and the held-out rest. Each folder of runs is simulated on the profile calibrated beside
+it; `h200x2-s3` has no calibration of its own and is reported apart from the targets.
 
-    .venv/bin/python bench/bench_validate.py [CASES_DIR] [-H PROFILE]
+    .venv/bin/python bench/bench_validate.py [--folder NAME=PROFILE ...]
 """
 from __future__ import annotations
 
@@ -11,30 +12,32 @@ from pathlib import Path
 
 from tierlab.profiles.load import load_hardware, load_software
 from tierlab.runner.measurement import load_measurement
-from tierlab.validate.compare import (compare_measurement, find_measurements, summarize,
+from tierlab.validate.compare import (case_key, compare_measurement, find_measurements, summarize,
                                       summarize_split)
 
 ROOT = Path(__file__).resolve().parents[1]
+CASES = ROOT / "validate" / "cases"
+PAIRED = {"h200x2": "h200x2-host", "h200x2-b": "h200x2-b", "h200x2-c": "h200x2-c"}
+"""Folder of runs -> the profile calibrated on the same machine (the targets' set)."""
+UNPAIRED = {"h200x2-s3": "h200x2-b"}
+"""Runs without a calibration of their own -> the nearest calibrated profile (reported apart)."""
 
 
-def validation_rows(cases_dir: Path, hardware: str):
-    hw, sw = load_hardware(hardware), load_software()
+def validation_rows(folders: dict[str, str]):
+    sw = load_software()
     rows = []
-    for d in find_measurements([cases_dir]):
-        rows += compare_measurement(hw, load_measurement(d), name=d.name, software=sw)
+    for folder, hardware in folders.items():
+        hw = load_hardware(hardware)
+        for d in find_measurements([CASES / folder]):
+            rows += compare_measurement(hw, load_measurement(d), name=case_key(d), software=sw)
     return rows, sw
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("cases", nargs="?", default=str(ROOT / "validate" / "cases" / "h200x2"))
-    p.add_argument("-H", "--hardware", default="h200x2-host")
-    a = p.parse_args()
-    rows, sw = validation_rows(Path(a.cases), a.hardware)
-    split = summarize_split(rows, sw.train_cases)
+def table(title: str, rows, train) -> None:
+    split = summarize_split(rows, train)
     groups = {"all": summarize(rows), "train": split["train"], "held-out": split["held_out"]}
-    print(f"software profile {sw.name}; train cases: {', '.join(sw.train_cases)}")
-    print(f"{'metric':26s}" + "".join(f"{g:>24s}" for g in groups))
+    print(f"\n{title}")
+    print(f"{'metric':26s}" + "".join(f"{g:>28s}" for g in groups))
     for metric in groups["all"]:
         cells = []
         for g in groups.values():
@@ -45,7 +48,25 @@ def main() -> None:
                 cells.append(f"{s['n'] - len(s['mismatches'])}/{s['n']} agree")
             else:
                 cells.append(f"{s['mape_pct']:5.1f}% (max {s['max_pct']:5.1f}%) n={s['n']}")
-        print(f"{metric:26s}" + "".join(f"{c:>24s}" for c in cells))
+        print(f"{metric:26s}" + "".join(f"{c:>28s}" for c in cells))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--folder", action="append", default=[], metavar="NAME=PROFILE",
+                   help="validate only these folders of validate/cases, each on its profile")
+    a = p.parse_args()
+    chosen = dict(f.split("=", 1) for f in a.folder) if a.folder else None
+    paired = chosen or PAIRED
+    rows, sw = validation_rows(paired)
+    print(f"software profile {sw.name}; train cases: {', '.join(sw.train_cases)}")
+    table("paired runs (" + ", ".join(f"{k} on {v}" for k, v in paired.items()) + ")",
+          rows, sw.train_cases)
+    if chosen is None:
+        for folder, hardware in UNPAIRED.items():
+            extra, _ = validation_rows({folder: hardware})
+            table(f"unpaired runs ({folder} on {hardware}; not in the targets)", extra,
+                  sw.train_cases)
 
 
 if __name__ == "__main__":

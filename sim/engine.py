@@ -79,7 +79,9 @@ class _Timer:
         if r == "cpu_adam":
             per_param = devices.optimizer_dram_bytes_per_param(
                 clipping=s.gradient_clipping > 0, params_offloaded=s.param_device != "none")
-            return devices.cpu_adam_seconds(hw.cpu, ranks, op.amount, per_param)
+            slowdown = self.software.multi_rank_adam_slowdown if self.software and ranks > 1 \
+                else 1.0
+            return devices.cpu_adam_seconds(hw.cpu, ranks, op.amount, per_param) * slowdown
         if r in ("nvme_read", "nvme_write"):
             if hw.nvme is None or hw.nvme_drives == 0:
                 raise ConfigError(f"{hw.name} has no NVMe drive but the config swaps to NVMe "

@@ -466,6 +466,11 @@ def build_workload(hw: Hardware, model: Model, strategy: Strategy, *,
     for micro in range(gas):
         start = tuple(_micro_step(b, c, uses, depth, micro, gas, start))
     _optimizer(b, c, groups, on_nvme, start)
+    if strategy.zero.stage == 0 and software and software.stage0_step_s_per_param > 0:
+        # BF16_Optimizer/FP16_Optimizer.step: Python walks every parameter tensor (norm,
+        # clipping, copy-back); the GPU kernels it launches overlap it
+        b.add("opt.host_loop", "cpu_host", start, work="stage0_step",
+              amount=float(sum(len(m.own_params) for m in mods)))
     return Workload(ops=tuple(b.ops), micro_steps=gas, dp=dp,
                     sub_groups=tuple(float(sum(g)) for g in groups), nvme_param_fraction=frac,
                     optimizer_buffers=strategy.zero.offload_optimizer.buffer_count,

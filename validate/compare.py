@@ -160,6 +160,13 @@ def summarize_split(rows: Iterable[Row], train: Iterable[str]) -> dict[str, dict
             "held_out": summarize(r for r in rows if r.case not in names)}
 
 
+def case_key(directory: str | Path) -> str:
+    """A case's name in reports and in a software profile's train_cases: 'folder/run', e.g.
+    'h200x2-b/c-tinyllama-z3cpu-bd' (runs of one configuration repeat across folders)."""
+    d = Path(directory)
+    return f"{d.parent.name}/{d.name}"
+
+
 def find_measurements(paths: Iterable[str | Path]) -> list[Path]:
     """Measurement directories under the given paths (a dir holding measurement.json, or its
     parents), sorted by name."""

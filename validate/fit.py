@@ -1,14 +1,20 @@
 """Fit the software profile's host-side terms on a named training subset of measured runs.
 
-`fit_software(hardware, cases, base)` returns a Software whose fitted terms minimise the error on
-`base.train_cases` only (the held-out cases never enter), one golden-section search of the steady
-step time's squared relative error each, in this order: host dispatch seconds per submodule use
-(the stage-0 cases, where nothing else is host-side), ZeRO-1/2 offload gradient-copy seconds per
-parameter (the stage-1/2 offload cases, dispatch fixed), ZeRO-3 hook seconds per submodule use
-on top of dispatch (the stage-3 cases); then the step-1 warm-up and
-first-touch rate (least squares: step 1 - simulated step 1 = fixed + touched bytes / rate) and the
-process baseline RSS (median residual). Run: `python -m tierlab.validate.fit validate/cases/h200x2
--H h200x2-host` and copy the printed values into profiles/software/deepspeed-0.19.8.yaml.
+`fit_software(hardware_by_folder, paths, base)` returns a Software whose fitted terms minimise the
+error on `base.train_cases` only ('folder/run' keys; the held-out cases never enter). Each term is
+one golden-section search of a squared relative error, in this order, each on the cases where
+nothing unfitted is left:
+  1. host dispatch s per submodule use: the stage-0 cases' forward + backward phase times (their
+     steady step time where a run has no --breakdown);
+  2. stage-0 optimizer host loop s per parameter tensor: the stage-0 cases' optimizer phase;
+  3. ZeRO-1/2 offload gradient copies s per parameter: the stage-1/2 offload cases' step time;
+  4. ZeRO-3 hooks s per submodule use (on top of dispatch): the 1-rank stage-3 cases' step time;
+  5. multi-rank CPU Adam slowdown: the optimizer phase of cases with 2+ ranks on a node;
+then the step-1 warm-up and first-touch rate (least squares of step 1 - simulated step 1 =
+fixed + touched bytes / rate) and the process baseline RSS (median residual). The reference
+module-call time is the fit hardware's calibrated one: other hosts scale the per-operation terms
+by theirs. Run `python -m tierlab.validate.fit validate/cases/h200x2-b -H h200x2-b` and copy the
+printed values into profiles/software/deepspeed-0.19.8.yaml.
 """
 from __future__ import annotations
 
@@ -16,15 +22,17 @@ import math
 import statistics
 import sys
 from dataclasses import replace
+from typing import Callable
 
 from tierlab.profiles.schema import Hardware, Software
 
 
-def _cases(paths, names):
+def _cases(paths, keys):
     from tierlab.runner.measurement import load_measurement
-    from tierlab.validate.compare import find_measurements
+    from tierlab.validate.compare import case_key, find_measurements
 
-    return [(d.name, load_measurement(d)) for d in find_measurements(paths) if d.name in names]
+    return [(case_key(d), load_measurement(d)) for d in find_measurements(paths)
+            if case_key(d) in keys]
 
 
 def _sim(hw, m, sw):
@@ -39,19 +47,55 @@ def _zero(m) -> dict:
     return m.ds_config.get("zero_optimization") or {}
 
 
-def _golden(hw: Hardware, cases, sw: Software, field: str, keep, hi_s: float) -> float:
-    """Golden-section search of Software.`field` on the step time of the cases `keep` accepts;
-    the field stays as it is when no training case qualifies."""
-    sub = [(n, m) for n, m in cases if m.status == "ok" and keep(m)]
+def _ranks(m) -> int:
+    """Ranks of the run (all on one node here: the validation hosts are single-node)."""
+    return int((m.run or {}).get("world_size") or 1)
+
+
+def _phase(m, name: str) -> float | None:
+    entry = (m.summary or {}).get(name)
+    return entry.get("median") if isinstance(entry, dict) else None
+
+
+def _step(m) -> float:
+    return m.summary["step_time_s"]["median"]
+
+
+def _fwd_bwd(m) -> float | None:
+    f, b = _phase(m, "forward_s"), _phase(m, "backward_s")
+    return f + b if f is not None and b is not None else None
+
+
+_PREDICT: dict[str, Callable] = {
+    "step": lambda r: r.step_time_s,
+    "fwd_bwd": lambda r: r.phases.get("forward_s", 0.0) + r.phases.get("backward_s", 0.0),
+    "optimizer": lambda r: r.phases.get("optimizer_s", 0.0)}
+_MEASURE: dict[str, Callable] = {"step": _step, "fwd_bwd": _fwd_bwd,
+                                 "optimizer": lambda m: _phase(m, "optimizer_s")}
+
+
+def _golden(hw: Hardware, cases, sw: Software, field: str, keep, hi: float,
+            target: str = "step", lo: float = 0.0) -> float:
+    """Golden-section search of Software.`field` on `target` ('step', 'fwd_bwd' or 'optimizer';
+    'fwd_bwd' falls back to the step time for a run without phase times) over the cases `keep`
+    accepts; the field stays as it is when no training case qualifies."""
+    sub = []
+    for n, m in cases:
+        if m.status != "ok" or not keep(m):
+            continue
+        kind = target if _MEASURE[target](m) is not None else "step"
+        if kind != target and target == "optimizer":
+            continue
+        sub.append((n, m, kind, _MEASURE[kind](m)))
     if not sub:
         return getattr(sw, field)
-    meas = {n: m.summary["step_time_s"]["median"] for n, m in sub}
 
-    def loss(h):
-        s2 = replace(sw, **{field: h})
-        return sum((_sim(hw, m, s2)[3].step_time_s / meas[n] - 1) ** 2 for n, m in sub)
+    def loss(x):
+        s2 = replace(sw, **{field: x})
+        return sum((_PREDICT[kind](_sim(hw[n], m, s2)[3]) / meas - 1) ** 2
+                   for n, m, kind, meas in sub)
 
-    a, b, g = 0.0, hi_s, (math.sqrt(5) - 1) / 2
+    a, b, g = lo, hi, (math.sqrt(5) - 1) / 2
     for _ in range(30):
         c, d = b - g * (b - a), a + g * (b - a)
         if loss(c) < loss(d):
@@ -61,35 +105,54 @@ def _golden(hw: Hardware, cases, sw: Software, field: str, keep, hi_s: float) ->
     return (a + b) / 2
 
 
-def fit_dispatch_s(hw: Hardware, cases, sw: Software, hi_s: float = 2e-3) -> float:
+def _offload_1_2(m) -> bool:
+    return _zero(m).get("stage") in (1, 2) and \
+        (_zero(m).get("offload_optimizer") or {}).get("device", "none") != "none"
+
+
+def _cpu_optimizer(m) -> bool:
+    return (_zero(m).get("offload_optimizer") or {}).get("device", "none") != "none"
+
+
+def fit_dispatch_s(hw, cases, sw: Software, hi_s: float = 2e-3) -> float:
     """host_dispatch_s_per_module on the stage-0 training cases (no hooks, no offload)."""
     return _golden(hw, cases, sw, "host_dispatch_s_per_module",
-                   lambda m: _zero(m).get("stage", 0) == 0, hi_s)
+                   lambda m: _zero(m).get("stage", 0) == 0, hi_s, "fwd_bwd")
 
 
-def fit_grad_copy_s(hw: Hardware, cases, sw: Software, hi_s: float = 5e-3) -> float:
+def fit_stage0_step_s(hw, cases, sw: Software, hi_s: float = 2e-3) -> float:
+    """stage0_step_s_per_param on the stage-0 training cases' optimizer phase."""
+    return _golden(hw, cases, sw, "stage0_step_s_per_param",
+                   lambda m: _zero(m).get("stage", 0) == 0, hi_s, "optimizer")
+
+
+def fit_grad_copy_s(hw, cases, sw: Software, hi_s: float = 5e-3) -> float:
     """offload_grad_s_per_param on the stage-1/2 training cases with offload_optimizer."""
     return _golden(hw, cases, sw, "offload_grad_s_per_param",
-                   lambda m: _zero(m).get("stage") in (1, 2)
-                   and (_zero(m).get("offload_optimizer") or {}).get("device", "none") != "none",
-                   hi_s)
+                   lambda m: _offload_1_2(m) and _ranks(m) == 1, hi_s)
 
 
-def fit_hook_s(hw: Hardware, cases, sw: Software, hi_s: float = 5e-3) -> float:
-    """zero3_hook_s_per_module (on top of dispatch) on the ZeRO-3 training cases."""
+def fit_hook_s(hw, cases, sw: Software, hi_s: float = 5e-3) -> float:
+    """zero3_hook_s_per_module (on top of dispatch) on the 1-rank ZeRO-3 training cases."""
     return _golden(hw, cases, sw, "zero3_hook_s_per_module",
-                   lambda m: _zero(m).get("stage") == 3, hi_s)
+                   lambda m: _zero(m).get("stage") == 3 and _ranks(m) == 1, hi_s)
 
 
-def fit_first_step(hw: Hardware, cases, sw: Software) -> tuple[float, float]:
+def fit_multi_rank_adam(hw, cases, sw: Software, hi: float = 3.0) -> float:
+    """multi_rank_adam_slowdown on the optimizer phase of the 2+-rank CPU-optimizer cases."""
+    return _golden(hw, cases, sw, "multi_rank_adam_slowdown",
+                   lambda m: _cpu_optimizer(m) and _ranks(m) > 1, hi, "optimizer", lo=1.0)
+
+
+def fit_first_step(hw, cases, sw: Software) -> tuple[float, float]:
     """(first_step_fixed_s, first_touch_Bps) by least squares over the training cases."""
     from tierlab.sim.engine import first_step_extra_s
 
     xs, ys = [], []
-    for _, m in cases:
+    for n, m in cases:
         if m.status != "ok" or not m.steps:
             continue
-        h, model, s, r = _sim(hw, m, sw)
+        h, model, s, r = _sim(hw[n], m, sw)
         schedule = r.first_step_time_s - first_step_extra_s(h, model, s, sw)
         touch = first_step_extra_s(h, model, s, replace(sw, first_step_fixed_s=0.0,
                                                         first_touch_Bps=1.0))
@@ -97,32 +160,57 @@ def fit_first_step(hw: Hardware, cases, sw: Software) -> tuple[float, float]:
         ys.append(m.steps[0].wall_s - schedule)
     n, sx, sy = len(xs), sum(xs), sum(ys)
     sxx, sxy = sum(x * x for x in xs), sum(x * y for x, y in zip(xs, ys))
-    slope = (n * sxy - sx * sy) / (n * sxx - sx * sx)
+    den = n * sxx - sx * sx
+    slope = (n * sxy - sx * sy) / den if den > 0 else 0.0
+    if slope <= 0:      # the touched bytes do not explain step 1 here: keep the rate, fit fixed
+        slope = 1.0 / sw.first_touch_Bps
     fixed = (sy - slope * sx) / n
-    return max(0.0, fixed), 1.0 / slope if slope > 0 else float("inf")
+    return max(0.0, fixed), 1.0 / slope
 
 
-def fit_baseline(hw: Hardware, cases, sw: Software) -> float:
+def fit_baseline(hw, cases, sw: Software) -> float:
     """Median over training cases of measured RSS - the modelled items (per rank)."""
     res = []
-    for _, m in cases:
+    for n, m in cases:
         rss = (m.summary or {}).get("peak_host_rss_bytes")
         if m.status != "ok" or not rss:
             continue
-        h, _, _, r = _sim(hw, m, sw)
+        h, _, _, r = _sim(hw[n], m, sw)
         host = r.memory.tiers["host"]
         items = host.used_bytes / h.gpus_per_node - sw.process_baseline_bytes
         res.append(rss - items)
     return statistics.median(res)
 
 
-def fit_software(hw: Hardware, paths, base: Software) -> Software:
+class _ByFolder(dict):
+    """{case key: Hardware}: each case's folder's profile, else the default."""
+
+    def __init__(self, default: Hardware, folders: dict[str, Hardware]):
+        super().__init__()
+        self.default, self.folders = default, folders
+
+    def __missing__(self, key: str) -> Hardware:
+        return self.folders.get(key.split("/")[0], self.default)
+
+
+def fit_software(hw: Hardware, paths, base: Software,
+                 folders: dict[str, Hardware] | None = None) -> Software:
+    """`hw` for every case, or per case folder name through `folders`."""
     cases = _cases(paths, set(base.train_cases))
-    sw = replace(base, process_baseline_bytes=fit_baseline(hw, cases, base))
-    sw = replace(sw, host_dispatch_s_per_module=fit_dispatch_s(hw, cases, sw))
-    sw = replace(sw, offload_grad_s_per_param=fit_grad_copy_s(hw, cases, sw))
-    sw = replace(sw, zero3_hook_s_per_module=fit_hook_s(hw, cases, sw))
-    fixed, rate = fit_first_step(hw, cases, sw)
+    if not cases:
+        from tierlab.errors import ConfigError
+
+        raise ConfigError(f"none of train_cases {list(base.train_cases)} is under "
+                          f"{', '.join(map(str, paths))}")
+    by = _ByFolder(hw, folders or {})
+    sw = replace(base, reference_module_call_s=hw.cpu.module_call_s)
+    sw = replace(sw, process_baseline_bytes=fit_baseline(by, cases, sw))
+    sw = replace(sw, host_dispatch_s_per_module=fit_dispatch_s(by, cases, sw))
+    sw = replace(sw, stage0_step_s_per_param=fit_stage0_step_s(by, cases, sw))
+    sw = replace(sw, offload_grad_s_per_param=fit_grad_copy_s(by, cases, sw))
+    sw = replace(sw, zero3_hook_s_per_module=fit_hook_s(by, cases, sw))
+    sw = replace(sw, multi_rank_adam_slowdown=fit_multi_rank_adam(by, cases, sw))
+    fixed, rate = fit_first_step(by, cases, sw)
     return replace(sw, first_step_fixed_s=fixed, first_touch_Bps=rate)
 
 
@@ -136,11 +224,16 @@ def main(argv: list[str]) -> None:      # pragma: no cover - a developer tool
     p.add_argument("-H", "--hardware", required=True)
     p.add_argument("--software", default="deepspeed-0.19.8")
     a = p.parse_args(argv)
-    sw = fit_software(load_hardware(a.hardware), a.cases, load_software(a.software))
+    hw = load_hardware(a.hardware)
+    sw = fit_software(hw, a.cases, load_software(a.software))
     print(f"train_cases: {list(sw.train_cases)}")
+    print(f"reference_module_call: {hw.cpu.module_call_s * 1e6:.2f} us" if hw.cpu.module_call_s
+          else "reference_module_call: (the fit hardware has none)")
     print(f"host_dispatch_per_module: {sw.host_dispatch_s_per_module * 1e3:.4f} ms")
+    print(f"stage0_step_per_param: {sw.stage0_step_s_per_param * 1e3:.4f} ms")
     print(f"offload_grad_copy_per_param: {sw.offload_grad_s_per_param * 1e3:.4f} ms")
     print(f"zero3_hook_per_module: {sw.zero3_hook_s_per_module * 1e3:.4f} ms")
+    print(f"multi_rank_adam_slowdown: {sw.multi_rank_adam_slowdown:.3f}")
     print(f"first_step_fixed: {sw.first_step_fixed_s:.3f} s")
     print(f"first_touch_rate: {sw.first_touch_Bps / 1e9:.3f} GB/s")
     print(f"process_baseline: {sw.process_baseline_bytes / 1e9:.3f} GB")
