@@ -430,7 +430,7 @@ _SOFTWARE_TERMS = {"zero3_hook_per_module": ("seconds", "zero3_hook_s_per_module
                    "offload_grad_copy_per_param": ("seconds", "offload_grad_s_per_param")}
 _OPTIONAL_SOFTWARE_TERMS = {"stage0_step_per_param": ("seconds", "stage0_step_s_per_param"),
                             "reference_module_call": ("seconds", "reference_module_call_s"),
-                            "multi_rank_adam_slowdown": ("count", "multi_rank_adam_slowdown")}
+                            "multi_rank_sync": ("seconds", "multi_rank_sync_s")}
 
 
 def _software(data: Any, where: str) -> Software:

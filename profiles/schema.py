@@ -291,11 +291,12 @@ class Software:
     """Host seconds per parameter tensor of the optimizer step without ZeRO partitioning
     (stage 0, bf16: bf16_optimizer.py BF16_Optimizer.step walks the parameters in Python for the
     gradient norm and clipping, and the per-tensor fp32 -> bf16 copy-back)."""
-    multi_rank_adam_slowdown: float = 1.0
-    """Factor (>= 1) on the CPU optimizer's time when several ranks of a node step at once:
-    DeepSpeed's launcher sets OMP_NUM_THREADS only with --bind_cores_to_rank
-    (launcher/launch.py), so each rank's DeepSpeedCPUAdam runs an OpenMP team over every core
-    and the teams oversubscribe the cores they share."""
+    multi_rank_sync_s: float = 0.0
+    """Host seconds per optimizer step with 2+ data-parallel ranks before the step proper: the
+    step's first collective (the gradient-norm all-reduce, stage3.py `_get_norm_groups` /
+    stage_1_and_2.py `get_grad_norm`) waits for the slowest rank, whose host-bound forward and
+    backward jitter from step to step (a mean straggler wait; the rank count it was fitted at is
+    in its source)."""
     reference_module_call_s: float | None = None
     """CPU.module_call_s of the host the terms were fitted on. The per-operation host terms
     (dispatch, hooks, gradient copies, stage-0 step) scale by this host's module_call_s / this
@@ -308,14 +309,12 @@ class Software:
         _positive(self, "first_touch_Bps", "process_baseline_bytes")
         for name in ("zero3_hook_s_per_module", "first_step_fixed_s",
                      "host_dispatch_s_per_module", "offload_grad_s_per_param",
-                     "stage0_step_s_per_param"):
+                     "stage0_step_s_per_param", "multi_rank_sync_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"Software.{name} must be >= 0, got {getattr(self, name)!r}")
         if self.reference_module_call_s is not None:
             _positive(self, "reference_module_call_s")
-        if self.multi_rank_adam_slowdown < 1:
-            raise ValueError("Software.multi_rank_adam_slowdown must be >= 1, got "
-                             f"{self.multi_rank_adam_slowdown!r}")
+
 
     def host_scale(self, cpu: CPU) -> float:
         """How much slower (>1) or faster this host runs the per-operation host terms than the

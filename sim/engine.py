@@ -79,9 +79,7 @@ class _Timer:
         if r == "cpu_adam":
             per_param = devices.optimizer_dram_bytes_per_param(
                 clipping=s.gradient_clipping > 0, params_offloaded=s.param_device != "none")
-            slowdown = self.software.multi_rank_adam_slowdown if self.software and ranks > 1 \
-                else 1.0
-            return devices.cpu_adam_seconds(hw.cpu, ranks, op.amount, per_param) * slowdown
+            return devices.cpu_adam_seconds(hw.cpu, ranks, op.amount, per_param)
         if r in ("nvme_read", "nvme_write"):
             if hw.nvme is None or hw.nvme_drives == 0:
                 raise ConfigError(f"{hw.name} has no NVMe drive but the config swaps to NVMe "
@@ -96,6 +94,8 @@ class _Timer:
                 return op.amount * sw.offload_grad_s_per_param * scale
             if op.work == "stage0_step":
                 return op.amount * sw.stage0_step_s_per_param * scale
+            if op.work == "rank_sync":
+                return op.amount * sw.multi_rank_sync_s * scale
             hook = sw.zero3_hook_s_per_module if op.work == "zero3_hooks" else 0.0
             return op.amount * (sw.host_dispatch_s_per_module + hook) * scale
         raise ValueError(f"unknown resource {r!r}")

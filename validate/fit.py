@@ -9,7 +9,7 @@ nothing unfitted is left:
   2. stage-0 optimizer host loop s per parameter tensor: the stage-0 cases' optimizer phase;
   3. ZeRO-1/2 offload gradient copies s per parameter: the stage-1/2 offload cases' step time;
   4. ZeRO-3 hooks s per submodule use (on top of dispatch): the 1-rank stage-3 cases' step time;
-  5. multi-rank CPU Adam slowdown: the optimizer phase of cases with 2+ ranks on a node;
+  5. multi-rank straggler wait s per step: the optimizer phase of cases with 2+ ranks;
 then the step-1 warm-up and first-touch rate (least squares of step 1 - simulated step 1 =
 fixed + touched bytes / rate) and the process baseline RSS (median residual). The reference
 module-call time is the fit hardware's calibrated one: other hosts scale the per-operation terms
@@ -68,16 +68,19 @@ def _fwd_bwd(m) -> float | None:
 
 _PREDICT: dict[str, Callable] = {
     "step": lambda r: r.step_time_s,
+    "forward": lambda r: r.phases.get("forward_s", 0.0),
     "fwd_bwd": lambda r: r.phases.get("forward_s", 0.0) + r.phases.get("backward_s", 0.0),
     "optimizer": lambda r: r.phases.get("optimizer_s", 0.0)}
 _MEASURE: dict[str, Callable] = {"step": _step, "fwd_bwd": _fwd_bwd,
+                                 "forward": lambda m: _phase(m, "forward_s"),
                                  "optimizer": lambda m: _phase(m, "optimizer_s")}
 
 
 def _golden(hw: Hardware, cases, sw: Software, field: str, keep, hi: float,
             target: str = "step", lo: float = 0.0) -> float:
-    """Golden-section search of Software.`field` on `target` ('step', 'fwd_bwd' or 'optimizer';
-    'fwd_bwd' falls back to the step time for a run without phase times) over the cases `keep`
+    """Golden-section search of Software.`field` on `target` ('step', 'forward', 'fwd_bwd' or
+    'optimizer'; a phase falls back to the step time for a run without phase times, except
+    'optimizer', which skips such a run) over the cases `keep`
     accepts; the field stays as it is when no training case qualifies."""
     sub = []
     for n, m in cases:
@@ -110,10 +113,6 @@ def _offload_1_2(m) -> bool:
         (_zero(m).get("offload_optimizer") or {}).get("device", "none") != "none"
 
 
-def _cpu_optimizer(m) -> bool:
-    return (_zero(m).get("offload_optimizer") or {}).get("device", "none") != "none"
-
-
 def fit_dispatch_s(hw, cases, sw: Software, hi_s: float = 2e-3) -> float:
     """host_dispatch_s_per_module on the stage-0 training cases (no hooks, no offload)."""
     return _golden(hw, cases, sw, "host_dispatch_s_per_module",
@@ -138,10 +137,10 @@ def fit_hook_s(hw, cases, sw: Software, hi_s: float = 5e-3) -> float:
                    lambda m: _zero(m).get("stage") == 3 and _ranks(m) == 1, hi_s)
 
 
-def fit_multi_rank_adam(hw, cases, sw: Software, hi: float = 3.0) -> float:
-    """multi_rank_adam_slowdown on the optimizer phase of the 2+-rank CPU-optimizer cases."""
-    return _golden(hw, cases, sw, "multi_rank_adam_slowdown",
-                   lambda m: _cpu_optimizer(m) and _ranks(m) > 1, hi, "optimizer", lo=1.0)
+def fit_multi_rank_sync(hw, cases, sw: Software, hi_s: float = 1.0) -> float:
+    """multi_rank_sync_s on the optimizer phase of the 2+-rank training cases."""
+    return _golden(hw, cases, sw, "multi_rank_sync_s", lambda m: _ranks(m) > 1, hi_s,
+                   "optimizer")
 
 
 def fit_first_step(hw, cases, sw: Software) -> tuple[float, float]:
@@ -162,9 +161,11 @@ def fit_first_step(hw, cases, sw: Software) -> tuple[float, float]:
     sxx, sxy = sum(x * x for x in xs), sum(x * y for x, y in zip(xs, ys))
     den = n * sxx - sx * sx
     slope = (n * sxy - sx * sy) / den if den > 0 else 0.0
-    if slope <= 0:      # the touched bytes do not explain step 1 here: keep the rate, fit fixed
-        slope = 1.0 / sw.first_touch_Bps
-    fixed = (sy - slope * sx) / n
+    if slope <= 0:      # the touched bytes do not explain step 1 here: keep the rate and fit
+        slope = 1.0 / sw.first_touch_Bps   # the fixed part (median: step 1 is noisy)
+        fixed = statistics.median(y - slope * x for x, y in zip(xs, ys))
+    else:
+        fixed = (sy - slope * sx) / n
     return max(0.0, fixed), 1.0 / slope
 
 
@@ -209,9 +210,37 @@ def fit_software(hw: Hardware, paths, base: Software,
     sw = replace(sw, stage0_step_s_per_param=fit_stage0_step_s(by, cases, sw))
     sw = replace(sw, offload_grad_s_per_param=fit_grad_copy_s(by, cases, sw))
     sw = replace(sw, zero3_hook_s_per_module=fit_hook_s(by, cases, sw))
-    sw = replace(sw, multi_rank_adam_slowdown=fit_multi_rank_adam(by, cases, sw))
+    sw = replace(sw, multi_rank_sync_s=fit_multi_rank_sync(by, cases, sw))
     fixed, rate = fit_first_step(by, cases, sw)
     return replace(sw, first_step_fixed_s=fixed, first_touch_Bps=rate)
+
+
+def fitted_values(sw: Software) -> dict[str, str]:
+    """The fitted terms as the software profile's quantity strings, by YAML key."""
+    out = {"host_dispatch_per_module": f"{sw.host_dispatch_s_per_module * 1e3:.4f} ms",
+           "stage0_step_per_param": f"{sw.stage0_step_s_per_param * 1e3:.4f} ms",
+           "offload_grad_copy_per_param": f"{sw.offload_grad_s_per_param * 1e3:.4f} ms",
+           "zero3_hook_per_module": f"{sw.zero3_hook_s_per_module * 1e3:.4f} ms",
+           "multi_rank_sync": f"{sw.multi_rank_sync_s * 1e3:.1f} ms",
+           "first_step_fixed": f"{sw.first_step_fixed_s:.3f} s",
+           "first_touch_rate": f"{sw.first_touch_Bps / 1e9:.3f} GB/s",
+           "process_baseline": f"{sw.process_baseline_bytes / 1e9:.3f} GB"}
+    if sw.reference_module_call_s:
+        out["reference_module_call"] = f"{sw.reference_module_call_s * 1e6:.2f} us"
+    return out
+
+
+def write_values(text: str, values: dict[str, str]) -> str:
+    """The software profile's YAML text with each `key: {value: ...` replaced (sources kept);
+    a key the text lacks is an error (add it with its source first)."""
+    import re
+
+    for key, value in values.items():
+        text, n = re.subn(rf"^({re.escape(key)}: {{value: )[^,]+,", rf"\g<1>{value},", text,
+                          flags=re.M)
+        if n != 1:
+            raise KeyError(f"{key}: not once in the software profile")
+    return text
 
 
 def main(argv: list[str]) -> None:      # pragma: no cover - a developer tool
@@ -223,9 +252,17 @@ def main(argv: list[str]) -> None:      # pragma: no cover - a developer tool
     p.add_argument("cases", nargs="+")
     p.add_argument("-H", "--hardware", required=True)
     p.add_argument("--software", default="deepspeed-0.19.8")
+    p.add_argument("--write", action="store_true",
+                   help="write the values into the software profile (its sources unchanged)")
     a = p.parse_args(argv)
     hw = load_hardware(a.hardware)
     sw = fit_software(hw, a.cases, load_software(a.software))
+    if a.write:
+        from tierlab.profiles.load import SOFTWARE_DIR
+
+        path = SOFTWARE_DIR / f"{a.software}.yaml"
+        path.write_text(write_values(path.read_text(), fitted_values(sw)))
+        print(f"wrote {path}")
     print(f"train_cases: {list(sw.train_cases)}")
     print(f"reference_module_call: {hw.cpu.module_call_s * 1e6:.2f} us" if hw.cpu.module_call_s
           else "reference_module_call: (the fit hardware has none)")
@@ -233,7 +270,7 @@ def main(argv: list[str]) -> None:      # pragma: no cover - a developer tool
     print(f"stage0_step_per_param: {sw.stage0_step_s_per_param * 1e3:.4f} ms")
     print(f"offload_grad_copy_per_param: {sw.offload_grad_s_per_param * 1e3:.4f} ms")
     print(f"zero3_hook_per_module: {sw.zero3_hook_s_per_module * 1e3:.4f} ms")
-    print(f"multi_rank_adam_slowdown: {sw.multi_rank_adam_slowdown:.3f}")
+    print(f"multi_rank_sync: {sw.multi_rank_sync_s * 1e3:.1f} ms")
     print(f"first_step_fixed: {sw.first_step_fixed_s:.3f} s")
     print(f"first_touch_rate: {sw.first_touch_Bps / 1e9:.3f} GB/s")
     print(f"process_baseline: {sw.process_baseline_bytes / 1e9:.3f} GB")
