@@ -201,3 +201,41 @@ def test_gpu_results_build_a_loadable_profile():
     assert 5e-6 < hw.pcie.latency_s < 2e-5
     assert TODAY in hw.pcie.sources["h2d_pinned_Bps"] and hw.gpus_per_node == 1
     assert hw.nvme.name == load.load_part("nvme", "gen4-consumer").name   # from the base
+
+
+def test_module_call_time_is_measured_into_the_cpu_profile(calibrated):
+    points = calibrated["raw"]["results"]["dispatch"]
+    assert len(points) >= 3 and all(0 < p["seconds_per_call"] < 1e-2 for p in points)
+    cpu = calibrated["hardware"].cpu
+    assert cpu.module_call_s == pytest.approx(min(p["seconds_per_call"] for p in points), rel=1e-3)
+    assert "hooked 64x64 nn.Linear" in cpu.sources["module_call_s"]
+
+
+def test_from_raw_rebuilds_the_same_profile_without_measuring(calibrated, tmp_path):
+    raw = calibrated["hw"].parent / "ci-box-raw.json"
+    out = tmp_path / "systems" / "ci-box.yaml"
+    result = run("calibrate", "--from-raw", str(raw), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    for part in ("cpus", "nvme"):
+        again = (tmp_path / part / "ci-box.yaml").read_text()
+        assert again == (calibrated["hw"] / part / "ci-box.yaml").read_text(), part
+    renamed = run("calibrate", "--from-raw", str(raw), "--out", str(tmp_path / "x" / "other.yaml"))
+    assert renamed.exit_code == 0, renamed.output
+    assert "name: other" in (tmp_path / "x" / "other.yaml").read_text()
+
+
+def test_from_raw_bad_input_is_exit_2(tmp_path):
+    assert_user_error(run("calibrate", "--from-raw", str(tmp_path / "none.json")), "none.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert_user_error(run("calibrate", "--from-raw", str(bad)), "bad.json")
+    partial = tmp_path / "partial.json"
+    partial.write_text(json.dumps({"name": "x", "date": "2026-11-30", "base": "h200-host"}))
+    assert_user_error(run("calibrate", "--from-raw", str(partial)), "missing 'host'")
+    assert not list(tmp_path.glob("**/*.yaml"))
+
+
+def test_skip_dispatch_is_accepted_and_listed():
+    tasks, skipped = cal.calibration_tasks(cal.quick_plan(), nvme_path=None, skip={"dispatch"},
+                                           cuda=False, n_gpus=0, facts={})
+    assert "dispatch" in skipped and not [t for t in tasks if t.group == "dispatch"]

@@ -22,9 +22,12 @@ def test_software_profile_loads_with_sources_and_training_subset():
     assert sw.zero3_hook_s_per_module > 0 and sw.first_touch_Bps > 0
     assert set(sw.sources) == {"zero3_hook_s_per_module", "first_step_fixed_s", "first_touch_Bps",
                                "process_baseline_bytes", "host_dispatch_s_per_module",
-                               "offload_grad_s_per_param"}
-    assert all("train_cases" in s or "fitted" in s for s in sw.sources.values())
-    assert "c-tinyllama-z3cpu-8g" in sw.train_cases
+                               "offload_grad_s_per_param", "stage0_step_s_per_param",
+                               "multi_rank_sync_s", "reference_module_call_s"}
+    assert all("train_cases" in s or "fitted" in s for k, s in sw.sources.items()
+               if k != "reference_module_call_s")
+    assert "measured" in sw.sources["reference_module_call_s"]
+    assert "h200x2-b/c-tinyllama-z3cpu-bd" in sw.train_cases
 
 
 def test_software_loader_is_strict():
@@ -34,6 +37,12 @@ def test_software_loader_is_strict():
         _software({**data, "extra": 1}, "x.yaml")
     with pytest.raises(ConfigError, match="missing key 'first_touch_rate'"):
         _software({k: v for k, v in data.items() if k != "first_touch_rate"}, "x.yaml")
+    with pytest.raises(ConfigError, match="multi_rank_sync"):
+        _software({**data, "multi_rank_sync": {"value": "5 GB", "source": "x"}}, "x.yaml")
+    optional = {k: v for k, v in data.items()
+                if k not in ("stage0_step_per_param", "multi_rank_sync", "reference_module_call")}
+    sw = _software(optional, "x.yaml")
+    assert sw.stage0_step_s_per_param == 0.0 and sw.reference_module_call_s is None
 
 
 def test_aio_rate_comes_from_the_calibrated_table_log_interpolated_in_queue_depth():
@@ -84,8 +93,54 @@ def test_host_dispatch_bounds_a_launch_bound_pass():
     serial = sum(op.amount for op in wl.ops if op.work == "dispatch") * sw.host_dispatch_s_per_module
     assert serial > 0
     assert simulate(hw, m, s, software=sw).step_time_s >= serial
-    off = replace(sw, host_dispatch_s_per_module=0.0)
+    off = replace(sw, host_dispatch_s_per_module=0.0, stage0_step_s_per_param=0.0)
     assert not [op for op in build_workload(hw, m, s, software=off).ops if op.resource == "cpu_host"]
+
+
+def test_stage0_optimizer_host_loop_walks_every_parameter_tensor():
+    hw, m, s = scenario("no-offload")
+    sw = load_software()
+    loops = [op for op in build_workload(hw, m, s, software=sw).ops if op.work == "stage0_step"]
+    assert len(loops) == 1 and loops[0].phase == "optimizer"
+    assert loops[0].amount == sum(len(x.own_params) for x in modules(m, s))
+    fast = simulate(hw, m, s, software=replace(sw, stage0_step_s_per_param=0.0))
+    slow = simulate(hw, m, s, software=replace(sw, stage0_step_s_per_param=1e-3))
+    # the loop overlaps the GPU kernels it launches: the phase is the longer of the two
+    assert slow.phases["optimizer_s"] == pytest.approx(
+        max(fast.phases["optimizer_s"], loops[0].amount * 1e-3), rel=0.02)
+    hw3, m3, s3 = scenario("zero3-cpu")        # ZeRO stages have their own optimizers
+    assert not [op for op in build_workload(hw3, m3, s3, software=sw).ops
+                if op.work == "stage0_step"]
+
+
+def test_rank_sync_waits_once_per_step_only_with_several_ranks():
+    sw = replace(load_software(), multi_rank_sync_s=0.05)
+    hw, m, s = scenario("zero3-cpu")
+    one = replace(hw, gpus_per_node=1, nodes=1)
+    assert not [op for op in build_workload(one, m, s, software=sw).ops if op.work == "rank_sync"]
+    two = replace(hw, gpus_per_node=2, nodes=1)
+    syncs = [op for op in build_workload(two, m, s, software=sw).ops if op.work == "rank_sync"]
+    assert len(syncs) == 1 and syncs[0].phase == "optimizer"
+    base = simulate(two, m, s, software=replace(sw, multi_rank_sync_s=0.0)).phases["optimizer_s"]
+    assert simulate(two, m, s, software=sw).phases["optimizer_s"] == pytest.approx(base + 0.05,
+                                                                                   rel=0.05)
+
+
+def test_host_terms_scale_with_the_hosts_module_call_time():
+    sw = replace(load_software(), reference_module_call_s=20e-6)
+    hw, m, s = scenario("zero3-cpu")
+    cpu = hw.cpu
+    assert sw.host_scale(replace(cpu, module_call_s=None)) == 1.0
+    assert sw.host_scale(replace(cpu, module_call_s=30e-6)) == pytest.approx(1.5)
+    assert replace(sw, reference_module_call_s=None).host_scale(
+        replace(cpu, module_call_s=30e-6)) == 1.0
+    slow = simulate(replace(hw, cpu=replace(cpu, module_call_s=40e-6)), m, s, software=sw)
+    ref = simulate(replace(hw, cpu=replace(cpu, module_call_s=20e-6)), m, s, software=sw)
+    assert slow.phases["forward_s"] > 1.25 * ref.phases["forward_s"]   # host-bound pass
+    with pytest.raises(ValueError, match="module_call_s"):
+        replace(cpu, module_call_s=0.0)
+    with pytest.raises(ValueError, match="multi_rank_sync_s"):
+        replace(sw, multi_rank_sync_s=-1.0)
 
 
 def test_hooks_lengthen_a_zero3_step_by_about_their_serial_time():

@@ -1,14 +1,16 @@
-"""CI regression (issue 5): `validate` over the committed real runs (validate/cases/h200x2, profile
-h200x2-host) must keep its accuracy. Thresholds are issue 5's targets where the simulator meets
-them; elsewhere the figure reached (2026-11-30) rounded up a little, so any loss of accuracy fails.
-Reached (all cases / held-out): step MAPE 5.6% / 7.5% (max 26.4% / 26.4%), step 1 15.6% /
-11.3% (held-out max 35.5%), forward 26.5%, backward 19.6%, optimizer 6.2% (max 14.8%), GPU peak
-allocated 8.0% / 7.3%, host RSS 12.6% / 12.3%, OOM 15/15 — with host kernel dispatch per
-submodule use on every stage (0.313 ms), ZeRO-1/2 offload per-parameter gradient copies
-(0.371 ms) and ZeRO-3 hooks on top (0.435 ms), fitted on the training subset only. Before those
-two terms: step 14.9% / 10.5% (max 58.1% / 34.3%). The CPU optimizer step is DRAM-bound
-at 46 B/param (sim/devices.optimizer_dram_bytes_per_param) over the calibrated DRAM bandwidth
-counted with the copy's read-for-ownership (runner/calibrate.memcpy_bandwidth)."""
+"""CI regression (issue 5): `validate` over the committed real runs must keep its accuracy.
+
+The runs are the folders of validate/cases measured in the same device command as a calibrated
+profile, each simulated on that profile: h200x2 (h200x2-host), h200x2-b (h200x2-b), h200x2-c
+(h200x2-c). The software profile's fitted terms come from h200x2-b's four c-* runs only; the other
+25 are held out. Thresholds are issue 5's targets where the simulator meets them; elsewhere the
+figure reached (2026-11-30, stop 9) rounded up a little, so any loss of accuracy fails.
+
+Reached (all 29 / held-out 25): step MAPE 7.2% / 8.0% (max 31.1%), forward 18.7% / 19.4%,
+backward 13.9% / 14.8%, optimizer 5.5% / 6.0% (max 17.6%), GPU peak allocated 4.3% / 4.7% (max
+20.2%), host RSS 0.2% / 0.2% (max 3.3%), OOM 29/29. The same configuration differs between two
+machines of this kind by a median 16% in step time and 27% in forward time
+(bench/bench_repeatability.py): the time maxima sit on that noise, the memory figures do not."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,42 +19,46 @@ import pytest
 
 from tierlab.profiles.load import load_hardware, load_software
 from tierlab.runner.measurement import load_measurement
-from tierlab.validate.compare import (compare_measurement, find_measurements, summarize,
+from tierlab.validate.compare import (case_key, compare_measurement, find_measurements, summarize,
                                       summarize_split)
 
-CASES = Path(__file__).resolve().parents[1] / "validate" / "cases" / "h200x2"
+CASES = Path(__file__).resolve().parents[1] / "validate" / "cases"
+PAIRED = {"h200x2": "h200x2-host", "h200x2-b": "h200x2-b", "h200x2-c": "h200x2-c"}
 
-# metric -> (MAPE %, max %) bounds on all cases; None: no bound on the max. TARGET = issue 5.
+# metric -> (MAPE %, max %) bounds; TARGET = issue 5's figure (met where marked).
 ALL = {
-    "step_time_s": (10.0, 27.0),           # TARGET 10 (MAPE): met; max 20 not (dp2 -26%)
-    "first_step_time_s": (16.0, 82.0),
-    "forward_s": (27.0, 43.0),             # target 15: not met
-    "backward_s": (20.0, 40.0),            # target 15: not met
-    "optimizer_s": (7.0, 15.0),            # TARGET 15: met
-    "gpu_peak_allocated_bytes": (10.0, 17.0),   # TARGET 10 (MAPE): met; max not within 10
-    "host_rss_bytes": (20.0, 41.0),        # TARGET 20 (MAPE): met; max not within 20
-    "swap_bytes": (10.5, 50.0),
+    "step_time_s": (10.0, 32.0),           # TARGET 10 (MAPE): met; max 20 not (31.1%, noise)
+    "first_step_time_s": (28.0, 75.0),
+    "forward_s": (20.0, 48.0),             # target 15: not met (machines differ by 27%)
+    "backward_s": (15.0, 54.0),            # TARGET 15: met
+    "optimizer_s": (15.0, 18.0),           # TARGET 15: met
+    "gpu_peak_allocated_bytes": (10.0, 21.0),   # TARGET 10 (MAPE): met; one case -20%
+    "host_rss_bytes": (20.0, 4.0),         # TARGET 20: met, every case within 4%
+    "swap_bytes": (10.0, 1.0),            # node swap folder vs the NVMe tier: within 0.3%
 }
-HELD_OUT = {"step_time_s": (10.0, 27.0), "first_step_time_s": (12.0, 36.0),
-            "gpu_peak_allocated_bytes": (10.0, 17.0), "host_rss_bytes": (20.0, 28.0)}
+HELD_OUT = {"step_time_s": (10.0, 32.0), "first_step_time_s": (28.0, 70.0),
+            "forward_s": (20.0, 48.0), "backward_s": (15.0, 54.0), "optimizer_s": (15.0, 18.0),
+            "gpu_peak_allocated_bytes": (10.0, 21.0), "host_rss_bytes": (20.0, 4.0)}
 
 
 @pytest.fixture(scope="module")
 def rows():
-    hw, sw = load_hardware("h200x2-host"), load_software()
+    sw = load_software()
     out = []
-    for d in find_measurements([CASES]):
-        out += compare_measurement(hw, load_measurement(d), name=d.name, software=sw)
+    for folder, hardware in PAIRED.items():
+        hw = load_hardware(hardware)
+        for d in find_measurements([CASES / folder]):
+            out += compare_measurement(hw, load_measurement(d), name=case_key(d), software=sw)
     return out
 
 
 def test_every_case_is_compared(rows):
-    assert len({r.case for r in rows}) == 15
+    assert len({r.case for r in rows}) == 29
 
 
 def test_oom_verdicts_all_agree(rows):
     s = summarize(rows)["oom"]
-    assert s["n"] == 15 and s["mismatches"] == []
+    assert s["n"] == 29 and s["mismatches"] == []
 
 
 @pytest.mark.parametrize("metric", sorted(ALL))
@@ -76,3 +82,13 @@ def test_training_subset_is_named_and_disjoint(rows):
     train = set(load_software().train_cases)
     cases = {r.case for r in rows}
     assert train <= cases and 0 < len(train) < len(cases)
+    assert all(c.startswith("h200x2-b/c-") for c in train)
+
+
+def test_each_folder_profile_was_calibrated_with_its_runs():
+    """The profile a folder is validated on names the calibration record beside its runs."""
+    for folder, hardware in PAIRED.items():
+        raw = list((CASES / folder).glob("*raw.json"))
+        assert raw, folder
+        hw = load_hardware(hardware)
+        assert "measured 2026-11-30 by tierlab calibrate" in hw.cpu.sources["adam_params_per_s"]

@@ -107,8 +107,8 @@ def predicted_metrics(result) -> dict[str, float | None]:
                                      - gpu.breakdown.get("allocator_slack", 0.0)) if gpu else None,
         "host_rss_bytes": plan.tiers["host"].used_bytes / max(1, result.scenario.get(
             "gpus_per_node", 1)) if plan else None,
-        "swap_bytes": (plan.tiers["nvme"].used_bytes / max(1, result.scenario.get(
-            "gpus_per_node", 1)) or None) if plan else None,
+        # the runner's probe sizes the swap folder, which every rank of the node writes into
+        "swap_bytes": (plan.tiers["nvme"].used_bytes or None) if plan else None,
     }
 
 
