@@ -597,8 +597,9 @@ def calibrate(*, name: str, base: str, nvme_path: str | Path | None, plan: Sweep
                              "nvme_path": str(Path(nvme_path).resolve()) if nvme_path else None}
     if nvme_path:
         facts["nvme_mount"] = dict(zip(("mount", "fstype", "device"), mount_of(Path(nvme_path))))
-        facts["nvme_model"] = block_device_model(Path(nvme_path))
-        facts["nvme_capacity_bytes"] = shutil.disk_usage(nvme_path).total
+        if Path(nvme_path).is_dir():       # a bad path is refused by check_nvme_path below
+            facts["nvme_model"] = block_device_model(Path(nvme_path))
+            facts["nvme_capacity_bytes"] = shutil.disk_usage(nvme_path).total
     tasks, skipped = calibration_tasks(plan, nvme_path=Path(nvme_path) if nvme_path else None,
                                        skip=set(skip), cuda=cuda, n_gpus=facts["n_gpus"],
                                        facts=facts)

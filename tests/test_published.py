@@ -103,11 +103,13 @@ _V100_COMPUTE = pytest.mark.xfail(strict=True, reason=(
     "tutorial tests)"))
 
 
-# 40B: since the planner counts ZeRO-3's steady-state gathered set up to
-# stage3_max_live_parameters (1e9 x 2 B), micro-batch 16 no longer fits; at 8 it predicts ~45.1
+# 40B: stop 8 passed it at micro-batch 8 (~45.1 TFLOP/s) because the planner then added every
+# GPU item at once and 16 did not fit. Stop 9's planner takes the peak as the persistent items
+# plus the largest moment of the step (loss backward, block backward, optimizer step) — what the
+# 29 H200 runs measured within 4.3% — so micro-batch 16 fits and the 40B joins the 10-20B cases.
 @pytest.mark.parametrize("layers, hidden, published", [
     pytest.param(50, 4096, 48, marks=_V100_COMPUTE), pytest.param(40, 5120, 47, marks=_V100_COMPUTE),
-    pytest.param(25, 8192, 46, marks=_V100_COMPUTE), (50, 8192, 43)])
+    pytest.param(25, 8192, 46, marks=_V100_COMPUTE), pytest.param(50, 8192, 43, marks=_V100_COMPUTE)])
 def test_zero3_offload_one_v100(layers, hidden, published):
     hw = load_hardware("dgx-2", gpus_per_node=1)
     m = gpt(layers, hidden)
