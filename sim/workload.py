@@ -480,7 +480,7 @@ def build_workload(hw: Hardware, model: Model, strategy: Strategy, *,
         start = (b.add("opt.rank_sync", "cpu_host", start, work="rank_sync", amount=1.0),)
     _optimizer(b, c, groups, on_nvme, start)
     if strategy.zero.stage == 0 and software and software.stage0_step_s_per_param > 0:
-        # BF16_Optimizer/FP16_Optimizer.step: Python walks every parameter tensor (norm,
+        # FP16_Optimizer.step (stage 0, fp16 or bf16): Python walks every parameter tensor (norm,
         # clipping, copy-back); the GPU kernels it launches overlap it
         b.add("opt.host_loop", "cpu_host", start, work="stage0_step",
               amount=float(sum(len(m.own_params) for m in mods)))
