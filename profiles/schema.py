@@ -288,9 +288,9 @@ class Software:
     overflow check (`update_offload_overflow_tracker`: truthiness of a device tensor, a host
     sync) and the fp32 `.to()` + non_blocking D2H; the sync keeps the host from running ahead."""
     stage0_step_s_per_param: float = 0.0
-    """Host seconds per parameter tensor of the optimizer step without ZeRO partitioning
-    (stage 0, fp16/bf16: engine.py picks FP16_Optimizer, fp16/fused_optimizer.py, whose step walks the parameters in Python for the
-    gradient norm and clipping, and the per-tensor fp32 -> bf16 copy-back)."""
+    """Host seconds per parameter tensor of the optimizer step without ZeRO partitioning (stage 0,
+    fp16/bf16: engine.py picks FP16_Optimizer, fp16/fused_optimizer.py, whose step walks the
+    parameters in Python: per-tensor fp32 gradient copies, the norm, the copy-back)."""
     multi_rank_sync_s: float = 0.0
     """Host seconds per optimizer step with 2+ data-parallel ranks before the step proper: the
     step's first collective (the gradient-norm all-reduce, stage3.py `_get_norm_groups` /

@@ -2,6 +2,8 @@
 per-phase bars. Functions return matplotlib Figures; cli.py saves them."""
 from __future__ import annotations
 
+import math
+
 from typing import Sequence
 
 from tierlab.validate.compare import Row
@@ -32,12 +34,22 @@ def scatter_figure(rows: Sequence[Row], metric: str = "step_time_s", band_pct: f
     f = band_pct / 100.0
     ax.fill_between([lo, hi], [lo * (1 - f), hi * (1 - f)], [lo * (1 + f), hi * (1 + f)],
                     color="tab:green", alpha=0.15, label=f"±{band_pct:.0f}%")
-    for m, p, case in pts:
+    placed: list[tuple[float, float]] = []
+    for m, p, case in sorted(pts):
         inside = abs(p - m) <= f * m
         ax.scatter(m, p, color="tab:blue" if inside else "tab:red", zorder=3)
-        ax.annotate(case, (m, p), fontsize=7, xytext=(4, 3), textcoords="offset points")
+        # stack the labels of points close together (log space) instead of overprinting them
+        near = sum(1 for x, y in placed if abs(math.log(x / m)) < 0.15 and abs(math.log(y / p)) < 0.15)
+        placed.append((m, p))
+        ax.annotate(case, (m, p), fontsize=7, xytext=(4, 3 + 9 * near), textcoords="offset points")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
+
+    for axis in (ax.xaxis, ax.yaxis):          # 1-2-5 labels, plain numbers: none overprint
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axis.set_major_formatter(FormatStrFormatter("%g"))
+        axis.set_minor_formatter(NullFormatter())
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
     unit = "s" if metric.endswith("_s") else "bytes"
