@@ -127,25 +127,14 @@ def swap_bytes_needed(model: Model, strategy: Strategy) -> int:
     return total
 
 
-def largest_sub_group(model: Model, strategy: Strategy) -> int:
-    return min(strategy.zero.sub_group_size, params_per_rank(model, strategy))
-
-
 def pinned_bytes(model: Model, strategy: Strategy) -> int:
-    """Page-locked host memory per rank that DeepSpeed allocates for offload."""
-    z, n = strategy.zero, params_per_rank(model, strategy)
-    total = 0
-    oo, op = z.offload_optimizer, z.offload_param
-    if strategy.optimizer_device == "cpu" and oo.pin_memory:
-        total += 16 * n                      # fp32 p, m, v, g of the partition
-    elif strategy.optimizer_device == "nvme":
-        total += oo.buffer_count * largest_sub_group(model, strategy) * 4
-    if strategy.param_device == "cpu" and op.pin_memory:
-        total += strategy.bytes_per_param * n
-    elif strategy.param_device == "nvme":
-        total += op.buffer_count * op.buffer_size * strategy.bytes_per_param
-        total += min(op.max_in_cpu, n) * strategy.bytes_per_param
-    return total
+    """Page-locked host memory per rank that DeepSpeed allocates for offload: the memory
+    planner's 'pinned:' items (torch-pinned blocks at their power-of-two size, aio-locked swap
+    buffers exact; sim/memory_host.py)."""
+    from tierlab.sim.memory_host import rank_offload_items
+
+    return int(sum(v for k, v in rank_offload_items(model, strategy).items()
+                   if k.startswith("pinned:")))
 
 
 # ----------------------------------------------------------------------------------------------

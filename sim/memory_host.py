@@ -40,13 +40,19 @@ def host_breakdown(hw: Hardware, model: Model, strategy: Strategy,
     E.g. TinyLlama ZeRO-2 + CPU Adam: 2.2 GB baseline + 8.59 (fp32
     master) + 4.29 (16-bit copy-back) + 8.59 (fp32 grads) + 0.13 (temp grad) + 8.8 (m, v)
     = 32.6 GB, measured 32.5 GB (30.29 GiB)."""
-    ranks, z = hw.gpus_per_node, strategy.zero
     base = software.process_baseline_bytes if software else PROCESS_BASELINE_BYTES
-    out: dict[str, float] = {"pageable:process_baseline": base}
-    out.update(_zero3_host(model, strategy) if z.stage == 3 else _zero12_host(model, strategy))
+    out = {"pageable:process_baseline": base, **rank_offload_items(model, strategy)}
+    return {k: v * hw.gpus_per_node for k, v in out.items() if v}
+
+
+def rank_offload_items(model: Model, strategy: Strategy) -> dict[str, float]:
+    """One rank's offload buffers and states in host RAM, 'pinned:' or 'pageable:' (no process
+    baseline): what `host_breakdown` adds per rank, and what preflight's pinned check sums."""
+    z = strategy.zero
     if z.stage == 3 and strategy.optimizer_device == "none" and strategy.param_device == "none":
-        out = {"pageable:process_baseline": base}
-    return {k: v * ranks for k, v in out.items() if v}
+        return {}
+    out = _zero3_host(model, strategy) if z.stage == 3 else _zero12_host(model, strategy)
+    return {k: v for k, v in out.items() if v}
 
 
 def _zero12_host(model: Model, strategy: Strategy) -> dict[str, float]:
