@@ -685,8 +685,10 @@ def _fmt_metric(metric: str, value) -> str:
 
 @main.command()
 @click.argument("cases", nargs=-1, type=click.Path())
-@click.option("--hardware", "-H", default="h200-host", show_default=True,
-              help="Calibrated system profile of the host the runs were measured on.")
+@click.option("--hardware", "-H", default=None,
+              help="Calibrated system profile of the host the runs were measured on, for every "
+                   "run. Default: per folder, the profile its validate.yaml names (`hardware: "
+                   "PROFILE`, written beside runs calibrated with them), else h200-host.")
 @click.option("--out", default="out/validate", show_default=True, metavar="DIR",
               help="Where to write validate.csv, summary.json, scatter.png and phases.png.")
 @click.option("--max-error", type=float, default=None, metavar="PCT",
@@ -708,16 +710,20 @@ def validate(cases, hardware, out, max_error, as_json, train, software):
 
     from tierlab.profiles.load import load_hardware, load_software
     from tierlab.runner.measurement import load_measurement
-    from tierlab.validate.compare import (case_key, compare_measurement, find_measurements, summarize,
-                                          summarize_split)
+    from tierlab.validate.compare import (case_key, compare_measurement, find_measurements,
+                                          folder_hardware, summarize, summarize_split)
     from tierlab.validate.report import phase_bars_figure, scatter_figure
 
-    hw = load_hardware(hardware)
     sw = load_software(software)
     default = Path(__file__).resolve().parent / "validate" / "cases"
+    profiles: dict[str, object] = {}
     rows = []
     for d in find_measurements(cases or [default]):
-        rows += compare_measurement(hw, load_measurement(d), name=case_key(d), software=sw)
+        name = hardware or folder_hardware(d) or "h200-host"
+        if name not in profiles:
+            profiles[name] = load_hardware(name)
+        rows += compare_measurement(profiles[name], load_measurement(d), name=case_key(d),
+                                    software=sw)
     summary = summarize(rows)
     split = summarize_split(rows, train or sw.train_cases)
     out_dir = Path(out)

@@ -12,14 +12,15 @@ from pathlib import Path
 
 from tierlab.profiles.load import load_hardware, load_software
 from tierlab.runner.measurement import load_measurement
-from tierlab.validate.compare import (case_key, compare_measurement, find_measurements, summarize,
-                                      summarize_split)
+from tierlab.validate.compare import (case_key, compare_measurement, find_measurements,
+                                      folder_hardware, summarize, summarize_split)
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ROOT / "validate" / "cases"
-PAIRED = {"h200x2": "h200x2-host", "h200x2-b": "h200x2-b", "h200x2-c": "h200x2-c"}
-"""Folder of runs -> the profile calibrated on the same machine (the targets' set)."""
-UNPAIRED = {"h200x2-s3": "h200x2-b"}
+PAIRED = {f: folder_hardware(CASES / f / "x") for f in ("h200x2", "h200x2-b", "h200x2-c")}
+"""Folder of runs -> the profile calibrated on the same machine (its validate.yaml): the targets'
+set."""
+UNPAIRED = {f: folder_hardware(CASES / f / "x") for f in ("h200x2-s3",)}
 """Runs without a calibration of their own -> the nearest calibrated profile (reported apart)."""
 
 

@@ -7,6 +7,8 @@ import json
 from dataclasses import asdict
 
 import pytest
+
+from tierlab.errors import ConfigError
 from click.testing import CliRunner
 
 from tierlab.cli import main
@@ -96,3 +98,25 @@ def test_cli_bad_input(tmp_path):
     (tmp_path / "empty").mkdir()
     res = CliRunner().invoke(main, ["validate", str(tmp_path / "empty")])
     assert res.exit_code == 2 and "no measurement.json" in res.output
+
+
+def test_folder_validate_yaml_picks_the_profile_and_bad_files_are_exit_2(tmp_path):
+    from tierlab.validate.compare import folder_hardware
+
+    run_dir = tmp_path / "runs" / "r1"
+    assert folder_hardware(run_dir) is None
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "validate.yaml").write_text("hardware: h200x2-b\nnote: calibrated with them\n")
+    assert folder_hardware(run_dir) == "h200x2-b"
+    (tmp_path / "runs" / "validate.yaml").write_text("hardwar: h200x2-b\n")
+    with pytest.raises(ConfigError, match="validate.yaml"):
+        folder_hardware(run_dir)
+    (tmp_path / "runs" / "validate.yaml").write_text("hardware: [unclosed\n")
+    with pytest.raises(ConfigError, match="validate.yaml"):
+        folder_hardware(run_dir)
+    write_case(tmp_path / "cases", "a", step_s=0.01)
+    (tmp_path / "cases" / "validate.yaml").write_text("hardware: 3\n")
+    res = CliRunner().invoke(main, ["validate", str(tmp_path / "cases"), "--out",
+                                    str(tmp_path / "out")])
+    assert res.exit_code == 2 and "validate.yaml" in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "out").exists()

@@ -24,6 +24,7 @@ from tierlab.validate.compare import (case_key, compare_measurement, find_measur
 
 CASES = Path(__file__).resolve().parents[1] / "validate" / "cases"
 PAIRED = {"h200x2": "h200x2-host", "h200x2-b": "h200x2-b", "h200x2-c": "h200x2-c"}
+"""As each folder's validate.yaml says (test_folders_name_their_profiles)."""
 
 # metric -> (MAPE %, max %) bounds; TARGET = issue 5's figure (met where marked).
 ALL = {
@@ -92,3 +93,11 @@ def test_each_folder_profile_was_calibrated_with_its_runs():
         assert raw, folder
         hw = load_hardware(hardware)
         assert "measured 2026-11-30 by tierlab calibrate" in hw.cpu.sources["adam_params_per_s"]
+
+
+def test_folders_name_their_profiles():
+    from tierlab.validate.compare import folder_hardware
+
+    for folder, hardware in PAIRED.items():
+        assert folder_hardware(CASES / folder / "any-run") == hardware
+    assert folder_hardware(CASES / "h200x2-s3" / "any-run") == "h200x2-b"

@@ -167,6 +167,25 @@ def case_key(directory: str | Path) -> str:
     return f"{d.parent.name}/{d.name}"
 
 
+FOLDER_FILE = "validate.yaml"
+"""Beside a folder's runs: `hardware: PROFILE`, the profile calibrated with them."""
+
+
+def folder_hardware(directory: str | Path) -> str | None:
+    """The profile named by validate.yaml in a run's folder (None without one)."""
+    from tierlab.profiles.load import read_data
+
+    path = Path(directory).parent / FOLDER_FILE
+    if not path.is_file():
+        return None
+    data = read_data(path)
+    if not isinstance(data, dict) or not isinstance(data.get("hardware"), str) \
+            or set(data) - {"hardware", "note"}:
+        raise ConfigError(f"{path}: expected `hardware: PROFILE` (and an optional `note:`), "
+                          f"got {data!r}")
+    return data["hardware"]
+
+
 def find_measurements(paths: Iterable[str | Path]) -> list[Path]:
     """Measurement directories under the given paths (a dir holding measurement.json, or its
     parents), sorted by name."""
