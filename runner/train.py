@@ -322,6 +322,18 @@ def _swap_free(ds_config: dict) -> dict:
     return out
 
 
+def host_speed(cuda: bool) -> dict:
+    """This host's module-call time, measured in the training process just before the first
+    step (runner/calibrate.py module_call_time, ~0.1 s): `tierlab validate` simulates the run at
+    the speed its host had, since machines of one kind differ (bench/bench_repeatability.py)."""
+    from tierlab.runner.calibrate import module_call_time
+
+    points = module_call_time(cuda, repeats=3, calls=2000)
+    return {"module_call_s": min(p["seconds_per_call"] for p in points),
+            "module_call_source": "tierlab run: hooked 64x64 nn.Linear forward, fastest of 3 x "
+                                  f"{points[0]['calls']} calls, before step 1"}
+
+
 def run(spec: RunSpec) -> Measurement:
     """Train per `spec` in this process and return the closed Measurement (never raises for a
     training fault: OOM, DeepSpeed assertion, disk full and SIGINT/SIGTERM become a status)."""
@@ -349,7 +361,8 @@ def run(spec: RunSpec) -> Measurement:
             cuda.set_device(local_rank)
         engine, n_params = setup_engine(spec, local_rank)
         writer.update_header(run={**m.run, **applied, "n_params": n_params,
-                                  "init_s": time.time() - m.started_unix})
+                                  "init_s": time.time() - m.started_unix},
+                             host={**m.host, **host_speed(cuda is not None)})
         train_steps(engine, make_spec_batches(spec), steps=spec.steps,
                     grad_accum=spec.grad_accum, breakdown=spec.breakdown, on_step=recorder)
     except BaseException as exc:  # noqa: BLE001 - every fault becomes a status

@@ -63,6 +63,9 @@ def scenario_of(measurement, hardware: Hardware) -> tuple[Hardware, Model, Strat
     cap = _run(measurement, "gpu_mem_cap_bytes")
     if cap:
         hw = replace(hw, gpu=replace(hw.gpu, hbm_bytes=float(cap)))
+    speed = (measurement.host or {}).get("module_call_s")
+    if speed:                  # the run measured its host's speed: it beats the profile's
+        hw = replace(hw, cpu=replace(hw.cpu, module_call_s=float(speed)))
     ckpt = bool(_run(measurement, "activation_checkpointing", "checkpointing", default=True))
     strategy, _ = parse_ds_config(measurement.ds_config, Flags(world_size=world,
                                                                activation_checkpointing=ckpt),
