@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 from tierlab.errors import ConfigError
 from tierlab.profiles.schema import Hardware, Model, Software
+from tierlab.sim.modules import (Module, Use, ceil_div, modules,  # noqa: F401 (re-export)
+                                 nvme_param_fraction, prefetch_depth, sub_groups, trace)
 from tierlab.sim.strategy import Strategy
 
 OPT_STATE_TENSORS = 3
@@ -49,25 +51,6 @@ class Op:
     """'optimizer' or 'param': the swap-buffer pool taken from / given to."""
     pinned: bool = True
     """Host side of a PCIe copy is page-locked (offload_*.pin_memory)."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Module:
-    """A unit DeepSpeed fetches as a whole in this coarse model: embedding, one block, the head."""
-
-    name: str
-    kind: str
-    """'embed', 'block' or 'head'."""
-    fetch_numel: int
-    """Elements gathered before use: non-persistent parameters (>= persistence threshold)."""
-    fetch_tensors: int
-    """Parameters gathered (one NVMe swap buffer each)."""
-    own_params: tuple[int, ...]
-    """Numel of the parameters this module owns (tied LM head owns none), in model order."""
-    hooked: int = 0
-    """nn.Modules holding parameters directly: each gets ZeRO-3's fetch/release hooks
-    (parameter_offload.py `_register_deepspeed_module` hooks every submodule; fetch_sub_module
-    gathers `iter_params(module, recurse=False)`) — HF Llama: 7 Linear + 2 RMSNorm per block."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,129 +94,6 @@ def optimizer_buffers_needed(strategy: Strategy) -> int:
     """4 buffers per sub-group in flight (swap_in_optimizer_state: num_tensors + 1 gradient)."""
     oo = strategy.zero.offload_optimizer
     return (OPT_STATE_TENSORS + 1) * (1 + int(oo.pipeline_read) + int(oo.pipeline_write))
-
-
-# ----------------------------------------------------------------------------------------------
-# the model as modules and parameters
-
-def modules(model: Model, strategy: Strategy) -> list[Module]:
-    """embed, blocks..., head — with the parameters each gathers and owns."""
-    thr = strategy.zero.stage3_param_persistence_threshold if strategy.zero.stage == 3 else 0
-    emb = [model.vocab * model.hidden]
-    if model.learned_pos_emb:
-        emb.append((model.max_seq_len or model.seq_len) * model.hidden)
-    block = [i * o for i, o in model.layer_matrices().values()]
-    block += list(model.layer_small_params().values())
-    final_norm = model.hidden * (2 if model.norm == "layernorm" else 1)
-    head_used = [final_norm, model.vocab * model.hidden]
-    head_own = [final_norm] if model.tie_embeddings else head_used
-
-    norms = sum(1 for k in model.layer_small_params() if "norm" in k)
-    block_hooked = len(model.layer_matrices()) + norms
-
-    def mod(name, kind, used, own, hooked):
-        big = [n for n in used if n >= thr]
-        return Module(name=name, kind=kind, fetch_numel=sum(big), fetch_tensors=len(big),
-                      own_params=tuple(own), hooked=hooked)
-
-    out = [mod("embed", "embed", emb, emb, len(emb))]
-    out += [mod(f"L{i}", "block", block, block, block_hooked) for i in range(model.n_layers)]
-    out.append(mod("head", "head", head_used, head_own, 2))      # final norm + lm_head
-    return out
-
-
-def _ceil_div(a: float, b: int) -> float:
-    """Elements of one rank's partition (a rate model: fractional elements are fine)."""
-    return a / b
-
-
-def sub_groups(mods: list[Module], strategy: Strategy, dp: int) -> list[list[int]]:
-    """Partition numel of each parameter, grouped as DeepSpeed's `_create_fp16_sub_groups`
-    (stage 3: close a group once it reaches sub_group_size; stages 0-2: one group)."""
-    parts = [n if strategy.zero.stage == 0 else _ceil_div(n, dp)
-             for m in mods for n in m.own_params]
-    if strategy.zero.stage < 3:
-        return [parts]
-    groups, cur = [], []
-    for n in parts:
-        cur.append(n)
-        if sum(cur) >= strategy.zero.sub_group_size:
-            groups.append(cur)
-            cur = []
-    if cur:
-        groups.append(cur)
-    return groups
-
-
-def nvme_param_fraction(groups: list[list[int]], strategy: Strategy) -> tuple[float, list[bool]]:
-    """Which sub-groups' 16-bit params live on NVMe: those past the first max_in_cpu elements
-    (stage3.py: a group gets a CPU flat buffer only if flat_offset + its size <= max_in_cpu)."""
-    if strategy.param_device != "nvme":
-        return 0.0, [False] * len(groups)
-    cap, offset, on_nvme = strategy.zero.offload_param.max_in_cpu, 0, []
-    for g in groups:
-        offset += sum(g)
-        on_nvme.append(offset > cap)
-    total = sum(sum(g) for g in groups)
-    nvme = sum(sum(g) for g, n in zip(groups, on_nvme) if n)
-    return (nvme / total if total else 0.0), on_nvme
-
-
-# ----------------------------------------------------------------------------------------------
-# the trace of one micro-step: every use of every module, and whether it needs a fetch
-
-@dataclass(frozen=True, slots=True)
-class Use:
-    module: int
-    kind: str
-    """'fwd', 'recompute' or 'bwd'."""
-    fetch: bool
-
-
-def trace(mods: list[Module], strategy: Strategy, first_step: bool) -> list[Use]:
-    """Module uses in execution order; a use fetches unless the params stayed gathered.
-
-    Stage 3 keeps a module's params gathered until its next use if fewer than
-    stage3_max_reuse_distance elements are used in between (`__params_to_release`); on step 1
-    the trace is incomplete and every use releases (and so re-fetches).
-    """
-    ckpt = strategy.activation_checkpointing
-    order = [(j, "fwd") for j in range(len(mods))]
-    for j in reversed(range(len(mods))):
-        if ckpt and mods[j].kind == "block":
-            order.append((j, "recompute"))
-        order.append((j, "bwd"))
-    if strategy.zero.stage < 3:
-        return [Use(j, k, False) for j, k in order]
-    reuse = strategy.zero.stage3_max_reuse_distance
-    prefix = [0]
-    for j, _ in order:
-        prefix.append(prefix[-1] + mods[j].fetch_numel)
-    last: dict[int, int] = {}
-    uses = []
-    for i, (j, kind) in enumerate(order):
-        fetch = mods[j].fetch_numel > 0
-        if fetch and not first_step and j in last:
-            fetch = prefix[i] - prefix[last[j] + 1] >= reuse
-        last[j] = i
-        uses.append(Use(j, kind, fetch))
-    return uses
-
-
-def prefetch_depth(mods: list[Module], strategy: Strategy, first_step: bool) -> int:
-    """How many uses ahead parameter fetches are issued (0 = fetched when needed).
-
-    fetch_sub_module prefetches up to min(max_live - available, prefetch_bucket) elements on every
-    sub-module call once the trace is complete; calls come several per block, so in steady state
-    the frontier runs ahead until max_live_parameters elements are gathered."""
-    z = strategy.zero
-    sizes = [m.fetch_numel for m in mods if m.fetch_numel > 0]
-    if first_step or z.stage < 3 or z.stage3_prefetch_bucket_size <= 0 or not sizes:
-        return 0
-    block = max(sizes)
-    if block > z.stage3_max_live_parameters:
-        return 0
-    return max(1, z.stage3_max_live_parameters // block)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -281,7 +141,7 @@ class _Ctx:
 
 def _fetch(b: _Builder, c: _Ctx, mod: Module, tag: str, deps) -> int | None:
     """NVMe read -> pinned buffer -> H2D of the partition -> all-gather (stage 3)."""
-    part = _ceil_div(mod.fetch_numel, c.dp)
+    part = ceil_div(mod.fetch_numel, c.dp)
     s = c.strategy
     last, bufs = None, 0
     if s.param_device == "nvme" and c.nvme_frac > 0:
@@ -304,7 +164,7 @@ def _grads(b: _Builder, c: _Ctx, numel: int, tag: str, deps, micro: int, gas: in
     """Reduce a gradient bucket and move this rank's partition where the optimizer wants it."""
     s, stage = c.strategy, c.strategy.zero.stage
     boundary = micro == gas - 1
-    part = _ceil_div(numel, c.dp)
+    part = ceil_div(numel, c.dp)
     last = None
     if c.dp > 1 and stage >= 1:
         last = b.collective(tag, "reduce_scatter", numel * c.bpp, c.hw, deps)
