@@ -663,6 +663,8 @@ def _write_calibration(result, paths: dict, raw: str | None) -> None:
     click.echo(f"{hw.name}: PCIe H2D/D2H pinned {hw.pcie.h2d_pinned_Bps / 1e9:.1f}/"
                f"{hw.pcie.d2h_pinned_Bps / 1e9:.1f} GB/s, DRAM {hw.cpu.dram_bandwidth_Bps / 1e9:.1f}"
                f" GB/s, CPU Adam {hw.cpu.adam_params_per_s / 1e9:.2f} G params/s"
+               + (f", module call {hw.cpu.module_call_s * 1e6:.2f} us" if hw.cpu.module_call_s
+                  else "")
                + (f", NVMe read/write {hw.nvme.read_bandwidth_Bps / 1e9:.2f}/"
                   f"{hw.nvme.write_bandwidth_Bps / 1e9:.2f} GB/s" if hw.nvme else ""))
     for group, why in result.skipped.items():
