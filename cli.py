@@ -602,7 +602,8 @@ def preflight(ctx, model, hardware, ds_config, overrides, gpus, nodes, micro_bat
               help="Also write every measured point, with its settings, host facts and library "
                    "versions, as JSON.")
 @click.option("--skip", default="", metavar="LIST",
-              help="Comma-separated benchmarks not to run: gpu, pcie, gemm, nccl, aio, adam, memcpy, dispatch (the hooked module-call time).")
+              help="Comma-separated benchmarks not to run: gpu, pcie, gemm, nccl, aio, adam, "
+                   "memcpy, dispatch (the hooked module-call time).")
 @click.option("--sweep", multiple=True, metavar="KEY=V1,V2",
               help="Override sweep points, e.g. --sweep aio_block_sizes=1M,8M --sweep "
                    "aio_queue_depths=32,128 --sweep repeats=2 (sizes: K/M/G = KiB/MiB/GiB; "
@@ -611,7 +612,7 @@ def preflight(ctx, model, hardware, ds_config, overrides, gpus, nodes, micro_bat
               help="Measure nothing: rebuild the profile from a raw record that an earlier "
                    "`calibrate --raw` wrote (on this or another host), with this version's rules.")
 def calibrate(nvme_path, out, name, hardware, quick, raw, skip, sweep, from_raw):
-    """Measure this host (PCIe, GEMM, NCCL, DeepSpeed aio, CPU Adam, memcpy, host module-call time) into a profile.
+    """Measure this host (PCIe, GEMM, NCCL, aio, CPU Adam, memcpy, module call) into a profile.
 
     Writes a system profile in the loader's format whose measured numbers say 'measured <date> by
     tierlab calibrate: <settings>', plus the measured part profiles; what it cannot measure is
@@ -721,7 +722,7 @@ def validate(cases, hardware, out, max_error, as_json, train, software):
     profiles: dict[str, object] = {}
     rows = []
     for d in find_measurements(cases or [default]):
-        name = hardware or folder_hardware(d) or "h200-host"
+        name = hardware or folder_hardware(d.parent) or "h200-host"
         if name not in profiles:
             profiles[name] = load_hardware(name)
         rows += compare_measurement(profiles[name], load_measurement(d), name=case_key(d),

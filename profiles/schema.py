@@ -315,7 +315,6 @@ class Software:
         if self.reference_module_call_s is not None:
             _positive(self, "reference_module_call_s")
 
-
     def host_scale(self, cpu: CPU) -> float:
         """How much slower (>1) or faster this host runs the per-operation host terms than the
         host they were fitted on, from both hosts' measured module-call time."""

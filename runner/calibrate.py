@@ -627,10 +627,10 @@ def from_raw(raw: Any, *, name: str | None = None, where: str = "raw record") ->
     only the raw JSON came back, or a rule such as the DRAM byte count changed)."""
     from tierlab.runner import calibrate_profile as cp
 
-    need = ("name", "date", "base", "host", "results")
-    if not isinstance(raw, dict) or any(k not in raw for k in need):
-        missing = next((k for k in need if not isinstance(raw, dict) or k not in raw), "")
-        raise ConfigError(f"{where}: not a tierlab calibrate raw record (missing {missing!r})")
+    have = raw if isinstance(raw, dict) else {}
+    for key in ("name", "date", "base", "host", "results"):
+        if key not in have:
+            raise ConfigError(f"{where}: not a tierlab calibrate raw record (missing {key!r})")
     name = name or raw["name"]
     if not name or "/" in name or name.startswith("."):
         raise ConfigError(f"--name {name!r}: use a plain profile name such as h200-host")

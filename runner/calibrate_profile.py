@@ -309,7 +309,8 @@ def _pcie_entries(pcie_doc: dict, pcie: list[dict], m: str) -> None:
 def build_documents(name: str, date: str, results: dict, facts: dict, base: dict) -> dict[str, dict]:
     """{'systems': ..., 'gpus'/'cpus'/'nvme': ... (only the measured parts)}."""
     m = f"measured {date} by tierlab calibrate"
-    parts = {"cpus": cpu_document(results, facts, base, m), "nvme": nvme_document(results, facts, m, base),
+    parts = {"cpus": cpu_document(results, facts, base, m),
+             "nvme": nvme_document(results, facts, m, base),
              "gpus": gpu_document(results, facts, base, m)}
     if parts["nvme"] is not None and "latency" not in parts["nvme"]:
         parts["nvme"]["latency"] = copy.deepcopy(base["nvme"][1]["latency"])

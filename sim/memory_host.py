@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from tierlab.profiles.schema import Hardware, Model, Software
+from tierlab.sim.modules import Module, modules, nvme_param_fraction, sub_groups
 from tierlab.sim.strategy import Strategy
 
 # Host RSS of one training process before model states: Python + torch + DeepSpeed + CUDA host
@@ -89,11 +90,10 @@ def _min_aio_bytes(strategy: Strategy) -> int:
 
 def _zero3_host(model: Model, strategy: Strategy) -> dict[str, float]:
     """One rank, stage 3 with offload (stage3.py, partition_parameters.py, swap_tensor/)."""
-    from tierlab.sim.workload import modules, sub_groups
-
     z, b = strategy.zero, strategy.bytes_per_param
     part = model.n_params / strategy.data_parallel_size
-    groups = sub_groups(modules(model, strategy), strategy, strategy.data_parallel_size)
+    mods = modules(model, strategy)
+    groups = sub_groups(mods, strategy, strategy.data_parallel_size)
     out: dict[str, float] = {}
     if strategy.optimizer_device == "cpu":
         out.update(_zero3_cpu_optimizer_host(strategy, groups, part))
@@ -107,7 +107,7 @@ def _zero3_host(model: Model, strategy: Strategy) -> dict[str, float]:
     if strategy.param_device in ("cpu", "nvme"):
         out.update(_zero3_param_host(strategy, groups, part))
         out["pinned:zero_init_partitions_cached"] = _zero_init_cache_left(
-            model, strategy, _pinned_requests_after_init(strategy, groups, part))
+            model, strategy, mods, _pinned_requests_after_init(strategy, groups, part))
     return out
 
 
@@ -158,8 +158,6 @@ def _zero3_param_host(strategy: Strategy, groups: list[list[float]],
     """Parameters offloaded to CPU or NVMe: the flat 16-bit buffer — always torch-pinned
     (`get_accelerator().pin_memory(torch.empty(...))`, whatever offload_param.pin_memory says) —
     and, for NVMe, the swapper's locked buffers."""
-    from tierlab.sim.workload import nvme_param_fraction
-
     op, b, dp = strategy.zero.offload_param, strategy.bytes_per_param, strategy.data_parallel_size
     flat = _flat_params_numel(strategy, part)
     out = {"pinned:params_16bit": pinned_bytes(b * flat) if flat > 0 else 0.0}
@@ -192,7 +190,8 @@ def _pinned_requests_after_init(strategy: Strategy, groups: list[list[float]],
     return grads + [pinned_bytes(b * part)]
 
 
-def _zero_init_cache_left(model: Model, strategy: Strategy, later: list[float]) -> float:
+def _zero_init_cache_left(model: Model, strategy: Strategy, mods: list[Module],
+                          later: list[float]) -> float:
     """Pinned bytes zero.Init leaves in torch's CachingHostAllocator cache at the peak.
 
     partition_parameters.py `_partition_param`: a partition that goes to the CPU is
@@ -205,12 +204,10 @@ def _zero_init_cache_left(model: Model, strategy: Strategy, later: list[float]) 
     136 M x 2 B -> 2^29 B per rank). A later request of exactly a cached block's size takes it
     back (CachingHostAllocator.h `get_free_block`: one free list per power of two) — e.g.
     Llama-3B's last sub-group, 192 M x 4 B -> 2^30, reuses the embedding's 2^30 block."""
-    from tierlab.sim.workload import modules
-
     op, b, dp = strategy.zero.offload_param, strategy.bytes_per_param, strategy.data_parallel_size
     if not op.pin_memory:
         return 0.0
-    numels = [n for m in modules(model, strategy) for n in m.own_params]
+    numels = [n for m in mods for n in m.own_params]
     head = [model.vocab * model.hidden] if model.tie_embeddings else []
     blocks = [pinned_bytes(b * n / dp) for n in numels + head
               if strategy.param_device != "nvme" or b * n / dp < _min_aio_bytes(strategy)]

@@ -103,17 +103,17 @@ def test_cli_bad_input(tmp_path):
 def test_folder_validate_yaml_picks_the_profile_and_bad_files_are_exit_2(tmp_path):
     from tierlab.validate.compare import folder_hardware
 
-    run_dir = tmp_path / "runs" / "r1"
-    assert folder_hardware(run_dir) is None
+    runs = tmp_path / "runs"
+    assert folder_hardware(runs) is None
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / "validate.yaml").write_text("hardware: h200x2-b\nnote: calibrated with them\n")
-    assert folder_hardware(run_dir) == "h200x2-b"
+    assert folder_hardware(runs) == "h200x2-b"
     (tmp_path / "runs" / "validate.yaml").write_text("hardwar: h200x2-b\n")
     with pytest.raises(ConfigError, match="validate.yaml"):
-        folder_hardware(run_dir)
+        folder_hardware(runs)
     (tmp_path / "runs" / "validate.yaml").write_text("hardware: [unclosed\n")
     with pytest.raises(ConfigError, match="validate.yaml"):
-        folder_hardware(run_dir)
+        folder_hardware(runs)
     write_case(tmp_path / "cases", "a", step_s=0.01)
     (tmp_path / "cases" / "validate.yaml").write_text("hardware: 3\n")
     res = CliRunner().invoke(main, ["validate", str(tmp_path / "cases"), "--out",

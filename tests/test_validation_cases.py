@@ -99,5 +99,5 @@ def test_folders_name_their_profiles():
     from tierlab.validate.compare import folder_hardware
 
     for folder, hardware in PAIRED.items():
-        assert folder_hardware(CASES / folder / "any-run") == hardware
-    assert folder_hardware(CASES / "h200x2-s3" / "any-run") == "h200x2-b"
+        assert folder_hardware(CASES / folder) == hardware
+    assert folder_hardware(CASES / "h200x2-s3") == "h200x2-b"

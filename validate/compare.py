@@ -174,11 +174,11 @@ FOLDER_FILE = "validate.yaml"
 """Beside a folder's runs: `hardware: PROFILE`, the profile calibrated with them."""
 
 
-def folder_hardware(directory: str | Path) -> str | None:
-    """The profile named by validate.yaml in a run's folder (None without one)."""
+def folder_hardware(folder: str | Path) -> str | None:
+    """The profile a folder of runs names in its validate.yaml (None without one)."""
     from tierlab.profiles.load import read_data
 
-    path = Path(directory).parent / FOLDER_FILE
+    path = Path(folder) / FOLDER_FILE
     if not path.is_file():
         return None
     data = read_data(path)

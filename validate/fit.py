@@ -1,6 +1,6 @@
 """Fit the software profile's host-side terms on a named training subset of measured runs.
 
-`fit_software(hardware_by_folder, paths, base)` returns a Software whose fitted terms minimise the
+`fit_software(hardware, paths, base)` returns a Software whose fitted terms minimise the
 error on `base.train_cases` only ('folder/run' keys; the held-out cases never enter). Each term is
 one golden-section search of a squared relative error, in this order, each on the cases where
 nothing unfitted is left:
@@ -68,35 +68,32 @@ def _fwd_bwd(m) -> float | None:
 
 _PREDICT: dict[str, Callable] = {
     "step": lambda r: r.step_time_s,
-    "forward": lambda r: r.phases.get("forward_s", 0.0),
     "fwd_bwd": lambda r: r.phases.get("forward_s", 0.0) + r.phases.get("backward_s", 0.0),
     "optimizer": lambda r: r.phases.get("optimizer_s", 0.0)}
 _MEASURE: dict[str, Callable] = {"step": _step, "fwd_bwd": _fwd_bwd,
-                                 "forward": lambda m: _phase(m, "forward_s"),
                                  "optimizer": lambda m: _phase(m, "optimizer_s")}
 
 
 def _golden(hw: Hardware, cases, sw: Software, field: str, keep, hi: float,
             target: str = "step", lo: float = 0.0) -> float:
-    """Golden-section search of Software.`field` on `target` ('step', 'forward', 'fwd_bwd' or
-    'optimizer'; a phase falls back to the step time for a run without phase times, except
-    'optimizer', which skips such a run) over the cases `keep`
-    accepts; the field stays as it is when no training case qualifies."""
+    """Golden-section search of Software.`field` on `target` ('step', 'fwd_bwd' or 'optimizer';
+    'fwd_bwd' falls back to the step time for a run without phase times, 'optimizer' skips such
+    a run) over the cases `keep` accepts; the field stays as it is when none qualifies."""
     sub = []
-    for n, m in cases:
+    for _, m in cases:
         if m.status != "ok" or not keep(m):
             continue
         kind = target if _MEASURE[target](m) is not None else "step"
         if kind != target and target == "optimizer":
             continue
-        sub.append((n, m, kind, _MEASURE[kind](m)))
+        sub.append((m, kind, _MEASURE[kind](m)))
     if not sub:
         return getattr(sw, field)
 
     def loss(x):
         s2 = replace(sw, **{field: x})
-        return sum((_PREDICT[kind](_sim(hw[n], m, s2)[3]) / meas - 1) ** 2
-                   for n, m, kind, meas in sub)
+        return sum((_PREDICT[kind](_sim(hw, m, s2)[3]) / meas - 1) ** 2
+                   for m, kind, meas in sub)
 
     a, b, g = lo, hi, (math.sqrt(5) - 1) / 2
     for _ in range(30):
@@ -148,10 +145,10 @@ def fit_first_step(hw, cases, sw: Software) -> tuple[float, float]:
     from tierlab.sim.engine import first_step_extra_s
 
     xs, ys = [], []
-    for n, m in cases:
+    for _, m in cases:
         if m.status != "ok" or not m.steps:
             continue
-        h, model, s, r = _sim(hw[n], m, sw)
+        h, model, s, r = _sim(hw, m, sw)
         schedule = r.first_step_time_s - first_step_extra_s(h, model, s, sw)
         touch = first_step_extra_s(h, model, s, replace(sw, first_step_fixed_s=0.0,
                                                         first_touch_Bps=1.0))
@@ -172,46 +169,33 @@ def fit_first_step(hw, cases, sw: Software) -> tuple[float, float]:
 def fit_baseline(hw, cases, sw: Software) -> float:
     """Median over training cases of measured RSS - the modelled items (per rank)."""
     res = []
-    for n, m in cases:
+    for _, m in cases:
         rss = (m.summary or {}).get("peak_host_rss_bytes")
         if m.status != "ok" or not rss:
             continue
-        h, _, _, r = _sim(hw[n], m, sw)
+        h, _, _, r = _sim(hw, m, sw)
         host = r.memory.tiers["host"]
         items = host.used_bytes / h.gpus_per_node - sw.process_baseline_bytes
         res.append(rss - items)
     return statistics.median(res)
 
 
-class _ByFolder(dict):
-    """{case key: Hardware}: each case's folder's profile, else the default."""
-
-    def __init__(self, default: Hardware, folders: dict[str, Hardware]):
-        super().__init__()
-        self.default, self.folders = default, folders
-
-    def __missing__(self, key: str) -> Hardware:
-        return self.folders.get(key.split("/")[0], self.default)
-
-
-def fit_software(hw: Hardware, paths, base: Software,
-                 folders: dict[str, Hardware] | None = None) -> Software:
-    """`hw` for every case, or per case folder name through `folders`."""
+def fit_software(hw: Hardware, paths, base: Software) -> Software:
+    """The terms fitted on base.train_cases under `paths`, all simulated on `hw`."""
     cases = _cases(paths, set(base.train_cases))
     if not cases:
         from tierlab.errors import ConfigError
 
         raise ConfigError(f"none of train_cases {list(base.train_cases)} is under "
                           f"{', '.join(map(str, paths))}")
-    by = _ByFolder(hw, folders or {})
     sw = replace(base, reference_module_call_s=hw.cpu.module_call_s)
-    sw = replace(sw, process_baseline_bytes=fit_baseline(by, cases, sw))
-    sw = replace(sw, host_dispatch_s_per_module=fit_dispatch_s(by, cases, sw))
-    sw = replace(sw, stage0_step_s_per_param=fit_stage0_step_s(by, cases, sw))
-    sw = replace(sw, offload_grad_s_per_param=fit_grad_copy_s(by, cases, sw))
-    sw = replace(sw, zero3_hook_s_per_module=fit_hook_s(by, cases, sw))
-    sw = replace(sw, multi_rank_sync_s=fit_multi_rank_sync(by, cases, sw))
-    fixed, rate = fit_first_step(by, cases, sw)
+    sw = replace(sw, process_baseline_bytes=fit_baseline(hw, cases, sw))
+    sw = replace(sw, host_dispatch_s_per_module=fit_dispatch_s(hw, cases, sw))
+    sw = replace(sw, stage0_step_s_per_param=fit_stage0_step_s(hw, cases, sw))
+    sw = replace(sw, offload_grad_s_per_param=fit_grad_copy_s(hw, cases, sw))
+    sw = replace(sw, zero3_hook_s_per_module=fit_hook_s(hw, cases, sw))
+    sw = replace(sw, multi_rank_sync_s=fit_multi_rank_sync(hw, cases, sw))
+    fixed, rate = fit_first_step(hw, cases, sw)
     return replace(sw, first_step_fixed_s=fixed, first_touch_Bps=rate)
 
 

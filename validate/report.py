@@ -39,7 +39,7 @@ def scatter_figure(rows: Sequence[Row], metric: str = "step_time_s", band_pct: f
         inside = abs(p - m) <= f * m
         ax.scatter(m, p, color="tab:blue" if inside else "tab:red", zorder=3)
         # stack the labels of points close together (log space) instead of overprinting them
-        near = sum(1 for x, y in placed if abs(math.log(x / m)) < 0.15 and abs(math.log(y / p)) < 0.15)
+        near = sum(1 for x, y in placed if max(abs(math.log(x / m)), abs(math.log(y / p))) < 0.15)
         placed.append((m, p))
         ax.annotate(case, (m, p), fontsize=7, xytext=(4, 3 + 9 * near), textcoords="offset points")
     ax.set_xscale("log")
