@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Literal, Mapping
 
 from tierlab.profiles.schema import Model
+from tierlab.sim.memory_host import MIN_AIO_BYTES   # swap_tensor/utils.py: smaller is never swapped
 from tierlab.sim.strategy import Strategy
 
 Severity = Literal["error", "warning"]
 GiB = 2**30
-MIN_AIO_BYTES = 1 << 20      # deepspeed/runtime/swap_tensor/utils.py MIN_AIO_BYTES: smaller is never swapped
 
 
 @dataclass(frozen=True)

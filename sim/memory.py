@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from tierlab.profiles.schema import Hardware, Model, Software
-from tierlab.sim.memory_host import (AIO_ALIGNED_BYTES, MIN_AIO_BYTES,  # noqa: F401 (re-export)
-                                     PROCESS_BASELINE_BYTES, host_breakdown, pinned_bytes)
+from tierlab.sim.memory_host import (host_breakdown, largest_param_numel,  # noqa: F401
+                                     pinned_bytes)   # pinned_bytes: re-exported for callers
 from tierlab.sim.strategy import Strategy
 
 # Allocator slack: PyTorch's caching allocator rounds blocks and fragments; reserved exceeds
@@ -202,9 +202,7 @@ def gpu_persistent(hw: Hardware, model: Model, strategy: Strategy) -> dict[str, 
             out["grad_partition"] = b * n / dp
     if z.stage in (1, 2) and strategy.optimizer_device != "none":
         # stage_1_and_2.py: temp_grad_buffer_for_gpu_offload, largest parameter, 16-bit
-        largest = max(max(i * o for i, o in model.layer_matrices().values()),
-                      model.vocab * model.hidden)
-        out["temp_grad_buffer"] = float(b * largest)
+        out["temp_grad_buffer"] = float(b * largest_param_numel(model))
     if z.stage in (1, 2) and dp > 1:
         out["allgather_bucket"] = float(b * z.allgather_bucket_size)
     return out

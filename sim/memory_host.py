@@ -69,10 +69,16 @@ def _zero12_host(model: Model, strategy: Strategy) -> dict[str, float]:
     pin = pinned_bytes if oo.pin_memory else (lambda x: x)
     kind = "pinned" if oo.pin_memory else "pageable"
     b = strategy.bytes_per_param
-    largest = max(max(i * o for i, o in model.layer_matrices().values()), model.vocab * model.hidden)
+    largest = largest_param_numel(model)
     return {f"{kind}:master_fp32": pin(4.0 * part), f"{kind}:params_16bit_buffer": pin(b * part),
             f"{kind}:grads_fp32": pin(4.0 * part), f"{kind}:temp_grad_buffer": pin(b * largest),
             "pageable:adam_m_v": 8.0 * part}
+
+
+def largest_param_numel(model: Model) -> int:
+    """Elements of the model's largest parameter tensor (a block matrix or the embedding):
+    the size of ZeRO-1/2 offload's temp gradient buffers (stage_1_and_2.py)."""
+    return max(max(i * o for i, o in model.layer_matrices().values()), model.vocab * model.hidden)
 
 
 def _io_aligned_numel(numel: float, elem_bytes: int, strategy: Strategy) -> float:
