@@ -483,28 +483,30 @@ class Task:
     run: Callable[[], list[dict]]
 
 
+def wanted(name: str, skip: set[str], skipped: dict[str, str]) -> bool:
+    """False (and the reason noted in `skipped`) when --skip names this benchmark."""
+    if name in skip:
+        skipped[name] = f"--skip {name}"
+        return False
+    return True
+
+
 def calibration_tasks(plan: SweepPlan, *, nvme_path: Path | None, skip: set[str],
                       cuda: bool, n_gpus: int, facts: dict) -> tuple[list[Task], dict[str, str]]:
     """(tasks to run, {benchmark: why skipped}). `facts` receives settings the profile cites."""
     tasks: list[Task] = []
     skipped: dict[str, str] = {}
-    if "memcpy" in skip:
-        skipped["memcpy"] = "--skip memcpy"
-    else:
+    if wanted("memcpy", skip, skipped):
         tasks.append(Task("memcpy", f"memcpy {plan.memcpy_size / MiB:.0f} MiB",
                           lambda: memcpy_bandwidth(plan.memcpy_size, plan.repeats)))
-    if "adam" in skip:
-        skipped["adam"] = "--skip adam"
-    else:
+    if wanted("adam", skip, skipped):
         kinds = ("deepspeed", "torch") if plan.adam_torch else ("deepspeed",)
         for kind in kinds:
             for t in adam_thread_counts(plan):
                 tasks.append(Task("adam", f"{kind} Adam x{t} threads",
                                   lambda k=kind, t=t: adam_throughput(k, plan.adam_params, t,
                                                                       plan.repeats)))
-    if "dispatch" in skip:
-        skipped["dispatch"] = "--skip dispatch"
-    else:
+    if wanted("dispatch", skip, skipped):
         tasks.append(Task("dispatch", "hooked module call",
                           lambda: module_call_time(cuda, max(3, plan.repeats))))
     tasks += _aio_tasks(plan, nvme_path, skip, skipped, facts)
@@ -515,8 +517,7 @@ def calibration_tasks(plan: SweepPlan, *, nvme_path: Path | None, skip: set[str]
 
 
 def _aio_tasks(plan, nvme_path, skip, skipped, facts) -> list[Task]:
-    if "aio" in skip:
-        skipped["aio"] = "--skip aio"
+    if not wanted("aio", skip, skipped):
         return []
     if nvme_path is None:
         skipped["aio"] = "no --nvme-path given"

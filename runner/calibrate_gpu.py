@@ -10,7 +10,7 @@ import logging
 import os
 import time
 
-from tierlab.runner.calibrate import GiB, SweepPlan, Task
+from tierlab.runner.calibrate import GiB, SweepPlan, Task, wanted
 
 log = logging.getLogger(__name__)
 
@@ -202,14 +202,10 @@ def gpu_tasks(plan: SweepPlan, skip: set[str], skipped: dict[str, str], *, cuda:
         return []
     tasks = [Task("gpu", "GPU facts and CUDA context", gpu_facts),
              Task("hbm", "HBM device copy", hbm_copy)]
-    if "pcie" in skip:
-        skipped["pcie"] = "--skip pcie"
-    else:
+    if wanted("pcie", skip, skipped):
         tasks.append(Task("pcie", f"PCIe {len(plan.pcie_sizes)} sizes",
                           lambda: pcie_curve(plan.pcie_sizes, plan.repeats)))
-    if "gemm" in skip:
-        skipped["gemm"] = "--skip gemm"
-    else:
+    if wanted("gemm", skip, skipped):
         tasks.append(Task("gemm_fp32", "GEMM fp32 4096^3",
                           lambda: gemm_curve([{"model": "-", "op": "square", "m": 4096, "k": 4096,
                                                "n": 4096}], ("fp32",))))
