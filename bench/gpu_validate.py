@@ -100,7 +100,8 @@ def main() -> int:
     by_name = {c["name"]: c for c in plan["cases"]}
     unknown = [n for n in (args.only or []) if n not in by_name]
     if unknown:
-        raise SystemExit(f"--only {unknown[0]}: not a case of {args.plan}")
+        print(f"error: --only {unknown[0]}: not a case of {args.plan}", file=sys.stderr)
+        return 2
     for case in [by_name[n] for n in args.only] if args.only else plan["cases"]:
         name = case["name"]
         if name in args.skip:
