@@ -58,6 +58,11 @@ class StepRecord:
     disk_read_bytes: int | None = None
     """Bytes read from the block device under the swap path since the run started (diskstats)."""
     disk_written_bytes: int | None = None
+    gc_s: float | None = None
+    """Seconds this step spent in Python's garbage collector (rank 0's process, all phases)."""
+    gc_collections: list[int] | None = None
+    """Collections of generation 0, 1 and 2 during this step (a generation-2 one is a full walk
+    of every tracked object)."""
     time_unix: float = 0.0
 
 
@@ -121,7 +126,7 @@ def summarize(steps: list[StepRecord], warmup_steps: int, samples: list[dict] | 
                            "timing": steady[0].timing if steady else None}
     if steady and wall.get("median"):
         out["tokens_per_s"] = steady[-1].tokens / wall["median"]
-    for phase in ("forward_s", "backward_s", "optimizer_s"):
+    for phase in ("forward_s", "backward_s", "optimizer_s", "gc_s"):
         vals = [getattr(s, phase) for s in steady if getattr(s, phase) is not None]
         if vals:
             out[phase] = _stats(vals)

@@ -269,3 +269,46 @@ class Sampler:
             s["pcie_rx_Bps"] = 1024 * nvml.nvmlDeviceGetPcieThroughput(
                 self._handle, nvml.NVML_PCIE_UTIL_RX_BYTES)
         return s
+
+
+# ----------------------------------------------------------------------------------------------
+# Python's garbage collector
+
+class GcClock:
+    """Time the training process spends in Python's cyclic garbage collector, by generation,
+    through `gc.callbacks` (a full collection walks every tracked object: with DeepSpeed and
+    transformers loaded that is millions, and it stalls the Python thread that feeds the GPU).
+
+    `take()` returns what was collected since the previous `take()`: seconds and the number of
+    collections of each generation."""
+
+    def __init__(self):
+        self._t0 = 0.0
+        self.seconds = 0.0
+        self.collections = [0, 0, 0]
+
+    def _callback(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._t0 = time.perf_counter()
+            return
+        self.seconds += time.perf_counter() - self._t0
+        gen = int(info.get("generation", 0))
+        if 0 <= gen < len(self.collections):
+            self.collections[gen] += 1
+
+    def start(self) -> "GcClock":
+        import gc
+
+        gc.callbacks.append(self._callback)
+        return self
+
+    def stop(self) -> None:
+        import gc
+
+        if self._callback in gc.callbacks:
+            gc.callbacks.remove(self._callback)
+
+    def take(self) -> dict:
+        out = {"gc_s": self.seconds, "gc_collections": list(self.collections)}
+        self.seconds, self.collections = 0.0, [0, 0, 0]
+        return out

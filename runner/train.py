@@ -224,8 +224,9 @@ class _Recorder:
     disk bytes since start; appended and flushed by the writer."""
 
     def __init__(self, writer: MeasurementWriter | None, spec: RunSpec, sampler, device: str | None,
-                 swap_dirs: list[Path]):
+                 swap_dirs: list[Path], gc_clock: probes.GcClock | None = None):
         self.writer, self.spec, self.sampler, self.device = writer, spec, sampler, device
+        self.gc_clock = gc_clock
         self.swap_dirs = swap_dirs
         self.disk0 = probes.disk_bytes(device)
         self.steps_done = 0
@@ -242,7 +243,7 @@ class _Recorder:
             swap_bytes=sum(probes.dir_bytes(d) for d in self.swap_dirs) if self.swap_dirs else None,
             disk_read_bytes=disk[0] - self.disk0[0] if disk and self.disk0 else None,
             disk_written_bytes=disk[1] - self.disk0[1] if disk and self.disk0 else None,
-            time_unix=time.time(), **phases)
+            time_unix=time.time(), **(self.gc_clock.take() if self.gc_clock else {}), **phases)
         self.steps_done += 1
         if self.writer is not None:
             self.writer.append(rec)
@@ -353,7 +354,8 @@ def run(spec: RunSpec) -> Measurement:
     old = _install_signal_handlers()
     cuda = _cuda()
     sampler = probes.Sampler(gpu_index=local_rank if cuda else None, swap_device=device).start()
-    recorder = _Recorder(writer, spec, sampler, device, dsc.swap_dirs(spec.ds_config))
+    gc_clock = probes.GcClock()
+    recorder = _Recorder(writer, spec, sampler, device, dsc.swap_dirs(spec.ds_config), gc_clock)
     status, kind, reason = "ok", "", ""
     try:
         applied = apply_gpu_mem_cap(spec.gpu_mem_cap_bytes, local_rank)
@@ -363,6 +365,7 @@ def run(spec: RunSpec) -> Measurement:
         writer.update_header(run={**m.run, **applied, "n_params": n_params,
                                   "init_s": time.time() - m.started_unix},
                              host={**m.host, **host_speed(cuda is not None)})
+        gc_clock.start()
         train_steps(engine, make_spec_batches(spec), steps=spec.steps,
                     grad_accum=spec.grad_accum, breakdown=spec.breakdown, on_step=recorder)
     except BaseException as exc:  # noqa: BLE001 - every fault becomes a status
@@ -372,6 +375,7 @@ def run(spec: RunSpec) -> Measurement:
             traceback.print_exc()
     finally:
         _ignore_signals()          # a second Ctrl-C must not cut the record short
+        gc_clock.stop()
         samples = sampler.stop()
         if not spec.keep_swap:
             m.run["swap_removed"] = remove_swap(spec.ds_config)

@@ -79,3 +79,23 @@ def test_classify_faults():
     # a bare aio assertion on a full disk is a disk_full
     assert classify(AssertionError(), 1, {"/swap": 1000})[1] == "disk_full"
     assert classify(ValueError("x"), 0)[1] == "error"
+
+
+def test_gc_clock_counts_collections_and_their_time():
+    import gc
+
+    clock = probes.GcClock().start()
+    try:
+        junk = [[i] for i in range(200_000)]     # tracked containers: a full walk takes time
+        gc.collect()
+        gc.collect(0)
+        first = clock.take()
+        second = clock.take()
+    finally:
+        clock.stop()
+        del junk
+    assert first["gc_collections"][2] >= 1 and first["gc_collections"][0] >= 1
+    assert first["gc_s"] > 0
+    assert second == {"gc_s": 0.0, "gc_collections": [0, 0, 0]}    # take() resets
+    gc.collect()
+    assert clock.take()["gc_collections"] == [0, 0, 0]             # stop() unhooks

@@ -66,6 +66,9 @@ def test_measurement_is_complete(nvme_run):
     assert m.run["n_params"] == 15206912 and m.run["dataset"] == SAMPLE
     assert m.summary["step_time_s"]["n"] == 2 and m.summary["timing"] == "wall"
     assert m.summary["tokens_per_s"] > 0 and m.samples
+    # every step says how long Python's collector ran in it (a tiny model: at least one gen-0 run)
+    assert all(s.gc_s is not None and len(s.gc_collections) == 3 for s in m.steps)
+    assert sum(s.gc_collections[0] + s.gc_collections[1] for s in m.steps) >= 1
     assert m.finished_unix > m.started_unix
     for name in ("measurement.json", "steps.jsonl", "samples.jsonl", "summary.json"):
         assert (out / name).is_file()
