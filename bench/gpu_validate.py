@@ -24,8 +24,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def command(case: dict, defaults: dict, out_dir: Path, hardware: str, swap: str) -> list[str]:
-    c = {**defaults, **case}
+def command(case: dict, defaults: dict, out_dir: Path, hardware: str, swap: str,
+            steps: int | None = None) -> list[str]:
+    c = {**defaults, **case, **({"steps": steps} if steps else {})}
     cmd = [sys.executable, "-m", "tierlab.cli", "run", "-m", c["model"], "-c", c["config"],
            "-H", hardware, "--micro-batch", str(c["micro_batch"]), "--seq", str(c["seq"]),
            "--steps", str(c["steps"]), "--warmup-steps", str(c["warmup_steps"]),
@@ -89,6 +90,8 @@ def main() -> int:
     ap.add_argument("--work", default="/tmp/tierlab-validate")
     ap.add_argument("--only", nargs="*", default=None)
     ap.add_argument("--skip", nargs="*", default=[])
+    ap.add_argument("--steps", type=int, default=None,
+                    help="steps of every case, warm-up included (default: the plan's)")
     args = ap.parse_args()
     t0 = time.time()
     out, work = Path(args.out), Path(args.work)
@@ -114,7 +117,7 @@ def main() -> int:
         if left < 30:
             log.write(f"skip {name}: budget spent\n")
             continue
-        cmd = command(case, plan["defaults"], work / name, args.hardware, args.swap)
+        cmd = command(case, plan["defaults"], work / name, args.hardware, args.swap, args.steps)
         log.write(f"== {name} at {time.time() - t0:.0f} s: {shlex.join(cmd[2:])}\n")
         started = time.time()
         (work / name).mkdir(parents=True, exist_ok=True)
