@@ -323,16 +323,21 @@ def _swap_free(ds_config: dict) -> dict:
     return out
 
 
+PROBE_BEFORE_INIT = "before deepspeed.initialize"
+
+
 def host_speed(cuda: bool) -> dict:
-    """This host's module-call time, measured in the training process just before the first
-    step (runner/calibrate.py module_call_time, ~0.1 s): `tierlab validate` simulates the run at
-    the speed its host had, since machines of one kind differ (bench/bench_repeatability.py)."""
+    """This host's module-call time, measured in the training process before
+    deepspeed.initialize (runner/calibrate.py module_call_time, ~0.1 s), as `tierlab calibrate`
+    measures it: `tierlab validate` simulates the run at the speed its host had, since machines of
+    one kind differ (bench/bench_repeatability.py). After a ZeRO-3 initialize the same probe reads
+    2.5-5x slower (DeepSpeed wraps every Linear), so it would not compare with calibrate's."""
     from tierlab.runner.calibrate import module_call_time
 
     points = module_call_time(cuda, repeats=3, calls=2000)
     return {"module_call_s": min(p["seconds_per_call"] for p in points),
             "module_call_source": "tierlab run: hooked 64x64 nn.Linear forward, fastest of 3 x "
-                                  f"{points[0]['calls']} calls, before step 1"}
+                                  f"{points[0]['calls']} calls, {PROBE_BEFORE_INIT}"}
 
 
 def run(spec: RunSpec) -> Measurement:
@@ -361,10 +366,11 @@ def run(spec: RunSpec) -> Measurement:
         applied = apply_gpu_mem_cap(spec.gpu_mem_cap_bytes, local_rank)
         if cuda is not None:
             cuda.set_device(local_rank)
+        speed = host_speed(cuda is not None)
         engine, n_params = setup_engine(spec, local_rank)
         writer.update_header(run={**m.run, **applied, "n_params": n_params,
                                   "init_s": time.time() - m.started_unix},
-                             host={**m.host, **host_speed(cuda is not None)})
+                             host={**m.host, **speed})
         gc_clock.start()
         train_steps(engine, make_spec_batches(spec), steps=spec.steps,
                     grad_accum=spec.grad_accum, breakdown=spec.breakdown, on_step=recorder)

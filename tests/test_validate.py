@@ -133,5 +133,10 @@ def test_a_runs_own_module_call_time_overrides_the_profiles(tmp_path):
     m = load_measurement(tmp_path / "cases" / "a")
     hw = load_hardware("h200x2-b")
     assert scenario_of(m, hw)[0].cpu.module_call_s == hw.cpu.module_call_s
-    probed = dc_replace(m, host={**m.host, "module_call_s": 2.5e-5})
+    probed = dc_replace(m, host={**m.host, "module_call_s": 2.5e-5, "module_call_source":
+                                 "tierlab run: ..., before deepspeed.initialize"})
     assert scenario_of(probed, hw)[0].cpu.module_call_s == 2.5e-5
+    # taken after a ZeRO-3 initialize (DeepSpeed wraps every Linear): not calibrate's probe
+    late = dc_replace(m, host={**m.host, "module_call_s": 6e-5, "module_call_source":
+                               "tierlab run: ..., before step 1"})
+    assert scenario_of(late, hw)[0].cpu.module_call_s == hw.cpu.module_call_s

@@ -27,12 +27,26 @@ from typing import Callable
 from tierlab.profiles.schema import Hardware, Software
 
 
-def _cases(paths, keys):
+def _cases(paths, keys, hardware: Hardware | None = None):
+    """[(key, Measurement, Hardware)] of the runs under `paths` named in `keys`, each with its
+    folder's calibrated profile (validate.yaml), or `hardware` for all when given."""
+    from tierlab.errors import ConfigError
+    from tierlab.profiles.load import load_hardware
     from tierlab.runner.measurement import load_measurement
-    from tierlab.validate.compare import case_key, find_measurements
+    from tierlab.validate.compare import case_key, find_measurements, folder_hardware
 
-    return [(case_key(d), load_measurement(d)) for d in find_measurements(paths)
-            if case_key(d) in keys]
+    out, profiles = [], {}
+    for d in find_measurements(paths):
+        if case_key(d) not in keys:
+            continue
+        hw = hardware
+        if hw is None:
+            name = folder_hardware(d.parent)
+            if name is None:
+                raise ConfigError(f"{d.parent}: no validate.yaml naming its profile (or pass -H)")
+            hw = profiles.setdefault(name, load_hardware(name))
+        out.append((case_key(d), load_measurement(d), hw))
+    return out
 
 
 def _sim(hw, m, sw):
@@ -74,26 +88,26 @@ _MEASURE: dict[str, Callable] = {"step": _step, "fwd_bwd": _fwd_bwd,
                                  "optimizer": lambda m: _phase(m, "optimizer_s")}
 
 
-def _golden(hw: Hardware, cases, sw: Software, field: str, keep, hi: float,
+def _golden(cases, sw: Software, field: str, keep, hi: float,
             target: str = "step", lo: float = 0.0) -> float:
     """Golden-section search of Software.`field` on `target` ('step', 'fwd_bwd' or 'optimizer';
     'fwd_bwd' falls back to the step time for a run without phase times, 'optimizer' skips such
     a run) over the cases `keep` accepts; the field stays as it is when none qualifies."""
     sub = []
-    for _, m in cases:
+    for _, m, h in cases:
         if m.status != "ok" or not keep(m):
             continue
         kind = target if _MEASURE[target](m) is not None else "step"
         if kind != target and target == "optimizer":
             continue
-        sub.append((m, kind, _MEASURE[kind](m)))
+        sub.append((m, h, kind, _MEASURE[kind](m)))
     if not sub:
         return getattr(sw, field)
 
     def loss(x):
         s2 = replace(sw, **{field: x})
-        return sum((_PREDICT[kind](_sim(hw, m, s2)[3]) / meas - 1) ** 2
-                   for m, kind, meas in sub)
+        return sum((_PREDICT[kind](_sim(h, m, s2)[3]) / meas - 1) ** 2
+                   for m, h, kind, meas in sub)
 
     a, b, g = lo, hi, (math.sqrt(5) - 1) / 2
     for _ in range(30):
@@ -110,42 +124,42 @@ def _offload_1_2(m) -> bool:
         (_zero(m).get("offload_optimizer") or {}).get("device", "none") != "none"
 
 
-def fit_dispatch_s(hw, cases, sw: Software, hi_s: float = 2e-3) -> float:
+def fit_dispatch_s(cases, sw: Software, hi_s: float = 2e-3) -> float:
     """host_dispatch_s_per_module on the stage-0 training cases (no hooks, no offload)."""
-    return _golden(hw, cases, sw, "host_dispatch_s_per_module",
+    return _golden(cases, sw, "host_dispatch_s_per_module",
                    lambda m: _zero(m).get("stage", 0) == 0, hi_s, "fwd_bwd")
 
 
-def fit_stage0_step_s(hw, cases, sw: Software, hi_s: float = 2e-3) -> float:
+def fit_stage0_step_s(cases, sw: Software, hi_s: float = 2e-3) -> float:
     """stage0_step_s_per_param on the stage-0 training cases' optimizer phase."""
-    return _golden(hw, cases, sw, "stage0_step_s_per_param",
+    return _golden(cases, sw, "stage0_step_s_per_param",
                    lambda m: _zero(m).get("stage", 0) == 0, hi_s, "optimizer")
 
 
-def fit_grad_copy_s(hw, cases, sw: Software, hi_s: float = 5e-3) -> float:
+def fit_grad_copy_s(cases, sw: Software, hi_s: float = 5e-3) -> float:
     """offload_grad_s_per_param on the stage-1/2 training cases with offload_optimizer."""
-    return _golden(hw, cases, sw, "offload_grad_s_per_param",
+    return _golden(cases, sw, "offload_grad_s_per_param",
                    lambda m: _offload_1_2(m) and _ranks(m) == 1, hi_s)
 
 
-def fit_hook_s(hw, cases, sw: Software, hi_s: float = 5e-3) -> float:
+def fit_hook_s(cases, sw: Software, hi_s: float = 5e-3) -> float:
     """zero3_hook_s_per_module (on top of dispatch) on the 1-rank ZeRO-3 training cases."""
-    return _golden(hw, cases, sw, "zero3_hook_s_per_module",
+    return _golden(cases, sw, "zero3_hook_s_per_module",
                    lambda m: _zero(m).get("stage") == 3 and _ranks(m) == 1, hi_s)
 
 
-def fit_multi_rank_sync(hw, cases, sw: Software, hi_s: float = 1.0) -> float:
+def fit_multi_rank_sync(cases, sw: Software, hi_s: float = 1.0) -> float:
     """multi_rank_sync_s on the optimizer phase of the 2+-rank training cases."""
-    return _golden(hw, cases, sw, "multi_rank_sync_s", lambda m: _ranks(m) > 1, hi_s,
+    return _golden(cases, sw, "multi_rank_sync_s", lambda m: _ranks(m) > 1, hi_s,
                    "optimizer")
 
 
-def fit_first_step(hw, cases, sw: Software) -> tuple[float, float]:
+def fit_first_step(cases, sw: Software) -> tuple[float, float]:
     """(first_step_fixed_s, first_touch_Bps) by least squares over the training cases."""
     from tierlab.sim.engine import first_step_extra_s
 
     xs, ys = [], []
-    for _, m in cases:
+    for _, m, hw in cases:
         if m.status != "ok" or not m.steps:
             continue
         h, model, s, r = _sim(hw, m, sw)
@@ -166,10 +180,10 @@ def fit_first_step(hw, cases, sw: Software) -> tuple[float, float]:
     return max(0.0, fixed), 1.0 / slope
 
 
-def fit_baseline(hw, cases, sw: Software) -> float:
+def fit_baseline(cases, sw: Software) -> float:
     """Median over training cases of measured RSS - the modelled items (per rank)."""
     res = []
-    for _, m in cases:
+    for _, m, hw in cases:
         rss = (m.summary or {}).get("peak_host_rss_bytes")
         if m.status != "ok" or not rss:
             continue
@@ -180,22 +194,26 @@ def fit_baseline(hw, cases, sw: Software) -> float:
     return statistics.median(res)
 
 
-def fit_software(hw: Hardware, paths, base: Software) -> Software:
-    """The terms fitted on base.train_cases under `paths`, all simulated on `hw`."""
-    cases = _cases(paths, set(base.train_cases))
+def fit_software(paths, base: Software, hardware: Hardware | None = None) -> Software:
+    """The terms fitted on base.train_cases under `paths`, each run simulated on its folder's
+    profile (or on `hardware` for all). The reference module-call time is the median of the fit
+    hosts' (the terms stand for a host that fast; others scale by theirs)."""
+    cases = _cases(paths, set(base.train_cases), hardware)
     if not cases:
         from tierlab.errors import ConfigError
 
         raise ConfigError(f"none of train_cases {list(base.train_cases)} is under "
                           f"{', '.join(map(str, paths))}")
-    sw = replace(base, reference_module_call_s=hw.cpu.module_call_s)
-    sw = replace(sw, process_baseline_bytes=fit_baseline(hw, cases, sw))
-    sw = replace(sw, host_dispatch_s_per_module=fit_dispatch_s(hw, cases, sw))
-    sw = replace(sw, stage0_step_s_per_param=fit_stage0_step_s(hw, cases, sw))
-    sw = replace(sw, offload_grad_s_per_param=fit_grad_copy_s(hw, cases, sw))
-    sw = replace(sw, zero3_hook_s_per_module=fit_hook_s(hw, cases, sw))
-    sw = replace(sw, multi_rank_sync_s=fit_multi_rank_sync(hw, cases, sw))
-    fixed, rate = fit_first_step(hw, cases, sw)
+    calls = {h.name: h.cpu.module_call_s for _, _, h in cases}
+    ref = statistics.median(calls.values()) if None not in calls.values() else None
+    sw = replace(base, reference_module_call_s=ref)
+    sw = replace(sw, process_baseline_bytes=fit_baseline(cases, sw))
+    sw = replace(sw, host_dispatch_s_per_module=fit_dispatch_s(cases, sw))
+    sw = replace(sw, stage0_step_s_per_param=fit_stage0_step_s(cases, sw))
+    sw = replace(sw, offload_grad_s_per_param=fit_grad_copy_s(cases, sw))
+    sw = replace(sw, zero3_hook_s_per_module=fit_hook_s(cases, sw))
+    sw = replace(sw, multi_rank_sync_s=fit_multi_rank_sync(cases, sw))
+    fixed, rate = fit_first_step(cases, sw)
     return replace(sw, first_step_fixed_s=fixed, first_touch_Bps=rate)
 
 
@@ -234,13 +252,14 @@ def main(argv: list[str]) -> None:      # pragma: no cover - a developer tool
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("cases", nargs="+")
-    p.add_argument("-H", "--hardware", required=True)
+    p.add_argument("-H", "--hardware", default=None,
+                   help="simulate every run on this profile (default: each folder's validate.yaml)")
     p.add_argument("--software", default="deepspeed-0.19.8")
     p.add_argument("--write", action="store_true",
                    help="write the values into the software profile (its sources unchanged)")
     a = p.parse_args(argv)
-    hw = load_hardware(a.hardware)
-    sw = fit_software(hw, a.cases, load_software(a.software))
+    sw = fit_software(a.cases, load_software(a.software),
+                      load_hardware(a.hardware) if a.hardware else None)
     if a.write:
         from tierlab.profiles.load import SOFTWARE_DIR
 
@@ -248,16 +267,8 @@ def main(argv: list[str]) -> None:      # pragma: no cover - a developer tool
         path.write_text(write_values(path.read_text(), fitted_values(sw)))
         print(f"wrote {path}")
     print(f"train_cases: {list(sw.train_cases)}")
-    print(f"reference_module_call: {hw.cpu.module_call_s * 1e6:.2f} us" if hw.cpu.module_call_s
-          else "reference_module_call: (the fit hardware has none)")
-    print(f"host_dispatch_per_module: {sw.host_dispatch_s_per_module * 1e3:.4f} ms")
-    print(f"stage0_step_per_param: {sw.stage0_step_s_per_param * 1e3:.4f} ms")
-    print(f"offload_grad_copy_per_param: {sw.offload_grad_s_per_param * 1e3:.4f} ms")
-    print(f"zero3_hook_per_module: {sw.zero3_hook_s_per_module * 1e3:.4f} ms")
-    print(f"multi_rank_sync: {sw.multi_rank_sync_s * 1e3:.1f} ms")
-    print(f"first_step_fixed: {sw.first_step_fixed_s:.3f} s")
-    print(f"first_touch_rate: {sw.first_touch_Bps / 1e9:.3f} GB/s")
-    print(f"process_baseline: {sw.process_baseline_bytes / 1e9:.3f} GB")
+    for key, value in fitted_values(sw).items():
+        print(f"{key}: {value}")
 
 
 if __name__ == "__main__":      # pragma: no cover
