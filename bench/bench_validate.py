@@ -1,7 +1,8 @@
 """Print tierlab's validation figures on the committed H200 runs: predicted vs measured, MAPE and
 max per metric for all cases, the training subset (where the software profile's fitted terms were
 fitted) and the held-out rest. Each folder of runs is simulated on the profile calibrated beside
-it; `h200x2-s3` has no calibration of its own and is reported apart from the targets.
+it; `h200x2-e`, a machine none of the fitted terms saw, is also shown alone; `h200x2-s3` has no
+calibration of its own and is reported apart from the targets.
 
     .venv/bin/python bench/bench_validate.py [--folder NAME=PROFILE ...]
 """
@@ -17,7 +18,8 @@ from tierlab.validate.compare import (case_key, compare_measurement, find_measur
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ROOT / "validate" / "cases"
-PAIRED = {f: folder_hardware(CASES / f) for f in ("h200x2", "h200x2-b", "h200x2-c")}
+PAIRED = {f: folder_hardware(CASES / f)
+          for f in ("h200x2", "h200x2-b", "h200x2-c", "h200x2-d", "h200x2-e")}
 """Folder of runs -> the profile calibrated on the same machine (its validate.yaml): the targets'
 set."""
 UNPAIRED = {f: folder_hardware(CASES / f) for f in ("h200x2-s3",)}
@@ -64,6 +66,10 @@ def main() -> None:
     table("paired runs (" + ", ".join(f"{k} on {v}" for k, v in paired.items()) + ")",
           rows, sw.train_cases)
     if chosen is None:
+        fresh = {"h200x2-e": PAIRED["h200x2-e"]}
+        extra, _ = validation_rows(fresh)
+        table("a machine the fit never saw (h200x2-e on h200x2-e; part of the paired set above)",
+              extra, sw.train_cases)
         for folder, hardware in UNPAIRED.items():
             extra, _ = validation_rows({folder: hardware})
             table(f"unpaired runs ({folder} on {hardware}; not in the targets)", extra,

@@ -429,7 +429,6 @@ _SOFTWARE_TERMS = {"zero3_hook_per_module": ("seconds", "zero3_hook_s_per_module
                    "host_dispatch_per_module": ("seconds", "host_dispatch_s_per_module"),
                    "offload_grad_copy_per_param": ("seconds", "offload_grad_s_per_param")}
 _OPTIONAL_SOFTWARE_TERMS = {"stage0_step_per_param": ("seconds", "stage0_step_s_per_param"),
-                            "reference_module_call": ("seconds", "reference_module_call_s"),
                             "multi_rank_sync": ("seconds", "multi_rank_sync_s")}
 
 

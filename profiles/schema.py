@@ -68,9 +68,9 @@ class CPU:
     """DeepSpeedCPUAdam throughput using every core, fp32 parameters updated per second."""
     module_call_s: float | None = None
     """Host seconds of one forward call of a small hooked nn.Module on the GPU (Python + hook +
-    torch dispatch + kernel launch, autograd on), measured by `tierlab calibrate`: how fast this
-    host runs the Python side of training. None: not measured (the software profile's reference
-    host speed is assumed)."""
+    torch dispatch + kernel launch, autograd on), measured by `tierlab calibrate`. A recorded
+    fact, not a model input: on five H200 machines it did not track how fast they ran the same
+    training step (validate/cases/README.md), so the fitted host terms are not scaled by it."""
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -297,10 +297,6 @@ class Software:
     stage_1_and_2.py `get_grad_norm`) waits for the slowest rank, whose host-bound forward and
     backward jitter from step to step (a mean straggler wait; the rank count it was fitted at is
     in its source)."""
-    reference_module_call_s: float | None = None
-    """CPU.module_call_s of the host the terms were fitted on. The per-operation host terms
-    (dispatch, hooks, gradient copies, stage-0 step) scale by this host's module_call_s / this
-    reference; None, or a host without the figure: no scaling."""
     train_cases: tuple[str, ...] = ()
     """Measured cases the fitted terms were fitted on; all others are held out."""
     sources: Mapping[str, str] = field(default_factory=dict)
@@ -312,12 +308,3 @@ class Software:
                      "stage0_step_s_per_param", "multi_rank_sync_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"Software.{name} must be >= 0, got {getattr(self, name)!r}")
-        if self.reference_module_call_s is not None:
-            _positive(self, "reference_module_call_s")
-
-    def host_scale(self, cpu: CPU) -> float:
-        """How much slower (>1) or faster this host runs the per-operation host terms than the
-        host they were fitted on, from both hosts' measured module-call time."""
-        if self.reference_module_call_s is None or cpu.module_call_s is None:
-            return 1.0
-        return cpu.module_call_s / self.reference_module_call_s

@@ -329,9 +329,9 @@ PROBE_BEFORE_INIT = "before deepspeed.initialize"
 def host_speed(cuda: bool) -> dict:
     """This host's module-call time, measured in the training process before
     deepspeed.initialize (runner/calibrate.py module_call_time, ~0.1 s), as `tierlab calibrate`
-    measures it: `tierlab validate` simulates the run at the speed its host had, since machines of
-    one kind differ (bench/bench_repeatability.py). After a ZeRO-3 initialize the same probe reads
-    2.5-5x slower (DeepSpeed wraps every Linear), so it would not compare with calibrate's."""
+    measures it: a recorded host fact. It is not a model input: over five H200 machines it did
+    not track step time, and in one machine's runs it read 16-28 us (validate/cases/README.md).
+    After a ZeRO-3 initialize the same probe reads 2.5-5x slower (DeepSpeed wraps every Linear)."""
     from tierlab.runner.calibrate import module_call_time
 
     points = module_call_time(cuda, repeats=3, calls=2000)

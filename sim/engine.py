@@ -89,15 +89,14 @@ class _Timer:
             sw = self.software
             if sw is None:
                 return 0.0
-            scale = sw.host_scale(hw.cpu)
             if op.work == "grad_copies":
-                return op.amount * sw.offload_grad_s_per_param * scale
+                return op.amount * sw.offload_grad_s_per_param
             if op.work == "stage0_step":
-                return op.amount * sw.stage0_step_s_per_param * scale
+                return op.amount * sw.stage0_step_s_per_param
             if op.work == "rank_sync":
-                return op.amount * sw.multi_rank_sync_s * scale
+                return op.amount * sw.multi_rank_sync_s
             hook = sw.zero3_hook_s_per_module if op.work == "zero3_hooks" else 0.0
-            return op.amount * (sw.host_dispatch_s_per_module + hook) * scale
+            return op.amount * (sw.host_dispatch_s_per_module + hook)
         raise ValueError(f"unknown resource {r!r}")
 
 

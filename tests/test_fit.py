@@ -16,7 +16,8 @@ CASES = Path(__file__).resolve().parents[1] / "validate" / "cases"
 
 @pytest.fixture(scope="module")
 def refit():
-    return fit.fit_software(load_hardware("h200x2-b"), [CASES / "h200x2-b"], load_software())
+    return fit.fit_software([CASES / f for f in ("h200x2-b", "h200x2-c", "h200x2-d")],
+                            load_software())
 
 
 def test_committed_terms_are_the_fit_on_the_training_runs(refit):
@@ -27,8 +28,11 @@ def test_committed_terms_are_the_fit_on_the_training_runs(refit):
 def test_fit_reads_only_the_training_runs():
     sw = load_software()
     cases = fit._cases([CASES], set(sw.train_cases))
-    assert sorted(n for n, _ in cases) == sorted(sw.train_cases)
-    assert all(m.status == "ok" for _, m in cases)
+    assert sorted(n for n, _, _ in cases) == sorted(sw.train_cases)
+    assert all(m.status == "ok" for _, m, _ in cases)
+    # each run on the profile calibrated beside it (its folder's validate.yaml)
+    assert {(n.split("/")[0], h.name) for n, _, h in cases} == {
+        ("h200x2-b", "h200x2-b"), ("h200x2-c", "h200x2-c"), ("h200x2-d", "h200x2-d")}
 
 
 def test_fit_refuses_a_training_set_it_cannot_find(tmp_path):
@@ -36,7 +40,7 @@ def test_fit_refuses_a_training_set_it_cannot_find(tmp_path):
 
     sw = replace(load_software(), train_cases=("nowhere/c-none",))
     with pytest.raises(ConfigError, match="nowhere/c-none"):
-        fit.fit_software(load_hardware("h200x2-b"), [CASES / "h200x2-b"], sw)
+        fit.fit_software([CASES / "h200x2-b"], sw)
 
 
 def test_write_values_replaces_values_and_keeps_sources():
@@ -50,3 +54,17 @@ def test_write_values_replaces_values_and_keeps_sources():
 
 def test_case_key_is_folder_and_run():
     assert case_key(CASES / "h200x2-b" / "c-tinyllama-z3cpu-bd") == "h200x2-b/c-tinyllama-z3cpu-bd"
+
+
+def test_a_folder_without_a_profile_needs_one_given(tmp_path):
+    import shutil
+
+    from tierlab.errors import ConfigError
+
+    src = CASES / "h200x2-b" / "c-tinyllama-noofl-bd"
+    shutil.copytree(src, tmp_path / "loose" / src.name)
+    sw = replace(load_software(), train_cases=("loose/c-tinyllama-noofl-bd",))
+    with pytest.raises(ConfigError, match="no validate.yaml"):
+        fit.fit_software([tmp_path / "loose"], sw)
+    got = fit._cases([tmp_path / "loose"], set(sw.train_cases), load_hardware("h200x2-c"))
+    assert [h.name for _, _, h in got] == ["h200x2-c"]

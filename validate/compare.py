@@ -48,18 +48,6 @@ def _run(m, *keys, default=None):
     return default
 
 
-def run_module_call(measurement) -> float | None:
-    """The module-call time the run measured on its host, if it was measured as calibrate does
-    (before deepspeed.initialize: runs of stop 10's first session took it after, where ZeRO-3's
-    Linear wrapper makes it 2.5-5x slower, so theirs is not used)."""
-    from tierlab.runner.train import PROBE_BEFORE_INIT
-
-    host = measurement.host or {}
-    if host.get("module_call_s") and PROBE_BEFORE_INIT in str(host.get("module_call_source", "")):
-        return float(host["module_call_s"])
-    return None
-
-
 def scenario_of(measurement, hardware: Hardware) -> tuple[Hardware, Model, Strategy]:
     """The exact Hardware (GPU count, memory cap), Model (seq) and Strategy a Measurement ran."""
     where = f"measurement {measurement.run_id}"
@@ -75,9 +63,6 @@ def scenario_of(measurement, hardware: Hardware) -> tuple[Hardware, Model, Strat
     cap = _run(measurement, "gpu_mem_cap_bytes")
     if cap:
         hw = replace(hw, gpu=replace(hw.gpu, hbm_bytes=float(cap)))
-    speed = run_module_call(measurement)
-    if speed:                  # the run measured its host's speed: it beats the profile's
-        hw = replace(hw, cpu=replace(hw.cpu, module_call_s=speed))
     ckpt = bool(_run(measurement, "activation_checkpointing", "checkpointing", default=True))
     strategy, _ = parse_ds_config(measurement.ds_config, Flags(world_size=world,
                                                                activation_checkpointing=ckpt),

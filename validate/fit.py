@@ -196,18 +196,14 @@ def fit_baseline(cases, sw: Software) -> float:
 
 def fit_software(paths, base: Software, hardware: Hardware | None = None) -> Software:
     """The terms fitted on base.train_cases under `paths`, each run simulated on its folder's
-    profile (or on `hardware` for all). The reference module-call time is the median of the fit
-    hosts' (the terms stand for a host that fast; others scale by theirs)."""
+    profile (or on `hardware` for all)."""
     cases = _cases(paths, set(base.train_cases), hardware)
     if not cases:
         from tierlab.errors import ConfigError
 
         raise ConfigError(f"none of train_cases {list(base.train_cases)} is under "
                           f"{', '.join(map(str, paths))}")
-    calls = {h.name: h.cpu.module_call_s for _, _, h in cases}
-    ref = statistics.median(calls.values()) if None not in calls.values() else None
-    sw = replace(base, reference_module_call_s=ref)
-    sw = replace(sw, process_baseline_bytes=fit_baseline(cases, sw))
+    sw = replace(base, process_baseline_bytes=fit_baseline(cases, base))
     sw = replace(sw, host_dispatch_s_per_module=fit_dispatch_s(cases, sw))
     sw = replace(sw, stage0_step_s_per_param=fit_stage0_step_s(cases, sw))
     sw = replace(sw, offload_grad_s_per_param=fit_grad_copy_s(cases, sw))
@@ -227,8 +223,6 @@ def fitted_values(sw: Software) -> dict[str, str]:
            "first_step_fixed": f"{sw.first_step_fixed_s:.3f} s",
            "first_touch_rate": f"{sw.first_touch_Bps / 1e9:.3f} GB/s",
            "process_baseline": f"{sw.process_baseline_bytes / 1e9:.3f} GB"}
-    if sw.reference_module_call_s:
-        out["reference_module_call"] = f"{sw.reference_module_call_s * 1e6:.2f} us"
     return out
 
 
