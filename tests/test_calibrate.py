@@ -239,3 +239,21 @@ def test_skip_dispatch_is_accepted_and_listed():
     tasks, skipped = cal.calibration_tasks(cal.quick_plan(), nvme_path=None, skip={"dispatch"},
                                            cuda=False, n_gpus=0, facts={})
     assert "dispatch" in skipped and not [t for t in tasks if t.group == "dispatch"]
+
+
+def test_dram_bandwidth_is_at_least_what_cpu_adam_was_measured_to_move():
+    """The copy benchmark is a lower bound: where CPU Adam's measured rate x 28 B/param is more,
+    that traffic is the achievable DRAM bandwidth (else the simulator would cap Adam below its
+    own measurement)."""
+    from tierlab.runner.calibrate_profile import cpu_document
+
+    facts = {"cpu_model": "x", "sockets": 1, "cores_physical": 32, "cores_usable": 32}
+    adam = [{"optimizer": "deepspeed", "threads": 32, "n_params": 2**26, "rep": 0,
+             "seconds": 1.0, "params_per_s": 5.47e9}]
+    slow_copy = {"memcpy": [{"nbytes": 2**30, "rep": 0, "seconds": 1.0, "threads": 32,
+                             "bytes_moved": 3 * 2**30, "Bps": 141.1e9}], "adam": adam}
+    doc = cpu_document(slow_copy, facts, {}, "measured today")
+    assert doc["dram_bandwidth"]["value"] == "153.2 GB/s"
+    assert "above the copy benchmark's 141.1 GB/s" in doc["dram_bandwidth"]["source"]
+    fast_copy = {**slow_copy, "memcpy": [{**slow_copy["memcpy"][0], "Bps": 160e9}]}
+    assert cpu_document(fast_copy, facts, {}, "m")["dram_bandwidth"]["value"] == "160 GB/s"
