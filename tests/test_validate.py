@@ -132,3 +132,17 @@ def test_a_runs_own_module_call_time_does_not_change_the_scenario(tmp_path):
     probed = dc_replace(m, host={**m.host, "module_call_s": 6e-5})
     assert scenario_of(probed, hw)[0] == scenario_of(m, hw)[0]
     assert scenario_of(probed, hw)[0].cpu == hw.cpu
+
+
+def test_scatter_labels_keep_apart_and_stay_on_the_axis():
+    import math
+
+    from tierlab.validate.report import label_heights
+
+    ys = [0.60, 0.61, 0.62, 0.63, 1.00, 1.01]
+    got = label_heights(ys, 0.1, 1.4)
+    gap = 0.032 * math.log(14)
+    steps = [math.log(b / a) for a, b in zip(got, got[1:])]
+    assert all(s >= gap - 1e-9 for s in steps)                 # one text line apart at least
+    assert got[-1] <= 1.4 and got[0] == pytest.approx(0.60)   # on the axis; the lowest stays put
+    assert label_heights([0.2, 1.0], 0.1, 1.4) == pytest.approx([0.2, 1.0])   # far apart: as is

@@ -20,6 +20,23 @@ def _figure(*args, **kwargs):
     return plt.subplots(*args, **kwargs)
 
 
+def label_heights(ys: Sequence[float], lo: float, hi: float, gap_frac: float = 0.032
+                  ) -> list[float]:
+    """Label heights on a log axis from lo to hi for points at heights `ys` (ascending): each as
+    close to its point as it can be while labels stay `gap_frac` of the axis apart (about one
+    7-pt text line on a 6-inch plot), pushed up from the bottom, then down from the top."""
+    span = math.log(hi / lo)
+    gap = gap_frac * span
+    out = [math.log(y) for y in ys]
+    for i in range(1, len(out)):
+        out[i] = max(out[i], out[i - 1] + gap)
+    top = math.log(hi) - gap / 2
+    for i in reversed(range(len(out))):
+        limit = top if i == len(out) - 1 else out[i + 1] - gap
+        out[i] = min(out[i], limit)
+    return [math.exp(v) for v in out]
+
+
 def scatter_figure(rows: Sequence[Row], metric: str = "step_time_s", band_pct: float = 10.0):
     """Predicted vs measured, one point a case, log-log, y = x and ±band lines."""
     pts = [(r.measured, r.predicted, r.case) for r in rows
@@ -34,14 +51,14 @@ def scatter_figure(rows: Sequence[Row], metric: str = "step_time_s", band_pct: f
     f = band_pct / 100.0
     ax.fill_between([lo, hi], [lo * (1 - f), hi * (1 - f)], [lo * (1 + f), hi * (1 + f)],
                     color="tab:green", alpha=0.15, label=f"±{band_pct:.0f}%")
-    placed: list[tuple[float, float]] = []
-    for m, p, case in sorted(pts):
-        inside = abs(p - m) <= f * m
-        ax.scatter(m, p, color="tab:blue" if inside else "tab:red", zorder=3)
-        # stack the labels of points close together (log space) instead of overprinting them
-        near = sum(1 for x, y in placed if max(abs(math.log(x / m)), abs(math.log(y / p))) < 0.15)
-        placed.append((m, p))
-        ax.annotate(case, (m, p), fontsize=7, xytext=(4, 3 + 9 * near), textcoords="offset points")
+    for m, p, _ in pts:
+        ax.scatter(m, p, color="tab:blue" if abs(p - m) <= f * m else "tab:red", zorder=3)
+    order = sorted(pts, key=lambda t: t[1])
+    for (m, p, case), y in zip(order, label_heights([p for _, p, _ in order], lo, hi)):
+        moved = abs(math.log(y / p)) > 1e-9
+        ax.annotate(case, (m, p), xytext=(m * 1.05, y), textcoords="data", fontsize=7,
+                    va="center", arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "0.5"}
+                    if moved else None)
     ax.set_xscale("log")
     ax.set_yscale("log")
     from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
