@@ -1,9 +1,9 @@
 """Does anything calibrate measures predict how fast a machine runs the Python side of training?
 And where do single slow steps come from? Prints, from the committed runs (no GPU needed):
 
-1. per machine of validate/cases calibrated with its runs: the calibrated module-call time, CPU Adam rate and DRAM figure
-   beside the steady step time of the same TinyLlama-1.1B runs (no offload, ZeRO-2 CPU, ZeRO-3
-   CPU; micro-batch 4, seq 1024, 8 GiB cap for the offload ones);
+1. per machine of validate/cases calibrated with its runs: the calibrated module-call time, CPU
+   Adam rate and DRAM figure beside the steady step time of the same TinyLlama-1.1B runs (no
+   offload, ZeRO-2 CPU, ZeRO-3 CPU; micro-batch 4, seq 1024, 8 GiB cap for the offload ones);
 2. the module-call time each run measured in its own process (runs that took it before
    deepspeed.initialize, as calibrate does);
 3. Python's garbage collector per run (runs recorded since stop 10): generation-2 collections in
@@ -13,11 +13,13 @@ And where do single slow steps come from? Prints, from the committed runs (no GP
 """
 from __future__ import annotations
 
+import math
 import statistics
 from pathlib import Path
 
 from tierlab.profiles.load import load_hardware
 from tierlab.runner.measurement import load_measurement
+from tierlab.runner.train import PROBE_BEFORE_INIT
 from tierlab.validate.compare import find_measurements, folder_hardware
 
 CASES = Path(__file__).resolve().parents[1] / "validate" / "cases"
@@ -29,7 +31,8 @@ RUNS = {"no offload": ("c-tinyllama-noofl-bd", "c-tinyllama-noofl"),
 def step_s(folder: Path, names: tuple[str, ...]) -> float | None:
     for name in names:
         if (folder / name / "measurement.json").is_file():
-            return load_measurement(folder / name).summary["step_time_s"]["median"]
+            m = load_measurement(folder / name)
+            return m.summary["step_time_s"]["median"] if m.status == "ok" else None
     return None
 
 
@@ -50,7 +53,7 @@ def in_run_probes() -> None:
         vals = []
         for d in find_measurements([folder]):
             host = load_measurement(d).host or {}
-            if "before deepspeed.initialize" in str(host.get("module_call_source", "")):
+            if PROBE_BEFORE_INIT in str(host.get("module_call_source", "")):
                 vals.append(host["module_call_s"] * 1e6)
         if vals:
             print(f"{folder.name:10s} {len(vals)} runs: {min(vals):.1f}-{max(vals):.1f} us "
@@ -67,7 +70,7 @@ def collector() -> None:
             if not steady or steady[0].gc_collections is None:
                 continue
             full = [s for s in steady if s.gc_collections[2]]
-            rest = [s.wall_s for s in steady if not s.gc_collections[2]]
+            rest = [s.wall_s for s in steady if not s.gc_collections[2]] or [math.nan]
             print(f"{folder.name + '/' + d.name:36s} {len(steady):>6d} {len(full):>6d} "
                   f"{sum(s.gc_s for s in full):>11.3f} {statistics.median(rest):>7.3f} s "
                   + (f"{statistics.median(s.wall_s for s in full):>8.3f} s" if full else

@@ -19,7 +19,7 @@ from tierlab.validate.compare import (case_key, compare_measurement, find_measur
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ROOT / "validate" / "cases"
 PAIRED = {f: folder_hardware(CASES / f)
-          for f in ("h200x2", "h200x2-b", "h200x2-c", "h200x2-d", "h200x2-e")}
+          for f in ("h200x2", "h200x2-b", "h200x2-c", "h200x2-d", "h200x2-e", "h200x2-f")}
 """Folder of runs -> the profile calibrated on the same machine (its validate.yaml): the targets'
 set."""
 UNPAIRED = {f: folder_hardware(CASES / f) for f in ("h200x2-s3",)}

@@ -42,5 +42,5 @@ echo "calibrated at $(( $(date +%s) - t0 )) s; cases get ${left} s"
 # shellcheck disable=SC2086
 python3 bench/gpu_validate.py --out "$OUT" --hardware "$BASE" --budget "$left" \
   --case-timeout "${CASE_TIMEOUT:-120}" ${STEPS:+--steps $STEPS} --only $CASES
-grep -E "^(==|--)|steady step" "$OUT/validate-session.log" | tail -40
+grep -E "^(==|--)|steady step" "$OUT/validate-session.log" | tail -40 || true
 echo "total: $(( $(date +%s) - t0 )) s"

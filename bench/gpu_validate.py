@@ -91,7 +91,8 @@ def main() -> int:
     ap.add_argument("--only", nargs="*", default=None)
     ap.add_argument("--skip", nargs="*", default=[])
     ap.add_argument("--steps", type=int, default=None,
-                    help="steps of every case, warm-up included (default: the plan's)")
+                    help="steps of every case, warm-up included, overriding the plan's own "
+                         "(the NVMe cases' 7 too; default: the plan's)")
     args = ap.parse_args()
     t0 = time.time()
     out, work = Path(args.out), Path(args.work)

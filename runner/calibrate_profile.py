@@ -98,22 +98,22 @@ def cpu_document(results: dict, facts: dict, base: dict, m: str) -> dict:
                                             f"({usable} usable by this process)"}}
     mc = best(results.get("memcpy", []), "Bps")
     if mc:
-        doc["dram_bandwidth"] = {"value": _q(mc["Bps"], "GB/s"), "source": (
-            f"{m}: torch uint8 tensor copy_ of {_fmt_size(mc['nbytes'])} with {mc['threads']} "
-            f"threads, counting source read + destination read-for-ownership + write (3 x "
-            f"{_fmt_size(mc['nbytes'])} per copy), best of {_reps(results['memcpy'])}")}
+        copy_how = (f"torch uint8 tensor copy_ of {_fmt_size(mc['nbytes'])} with {mc['threads']} "
+                    f"threads, counting source read + destination read-for-ownership + write (3 "
+                    f"x {_fmt_size(mc['nbytes'])} per copy), best of {_reps(results['memcpy'])}")
+        doc["dram_bandwidth"] = {"value": _q(mc["Bps"], "GB/s"), "source": f"{m}: {copy_how}"}
     else:
         doc["dram_bandwidth"] = copy.deepcopy(base_cpu["dram_bandwidth"])
     ad = best(results.get("adam", []), "params_per_s", optimizer="deepspeed")
     if mc and ad and ad["params_per_s"] * ADAM_DRAM_BYTES_PER_PARAM > mc["Bps"]:
         # both sustain DRAM traffic: the copy benchmark is only a lower bound when CPU Adam's
-        # measured rate implies more (h200x2-e: copy 141.1 GB/s, Adam 5.47 G/s x 28 B = 153)
+        # measured rate implies more (h200x2-e: copy 141.1 GB/s, Adam 5.47 G/s x 28 B = 153).
+        # Only when both were measured here: a base profile's figure keeps its own source.
         traffic = ad["params_per_s"] * ADAM_DRAM_BYTES_PER_PARAM
         doc["dram_bandwidth"] = {"value": _q(traffic, "GB/s"), "source": (
             f"{m}: DeepSpeedCPUAdam's measured {ad['params_per_s'] / 1e9:.2f} G params/s x "
             f"{ADAM_DRAM_BYTES_PER_PARAM} B of DRAM traffic per parameter (sim/devices.py), "
-            f"above the copy benchmark's {mc['Bps'] / 1e9:.1f} GB/s ("
-            + doc["dram_bandwidth"]["source"].split(": ", 1)[1] + ")")}
+            f"above the copy benchmark's {mc['Bps'] / 1e9:.1f} GB/s ({copy_how})")}
     if ad:
         per_t = _adam_summary(results["adam"])
         doc["adam_throughput"] = {"value": _q(ad["params_per_s"], "Gparams/s"), "source": (

@@ -59,7 +59,7 @@ class StepRecord:
     """Bytes read from the block device under the swap path since the run started (diskstats)."""
     disk_written_bytes: int | None = None
     gc_s: float | None = None
-    """Seconds this step spent in Python's garbage collector (rank 0's process, all phases)."""
+    """Seconds this step spent in Python's garbage collector (this rank's process, all phases)."""
     gc_collections: list[int] | None = None
     """Collections of generation 0, 1 and 2 during this step (a generation-2 one is a full walk
     of every tracked object)."""

@@ -5,6 +5,7 @@ Every CUDA/NVML call is guarded: on a machine without a GPU the GPU fields are s
 """
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import platform
@@ -297,18 +298,14 @@ class GcClock:
             self.collections[gen] += 1
 
     def start(self) -> "GcClock":
-        import gc
-
         gc.callbacks.append(self._callback)
         return self
 
     def stop(self) -> None:
-        import gc
-
         if self._callback in gc.callbacks:
             gc.callbacks.remove(self._callback)
 
     def take(self) -> dict:
-        out = {"gc_s": self.seconds, "gc_collections": list(self.collections)}
-        self.seconds, self.collections = 0.0, [0, 0, 0]
-        return out
+        seconds, collections = self.seconds, self.collections
+        self.seconds, self.collections = 0.0, [0, 0, 0]     # before allocating anything
+        return {"gc_s": seconds, "gc_collections": collections}

@@ -233,6 +233,7 @@ class _Recorder:
         self.tokens = spec.micro_batch * spec.seq * spec.grad_accum * spec.world_size
 
     def __call__(self, step: int, wall: float, loss_t, phases: dict) -> None:
+        gc_time = self.gc_clock.take() if self.gc_clock else {}   # the step's, not this bookkeeping's
         loss = float(loss_t)
         alloc, reserved = gpu_peaks(reset=True)
         disk = probes.disk_bytes(self.device)
@@ -243,7 +244,7 @@ class _Recorder:
             swap_bytes=sum(probes.dir_bytes(d) for d in self.swap_dirs) if self.swap_dirs else None,
             disk_read_bytes=disk[0] - self.disk0[0] if disk and self.disk0 else None,
             disk_written_bytes=disk[1] - self.disk0[1] if disk and self.disk0 else None,
-            time_unix=time.time(), **(self.gc_clock.take() if self.gc_clock else {}), **phases)
+            time_unix=time.time(), **gc_time, **phases)
         self.steps_done += 1
         if self.writer is not None:
             self.writer.append(rec)

@@ -224,8 +224,8 @@ def gpu_moments(hw: Hardware, model: Model, strategy: Strategy) -> dict[str, dic
         # the first full bucket is reduced inside a block's backward (a gradient hook) once
         # `bucket` elements of gradients exist: the blocks not yet reached still hold their
         # inputs and gathered params, the block at hand its recomputed activations
-        left = max(0.0, 1.0 - z.reduce_bucket_size / n)
-        mid = {k: v * left for k, v in held.items()}
+        left = max(0.0, 1.0 - z.reduce_bucket_size / n) if n else 0.0
+        mid = {k: v * left for k, v in held.items()} if left else {}
         if left and "recompute_block" in acts:
             mid["recompute_block"] = acts["recompute_block"]
         out["grad_reduce"] = grad_reduce_bytes(model, strategy, mid)
@@ -266,10 +266,15 @@ def grad_reduce_bytes(model: Model, strategy: Strategy, held: dict[str, float]
         out["reduce_scatter_flat"] = b * bucket
     if strategy.optimizer_device != "none":
         part = largest_param_numel(model) / dp
+        norm = 8.0 * min(part, 2.5e8)
         out["grad_partition_copy"] = b * part
-        fp32 = 4.0 * (bucket / dp if strategy.optimizer_device == "nvme" else part)
-        out["grad_norm_fp64" if 8.0 * min(part, 2.5e8) > fp32 else "grad_fp32_cast"] = \
-            max(8.0 * min(part, 2.5e8), fp32)
+        if strategy.optimizer_device == "nvme":
+            # the casts pile up over the bucket; the big parameters' norms come early (the
+            # head is first in backward), when few casts are held, so the end of the walk peaks
+            out["grad_fp32_swap_staging"] = max(4.0 * bucket / dp, norm)
+        else:                # the norm's temporary is freed before the cast (a no-op in fp32)
+            cast = 4.0 * part if b != 4 else 0.0
+            out["grad_norm_fp64" if norm >= cast else "grad_fp32_cast"] = max(norm, cast)
     return out
 
 

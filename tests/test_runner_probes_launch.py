@@ -99,3 +99,31 @@ def test_gc_clock_counts_collections_and_their_time():
     assert second == {"gc_s": 0.0, "gc_collections": [0, 0, 0]}    # take() resets
     gc.collect()
     assert clock.take()["gc_collections"] == [0, 0, 0]             # stop() unhooks
+
+
+def test_run_probes_the_host_before_deepspeed_initialize(tmp_path, monkeypatch):
+    """After a ZeRO-3 initialize the module-call probe reads 2.5-5x slower (DeepSpeed wraps
+    every Linear): `run` must take it first. The engine setup here fails on purpose after the
+    order is recorded; the run closes as failed with that reason."""
+    from tierlab.profiles.load import load_ds_config, load_model
+    from tierlab.runner import train
+    from tierlab.sim.strategy import Flags, parse_ds_config
+
+    for key in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(key, raising=False)     # run() sets them; undone after the test
+    calls = []
+    monkeypatch.setattr(train, "host_speed", lambda cuda: calls.append("probe") or {})
+
+    def setup(spec, local_rank):
+        calls.append("initialize")
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(train, "setup_engine", setup)
+    model = load_model("tinyllama-1.1b", seq_len=64)
+    cfg, _ = load_ds_config("zero3-cpu")
+    strategy, _ = parse_ds_config(cfg, Flags(micro_batch=1, precision="bf16", hidden=model.hidden))
+    spec = train.spec_from_strategy(model, strategy, out_dir=str(tmp_path / "m"), steps=2,
+                                    warmup_steps=1)
+    m = train.run(spec)
+    assert calls == ["probe", "initialize"]
+    assert m.status == "failed" and "stop here" in m.reason

@@ -146,3 +146,6 @@ def test_scatter_labels_keep_apart_and_stay_on_the_axis():
     assert all(s >= gap - 1e-9 for s in steps)                 # one text line apart at least
     assert got[-1] <= 1.4 and got[0] == pytest.approx(0.60)   # on the axis; the lowest stays put
     assert label_heights([0.2, 1.0], 0.1, 1.4) == pytest.approx([0.2, 1.0])   # far apart: as is
+    many = label_heights([0.5 + 0.001 * i for i in range(45)], 0.15, 1.4)  # a whole folder's
+    assert all(0.15 < y < 1.4 for y in many)
+    assert all(b > a for a, b in zip(many, many[1:]))

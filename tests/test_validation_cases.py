@@ -25,7 +25,7 @@ from tierlab.validate.compare import (case_key, compare_measurement, find_measur
 
 CASES = Path(__file__).resolve().parents[1] / "validate" / "cases"
 PAIRED = {"h200x2": "h200x2-host", "h200x2-b": "h200x2-b", "h200x2-c": "h200x2-c",
-          "h200x2-d": "h200x2-d", "h200x2-e": "h200x2-e"}
+          "h200x2-d": "h200x2-d", "h200x2-e": "h200x2-e", "h200x2-f": "h200x2-f"}
 """As each folder's validate.yaml says (test_folders_name_their_profiles)."""
 
 # metric -> (MAPE %, max %) bounds; TARGET = issue 5's figure.

@@ -1,7 +1,9 @@
 """Fit the software profile's host-side terms on a named training subset of measured runs.
 
-`fit_software(hardware, paths, base)` returns a Software whose fitted terms minimise the
-error on `base.train_cases` only ('folder/run' keys; the held-out cases never enter). Each term is
+`fit_software(paths, base[, hardware])` returns a Software whose fitted terms minimise the
+error on `base.train_cases` only ('folder/run' keys; the held-out cases never enter), each run
+simulated on the profile its folder's validate.yaml names (the one calibrated with it), or on
+`hardware` for all. Each term is
 one golden-section search of a squared relative error, in this order, each on the cases where
 nothing unfitted is left:
   1. host dispatch s per submodule use: the stage-0 cases' forward + backward phase times (their
@@ -11,10 +13,11 @@ nothing unfitted is left:
   4. ZeRO-3 hooks s per submodule use (on top of dispatch): the 1-rank stage-3 cases' step time;
   5. multi-rank straggler wait s per step: the optimizer phase of cases with 2+ ranks;
 then the step-1 warm-up and first-touch rate (least squares of step 1 - simulated step 1 =
-fixed + touched bytes / rate) and the process baseline RSS (median residual). The reference
-module-call time is the fit hardware's calibrated one: other hosts scale the per-operation terms
-by theirs. Run `python -m tierlab.validate.fit validate/cases/h200x2-b -H h200x2-b` and copy the
-printed values into profiles/software/deepspeed-0.19.8.yaml.
+fixed + touched bytes / rate; with a slope <= 0 the rate is kept and the fixed part is the
+median) and the process baseline RSS (median residual). Run
+`python -m tierlab.validate.fit validate/cases/h200x2-b validate/cases/h200x2-c
+validate/cases/h200x2-d --write` to write the values into profiles/software/deepspeed-0.19.8.yaml
+(sources kept).
 """
 from __future__ import annotations
 
@@ -44,7 +47,9 @@ def _cases(paths, keys, hardware: Hardware | None = None):
             name = folder_hardware(d.parent)
             if name is None:
                 raise ConfigError(f"{d.parent}: no validate.yaml naming its profile (or pass -H)")
-            hw = profiles.setdefault(name, load_hardware(name))
+            if name not in profiles:
+                profiles[name] = load_hardware(name)
+            hw = profiles[name]
         out.append((case_key(d), load_measurement(d), hw))
     return out
 

@@ -24,16 +24,17 @@ def label_heights(ys: Sequence[float], lo: float, hi: float, gap_frac: float = 0
                   ) -> list[float]:
     """Label heights on a log axis from lo to hi for points at heights `ys` (ascending): each as
     close to its point as it can be while labels stay `gap_frac` of the axis apart (about one
-    7-pt text line on a 6-inch plot), pushed up from the bottom, then down from the top."""
+    7-pt text line on a 6-inch plot), pushed up from the bottom, then down from the top; with
+    more labels than fit, closer together, never off the axis."""
     span = math.log(hi / lo)
-    gap = gap_frac * span
+    gap = min(gap_frac * span, span / (len(ys) + 1))
     out = [math.log(y) for y in ys]
     for i in range(1, len(out)):
         out[i] = max(out[i], out[i - 1] + gap)
     top = math.log(hi) - gap / 2
     for i in reversed(range(len(out))):
         limit = top if i == len(out) - 1 else out[i + 1] - gap
-        out[i] = min(out[i], limit)
+        out[i] = max(min(out[i], limit), math.log(lo) + gap / 2)
     return [math.exp(v) for v in out]
 
 
