@@ -267,9 +267,12 @@ _GPU_GROUPS = (
                               "logits")),
     ("gathered params, buckets", ("gathered_params", "gathered_grads", "reduce_bucket",
                                   "allgather_bucket")),
+    ("gradient temporaries", ("reduce_scatter_flat", "grad_partition_copy", "grad_norm_fp64",
+                              "grad_fp32_cast", "grad_fp32_swap_staging", "temp_grad_buffer",
+                              "step_fp32_grad_copies")),
     ("CUDA context + allocator slack", ("cuda_context", "allocator_slack")),
 )
-_GROUP_COLOURS = ("#4c72b0", "#dd8452", "#8172b3", "#937860", "#999999")
+_GROUP_COLOURS = ("#4c72b0", "#dd8452", "#8172b3", "#55a868", "#937860", "#999999")
 
 
 def _gpu_groups(breakdown: Mapping[str, float]) -> list[tuple[str, float]]:
