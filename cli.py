@@ -711,22 +711,17 @@ def validate(cases, hardware, out, max_error, as_json, train, software):
     max per metric; writes CSV, JSON and PNG figures to --out."""
     import pandas as pd
 
-    from tierlab.profiles.load import load_hardware, load_software
+    from tierlab.profiles.load import load_software
     from tierlab.runner.measurement import load_measurement
     from tierlab.validate.compare import (case_key, compare_measurement, find_measurements,
-                                          folder_hardware, summarize, summarize_split)
+                                          summarize, summarize_split, with_profiles)
     from tierlab.validate.report import phase_bars_figure, scatter_figure
 
     sw = load_software(software)
     default = Path(__file__).resolve().parent / "validate" / "cases"
-    profiles: dict[str, object] = {}
     rows = []
-    for d in find_measurements(cases or [default]):
-        name = hardware or folder_hardware(d.parent) or "h200-host"
-        if name not in profiles:
-            profiles[name] = load_hardware(name)
-        rows += compare_measurement(profiles[name], load_measurement(d), name=case_key(d),
-                                    software=sw)
+    for d, hw in with_profiles(find_measurements(cases or [default]), hardware, "h200-host"):
+        rows += compare_measurement(hw, load_measurement(d), name=case_key(d), software=sw)
     summary = summarize(rows)
     split = summarize_split(rows, train or sw.train_cases)
     out_dir = Path(out)

@@ -12,6 +12,7 @@ step time can only grow when any op gets slower (no scheduling anomalies); it is
 """
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 
@@ -261,6 +262,15 @@ def first_step_extra_s(hw: Hardware, model: Model, strategy: Strategy,
     return software.first_step_fixed_s + touch / software.first_touch_Bps
 
 
+@functools.lru_cache(maxsize=1)
+def default_software() -> Software:
+    """profiles/software/deepspeed-0.19.8.yaml, read once per process (a sweep simulates
+    hundreds of points; parsing it took ~3 ms of a ~12 ms small simulation)."""
+    from tierlab.profiles.load import load_software
+
+    return load_software()
+
+
 def simulate(hardware: Hardware, model: Model, strategy: Strategy, *,
              strict: bool = False, software: Software | None = None) -> SimResult:
     """Simulate one steady-state step (and step 1) of DeepSpeed on `hardware`.
@@ -271,8 +281,7 @@ def simulate(hardware: Hardware, model: Model, strategy: Strategy, *,
     deepspeed-0.19.8.yaml) supplies the fitted host-side terms: ZeRO-3 hook time, step-1 warm-up.
     """
     if software is None:
-        from tierlab.profiles.load import load_software
-        software = load_software()
+        software = default_software()
     plan = _memory(hardware, model, strategy, software)
     fits = plan.fits if plan is not None else True
     binding = plan.binding_tier if plan is not None else None

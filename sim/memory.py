@@ -9,8 +9,8 @@ the fp32 gradient copy. On top of the estimators tierlab adds what they leave ou
 buckets, prefetch working set, swap buffers, the CUDA context and allocator slack.
 
 GPU peak = what stays for the whole step (`gpu_persistent`) + the largest of the moments that
-come and go (`gpu_moments`: loss backward, block backward, stage-0 optimizer step), not the sum of
-everything. Host: torch-pinned buffers are power-of-two blocks (CachingHostAllocator), buffers
+come and go (`gpu_moments`: loss backward, block backward, ZeRO-3's gradient-bucket reduction,
+stage-0 optimizer step), not the sum of everything. Host: torch-pinned buffers are power-of-two blocks (CachingHostAllocator), buffers
 DeepSpeed's aio handle locks are exact; zero.Init leaves its freed pinned partitions cached.
 """
 from __future__ import annotations
@@ -255,9 +255,9 @@ def grad_reduce_bytes(model: Model, strategy: Strategy, held: dict[str, float]
     fp32 casts of the whole bucket are held until `_swap_out_offload_fp32_gradients`. A model
     that fits one bucket is reduced once, in the epilogue, after every activation and gathered
     parameter is gone (`held` empty); otherwise mid-backward, with what is still held then
-    (`held`). Peak allocated, measured vs with this moment: Llama-0.5B ZeRO-3 CPU, 1 x 512
-    tokens: 3.44 vs 3.12 GiB (2.74 without it); TinyLlama ZeRO-3 NVMe 8 GiB: 5.60 vs 5.35 GiB.
-    Llama-0.5B, 1 x 512 tokens on one GPU: 0.92 GiB flat + 136M x (2 + 8) B = 2.19 GiB."""
+    (`held`). Llama-0.5B ZeRO-3 CPU, 1 x 512 tokens on one GPU: 0.92 GiB flat + 136M x (2 + 8) B
+    = 2.19 GiB; peak allocated measured 3.44 GiB, predicted 3.12 (2.74 without this moment).
+    TinyLlama ZeRO-3 NVMe at 8 GiB: measured 5.60 GiB, predicted 5.35."""
     n, dp, z = model.n_params, strategy.data_parallel_size, strategy.zero
     b = strategy.bytes_per_param
     bucket = float(min(z.reduce_bucket_size, n))

@@ -186,6 +186,25 @@ def folder_hardware(folder: str | Path) -> str | None:
     return data["hardware"]
 
 
+def with_profiles(dirs: Iterable[Path], hardware: str | None = None,
+                  default: str | None = None) -> list[tuple[Path, Hardware]]:
+    """Each measurement directory with the profile it is simulated on: `hardware` for all when
+    given, else the one its folder's validate.yaml names, else `default` (None: a ConfigError
+    naming the folder). Each profile is loaded once."""
+    from tierlab.profiles.load import load_hardware
+
+    loaded: dict[str, Hardware] = {}
+    out = []
+    for d in dirs:
+        name = hardware or folder_hardware(d.parent) or default
+        if name is None:
+            raise ConfigError(f"{d.parent}: no validate.yaml naming its profile (or pass -H)")
+        if name not in loaded:
+            loaded[name] = load_hardware(name)
+        out.append((d, loaded[name]))
+    return out
+
+
 def find_measurements(paths: Iterable[str | Path]) -> list[Path]:
     """Measurement directories under the given paths (a dir holding measurement.json, or its
     parents), sorted by name."""

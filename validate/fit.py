@@ -33,25 +33,12 @@ from tierlab.profiles.schema import Hardware, Software
 def _cases(paths, keys, hardware: Hardware | None = None):
     """[(key, Measurement, Hardware)] of the runs under `paths` named in `keys`, each with its
     folder's calibrated profile (validate.yaml), or `hardware` for all when given."""
-    from tierlab.errors import ConfigError
-    from tierlab.profiles.load import load_hardware
     from tierlab.runner.measurement import load_measurement
-    from tierlab.validate.compare import case_key, find_measurements, folder_hardware
+    from tierlab.validate.compare import case_key, find_measurements, with_profiles
 
-    out, profiles = [], {}
-    for d in find_measurements(paths):
-        if case_key(d) not in keys:
-            continue
-        hw = hardware
-        if hw is None:
-            name = folder_hardware(d.parent)
-            if name is None:
-                raise ConfigError(f"{d.parent}: no validate.yaml naming its profile (or pass -H)")
-            if name not in profiles:
-                profiles[name] = load_hardware(name)
-            hw = profiles[name]
-        out.append((case_key(d), load_measurement(d), hw))
-    return out
+    dirs = [d for d in find_measurements(paths) if case_key(d) in keys]
+    pairs = [(d, hardware) for d in dirs] if hardware is not None else with_profiles(dirs)
+    return [(case_key(d), load_measurement(d), hw) for d, hw in pairs]
 
 
 def _sim(hw, m, sw):
