@@ -258,4 +258,10 @@ def main(argv: list[str]) -> None:      # pragma: no cover - a developer tool
 
 
 if __name__ == "__main__":      # pragma: no cover
-    main(sys.argv[1:])
+    from tierlab.errors import ConfigError
+
+    try:
+        main(sys.argv[1:])
+    except ConfigError as e:       # a missing folder, a bad validate.yaml, no training run
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
