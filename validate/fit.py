@@ -186,15 +186,20 @@ def fit_baseline(cases, sw: Software) -> float:
     return statistics.median(res)
 
 
-def fit_software(paths, base: Software, hardware: Hardware | None = None) -> Software:
+def fit_software(paths, base: Software, hardware: Hardware | None = None, *,
+                 train=None) -> Software:
     """The terms fitted on base.train_cases under `paths`, each run simulated on its folder's
-    profile (or on `hardware` for all)."""
-    cases = _cases(paths, set(base.train_cases), hardware)
+    profile (or on `hardware` for all). `train` ('folder/run' keys) replaces base.train_cases;
+    then the result's train_cases are the keys actually fitted on (validate/loco.py)."""
+    keys = set(base.train_cases if train is None else train)
+    cases = _cases(paths, keys, hardware)
     if not cases:
         from tierlab.errors import ConfigError
 
-        raise ConfigError(f"none of train_cases {list(base.train_cases)} is under "
+        raise ConfigError(f"none of train_cases {sorted(keys)} is under "
                           f"{', '.join(map(str, paths))}")
+    if train is not None:
+        base = replace(base, train_cases=tuple(sorted(k for k, _, _ in cases)))
     sw = replace(base, process_baseline_bytes=fit_baseline(cases, base))
     sw = replace(sw, host_dispatch_s_per_module=fit_dispatch_s(cases, sw))
     sw = replace(sw, stage0_step_s_per_param=fit_stage0_step_s(cases, sw))
