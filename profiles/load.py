@@ -337,31 +337,26 @@ def _model_from_profile(data: Any, where: str) -> Model:
     return Model(**kwargs)
 
 
+def _config_name(where: str) -> str:
+    """'…/Llama-2-7b-hf/config.json' -> 'Llama-2-7b-hf'; '…/mixtral-8x7b.json' -> 'mixtral-8x7b'."""
+    path = Path(where)
+    return path.parent.name if path.stem == "config" else path.stem
+
+
 def model_from_hf_config(data: Any, where: str, name: str | None = None) -> Model:
-    """A Hugging Face config.json (Llama/Mistral/Qwen2-style or GPT-2-style) -> Model."""
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{where}: expected a JSON object")
-    gpt = data.get("model_type") in ("gpt2", "gpt_neo", "gptj") or "n_embd" in data
+    """A Hugging Face config.json -> Model; the architecture readers are in hf_arch.py."""
+    from tierlab.profiles.hf_arch import ARCHITECTURES, model_fields
 
-    def get(*keys, default=None):
-        for key in keys:
-            if data.get(key) is not None:
-                return data[key]
-        if default is None:
-            raise ConfigError(f"{where}: missing key {keys[0]!r}")
-        return default
-
-    hidden = int(get("hidden_size", "n_embd"))
-    heads = int(get("num_attention_heads", "n_head"))
-    seq = int(get("max_position_embeddings", "n_positions", "seq_length", default=2048))
-    return Model(name=name or str(data.get("_name_or_path") or Path(where).parent.name),
-                 n_layers=int(get("num_hidden_layers", "n_layer")), hidden=hidden,
-                 ffn=int(get("intermediate_size", "n_inner", default=4 * hidden)),
-                 n_heads=heads, n_kv_heads=int(get("num_key_value_heads", default=heads)),
-                 vocab=int(get("vocab_size")), seq_len=seq, max_seq_len=seq,
-                 gated_mlp=not gpt, tie_embeddings=bool(data.get("tie_word_embeddings", gpt)),
-                 norm="layernorm" if gpt else "rmsnorm", bias=gpt, learned_pos_emb=gpt,
-                 source=f"Hugging Face config {where}")
+    fields = model_fields(data, where)
+    seq = fields["max_seq_len"]
+    family = ARCHITECTURES[data["model_type"]][0]
+    try:
+        return Model(name=name or str(data.get("_name_or_path") or _config_name(where)),
+                     seq_len=seq, source=f"Hugging Face config {where} ({family})", **fields)
+    except ValueError as e:
+        if isinstance(e, ConfigError):
+            raise
+        raise ConfigError(f"{where}: {e}") from None
 
 
 def load_model(name: str, *, seq_len: int | None = None) -> Model:

@@ -177,17 +177,71 @@ class Hardware:
 
 
 @dataclass(frozen=True, kw_only=True)
+class MLA:
+    """Multi-head latent attention (DeepSeek-V2/V3): low-rank q and kv projections."""
+
+    q_lora_rank: int = 0
+    """Rank of the query compression (q_a_proj -> norm -> q_b_proj); 0 = one q_proj (V2-Lite)."""
+    kv_lora_rank: int
+    """Rank of the joint key/value compression (kv_a_proj_with_mqa -> norm -> kv_b_proj)."""
+    qk_nope_head_dim: int
+    """Per-head query/key width without rotary embedding."""
+    qk_rope_head_dim: int
+    """Per-head query/key width with rotary embedding (the key part is shared by all heads)."""
+    v_head_dim: int
+    """Per-head value width."""
+
+    def __post_init__(self) -> None:
+        _positive(self, "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+        if self.q_lora_rank < 0:
+            raise ValueError(f"MLA.q_lora_rank must be >= 0, got {self.q_lora_rank!r}")
+
+    @property
+    def qk_head_dim(self) -> int:
+        return self.qk_nope_head_dim + self.qk_rope_head_dim
+
+
+@dataclass(frozen=True, kw_only=True)
+class MoE:
+    """Mixture-of-experts MLPs: every expert is stored and trained, top-k run per token."""
+
+    n_experts: int
+    """Routed experts per MoE layer (Mixtral num_local_experts, DeepSeek n_routed_experts)."""
+    experts_per_token: int
+    """Routed experts each token runs (top-k: num_experts_per_tok)."""
+    expert_ffn: int
+    """Intermediate size of one routed expert."""
+    shared_ffn: int = 0
+    """Intermediate size of the always-active shared expert MLP, 0 = none (DeepSeek: one MLP of
+    n_shared_experts x moe_intermediate_size; Qwen2-MoE: shared_expert_intermediate_size)."""
+    shared_gate: bool = False
+    """A sigmoid gate hidden -> 1 scales the shared expert (Qwen2-MoE shared_expert_gate)."""
+    dense_layers: tuple[int, ...] = ()
+    """Layers whose MLP is dense (width Model.ffn) instead of MoE (DeepSeek first_k_dense_replace,
+    Qwen-MoE decoder_sparse_step / mlp_only_layers)."""
+
+    def __post_init__(self) -> None:
+        _positive(self, "n_experts", "experts_per_token", "expert_ffn")
+        if self.experts_per_token > self.n_experts:
+            raise ValueError(f"MoE.experts_per_token {self.experts_per_token} exceeds n_experts "
+                             f"{self.n_experts}")
+        if self.shared_ffn < 0:
+            raise ValueError(f"MoE.shared_ffn must be >= 0, got {self.shared_ffn!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
 class Model:
-    """A decoder-only transformer (Llama / GPT family)."""
+    """A decoder-only transformer (Llama / GPT / MoE families; profiles/layout.py lists its
+    tensors, profiles/hf_arch.py reads it from a Hugging Face config.json)."""
 
     name: str
     n_layers: int
     hidden: int
     ffn: int
-    """Intermediate size of the MLP."""
+    """Intermediate size of the dense MLP."""
     n_heads: int
     n_kv_heads: int
-    """Key/value heads (GQA); == n_heads for multi-head attention."""
+    """Key/value heads (GQA); == n_heads for multi-head attention, 1 for multi-query."""
     vocab: int
     seq_len: int
     """Sequence length of a training sample (defaults to the profile's context length)."""
@@ -195,67 +249,127 @@ class Model:
     """SwiGLU-style MLP with three matrices (Llama) instead of two (GPT)."""
     tie_embeddings: bool = False
     norm: str = "rmsnorm"
-    """'rmsnorm' (weight only) or 'layernorm' (weight and bias)."""
+    """'rmsnorm' (weight only), 'layernorm' (weight and bias) or 'nonparametric' (OLMo-1)."""
     bias: bool = False
-    """Linear layers carry biases (GPT-2/3)."""
+    """Every attention and MLP linear layer carries a bias (GPT-2/3, GPT-NeoX, OPT, BLOOM)."""
     learned_pos_emb: bool = False
     """A learned position embedding table of seq_len x hidden (GPT) instead of RoPE."""
     max_seq_len: int = 0
     """Context length of the architecture (0 = same as seq_len)."""
+    attn_head_dim: int = 0
+    """Width of one attention head; 0 = hidden / n_heads (Gemma, Qwen3, Mistral-Nemo set it)."""
+    qkv_bias: bool = False
+    """q, k and v projections carry biases although `bias` is false (Qwen2, Qwen2-MoE)."""
+    fused_qkv: bool = False
+    """q, k, v are one matrix (GPT-2 c_attn, GPT-NeoX/Falcon/BLOOM query_key_value, Phi-3)."""
+    fused_gate_up: bool = False
+    """gate and up are one matrix (Phi-3 gate_up_proj)."""
+    block_norms: int = 2
+    """Norms per block: 1 (Phi-2, Falcon-7B's parallel block), 2, 4 (Gemma-2 sandwich norms)."""
+    qk_norm: str = "none"
+    """Norms on queries and keys: 'none', 'head' (width head_dim: Qwen3) or 'full' (width of all
+    heads: OLMo2)."""
+    embed_norm: bool = False
+    """A norm right after the token embedding (BLOOM word_embeddings_layernorm)."""
+    pos_emb_rows: int = 0
+    """Rows of the learned position table when not max_seq_len (OPT: max_position_embeddings
+    + 2); 0 = max_seq_len (or seq_len)."""
+    head_bias: bool = False
+    """The LM head carries a bias (Phi-2)."""
+    mla: MLA | None = None
+    """Multi-head latent attention instead of q/k/v/o projections (DeepSeek-V2/V3)."""
+    moe: MoE | None = None
+    """Mixture-of-experts MLPs (Mixtral, Qwen-MoE, DeepSeek); None = dense."""
     source: str = ""
 
     def __post_init__(self) -> None:
-        _positive(self, "n_layers", "hidden", "ffn", "n_heads", "n_kv_heads", "vocab", "seq_len")
-        if self.hidden % self.n_heads:
+        _positive(self, "n_layers", "hidden", "ffn", "n_heads", "n_kv_heads", "vocab", "seq_len",
+                  "block_norms")
+        if not self.attn_head_dim and self.mla is None and self.hidden % self.n_heads:
             raise ValueError(f"Model.hidden {self.hidden} is not divisible by n_heads {self.n_heads}")
         if self.n_heads % self.n_kv_heads:
             raise ValueError(f"Model.n_heads {self.n_heads} is not divisible by n_kv_heads {self.n_kv_heads}")
-        if self.norm not in ("rmsnorm", "layernorm"):
-            raise ValueError(f"Model.norm must be 'rmsnorm' or 'layernorm', got {self.norm!r}")
+        if self.norm not in ("rmsnorm", "layernorm", "nonparametric"):
+            raise ValueError(f"Model.norm must be 'rmsnorm', 'layernorm' or 'nonparametric', "
+                             f"got {self.norm!r}")
+        if self.qk_norm not in ("none", "head", "full"):
+            raise ValueError(f"Model.qk_norm must be 'none', 'head' or 'full', got {self.qk_norm!r}")
+        if self.block_norms > 4:
+            raise ValueError(f"Model.block_norms must be 1 to 4, got {self.block_norms!r}")
+        if self.attn_head_dim < 0 or self.pos_emb_rows < 0:
+            raise ValueError("Model.attn_head_dim and Model.pos_emb_rows must be >= 0")
 
     @property
     def head_dim(self) -> int:
-        return self.hidden // self.n_heads
+        return self.attn_head_dim or self.hidden // self.n_heads
+
+    @property
+    def q_dim(self) -> int:
+        """Width of all query heads together (== hidden unless head_dim is set apart)."""
+        return self.head_dim * self.n_heads
 
     @property
     def kv_dim(self) -> int:
         return self.head_dim * self.n_kv_heads
 
-    def layer_matrices(self) -> dict[str, tuple[int, int]]:
-        """(in, out) of each weight matrix of one transformer block."""
-        h, f, kv = self.hidden, self.ffn, self.kv_dim
-        mats = {"q_proj": (h, h), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (h, h),
-                "up_proj": (h, f), "down_proj": (f, h)}
-        if self.gated_mlp:
-            mats["gate_proj"] = (h, f)
-        return mats
+    def is_moe_layer(self, layer: int) -> bool:
+        return self.moe is not None and layer not in self.moe.dense_layers
 
-    def layer_small_params(self) -> dict[str, int]:
-        """Parameters of one block that are not matrices: norms and biases."""
-        per_norm = self.hidden * (2 if self.norm == "layernorm" else 1)
-        small = {"input_norm": per_norm, "post_attention_norm": per_norm}
-        if self.bias:
-            for name, (_, n_out) in self.layer_matrices().items():
-                small[f"{name}.bias"] = n_out
-        return small
+    def layer_groups(self) -> tuple[tuple[int, int], ...]:
+        """(a representative layer, how many layers are built like it): one group for a dense
+        model, dense and MoE groups for DeepSeek/Qwen-MoE."""
+        groups: dict[bool, list[int]] = {}
+        for i in range(self.n_layers):
+            groups.setdefault(self.is_moe_layer(i), []).append(i)
+        return tuple((idx[0], len(idx)) for idx in groups.values())
+
+    def layer_matrices(self, layer: int = 0) -> dict[str, tuple[int, int]]:
+        """(in, out) of each weight matrix of transformer block `layer` (experts included)."""
+        from tierlab.profiles.layout import block_matrices
+        return block_matrices(self, self.is_moe_layer(layer))
+
+    def layer_small_params(self, layer: int = 0) -> dict[str, int]:
+        """Parameters of block `layer` that are not matrices: norms and biases."""
+        from tierlab.profiles.layout import block_small_params
+        return block_small_params(self, self.is_moe_layer(layer))
+
+    def layer_params(self, layer: int = 0) -> int:
+        mats = sum(i * o for i, o in self.layer_matrices(layer).values())
+        return mats + sum(self.layer_small_params(layer).values())
 
     @property
     def params_per_layer(self) -> int:
-        mats = sum(i * o for i, o in self.layer_matrices().values())
-        return mats + sum(self.layer_small_params().values())
+        """Parameters of the largest block (every block, for a dense model)."""
+        return max(self.layer_params(rep) for rep, _ in self.layer_groups())
 
     @property
     def embedding_params(self) -> int:
-        """Token embedding (+ learned positions) + final norm + untied LM head."""
-        emb = self.vocab * self.hidden
-        pos = (self.max_seq_len or self.seq_len) * self.hidden if self.learned_pos_emb else 0
-        final_norm = self.hidden * (2 if self.norm == "layernorm" else 1)
-        head = 0 if self.tie_embeddings else self.vocab * self.hidden
-        return emb + pos + final_norm + head
+        """Token embedding (+ learned positions, embedding norm) + final norm + untied LM head."""
+        from tierlab.profiles.layout import embed_params, head_params
+        head = head_params(self)
+        if self.tie_embeddings:
+            head.pop("lm_head")
+        return sum(embed_params(self).values()) + sum(head.values())
 
     @property
     def n_params(self) -> int:
-        return self.n_layers * self.params_per_layer + self.embedding_params
+        blocks = sum(n * self.layer_params(rep) for rep, n in self.layer_groups())
+        return blocks + self.embedding_params
+
+    @property
+    def active_params(self) -> int:
+        """Parameters one token uses: routed experts counted top-k of n (= n_params if dense)."""
+        if self.moe is None:
+            return self.n_params
+        m = self.moe
+        idle = (m.n_experts - m.experts_per_token) / m.n_experts
+        expert = sum(i * o for name, (i, o) in self.layer_matrices(self._first_moe()).items()
+                     if name.startswith("experts."))
+        moe_layers = sum(n for rep, n in self.layer_groups() if self.is_moe_layer(rep))
+        return int(round(self.n_params - moe_layers * idle * expert))
+
+    def _first_moe(self) -> int:
+        return next(rep for rep, _ in self.layer_groups() if self.is_moe_layer(rep))
 
 
 @dataclass(frozen=True, kw_only=True)

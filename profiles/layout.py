@@ -1,0 +1,150 @@
+"""The parameter tensors of a `Model`: one transformer block, the embedding and the head.
+
+Pure functions of the Model's fields (no HF names, no I/O). `Model.layer_matrices` and friends
+call them; `profiles/hf_arch.py` maps each Hugging Face architecture onto the fields.
+
+Conventions
+- A block's matrices are listed as (in, out) in the order HF Llama builds them: attention, then
+  the MLP (up, down, gate — the order the first build used, kept so sub-group boundaries do not
+  move), then for MoE layers the router, each routed expert and the shared expert(s).
+- Routed experts are one tensor per expert matrix (`experts.{e}.up_proj`, as transformers 4.x
+  and DeepSpeed-MoE build them); transformers >= 5 fuses each layer's experts into one 3-D
+  tensor — same numel, fewer tensors (see docs/models.md).
+- `block_gemms` lists the GEMMs a token passes through with the fraction of tokens that pass:
+  1 for attention, dense MLP, router and shared experts; top_k / n_experts for each routed
+  expert's matrices (balanced routing: each expert sees tokens x k / E tokens).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:       # pragma: no cover
+    from tierlab.profiles.schema import Model
+
+NORM_PARAMS_PER_ELEMENT = {"rmsnorm": 1, "layernorm": 2, "nonparametric": 0}
+"""Parameters a norm holds per normalised element: RMSNorm weight; LayerNorm weight + bias;
+OLMo-1's LayerNorm without affine parameters."""
+
+
+def norm_numel(model: "Model", width: int) -> int:
+    return width * NORM_PARAMS_PER_ELEMENT[model.norm]
+
+
+def attention_matrices(model: "Model") -> dict[str, tuple[int, int]]:
+    """(in, out) of the attention projections (MHA/GQA/MQA, fused or not, or MLA)."""
+    h, q, kv = model.hidden, model.q_dim, model.kv_dim
+    if model.mla is not None:
+        a = model.mla
+        mats = ({"q_a_proj": (h, a.q_lora_rank), "q_b_proj": (a.q_lora_rank, model.n_heads * a.qk_head_dim)}
+                if a.q_lora_rank else {"q_proj": (h, model.n_heads * a.qk_head_dim)})
+        mats["kv_a_proj_with_mqa"] = (h, a.kv_lora_rank + a.qk_rope_head_dim)
+        mats["kv_b_proj"] = (a.kv_lora_rank, model.n_heads * (a.qk_nope_head_dim + a.v_head_dim))
+        mats["o_proj"] = (model.n_heads * a.v_head_dim, h)
+        return mats
+    if model.fused_qkv:
+        return {"qkv_proj": (h, q + 2 * kv), "o_proj": (q, h)}
+    return {"q_proj": (h, q), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (q, h)}
+
+
+def mlp_matrices(model: "Model", ffn: int, prefix: str = "") -> dict[str, tuple[int, int]]:
+    """(in, out) of one MLP of width `ffn`: up, down (+ gate when gated)."""
+    h = model.hidden
+    if model.gated_mlp and model.fused_gate_up:
+        return {f"{prefix}gate_up_proj": (h, 2 * ffn), f"{prefix}down_proj": (ffn, h)}
+    mats = {f"{prefix}up_proj": (h, ffn), f"{prefix}down_proj": (ffn, h)}
+    if model.gated_mlp:
+        mats[f"{prefix}gate_proj"] = (h, ffn)
+    return mats
+
+
+def block_matrices(model: "Model", moe_layer: bool) -> dict[str, tuple[int, int]]:
+    """(in, out) of every weight matrix of one block, experts included."""
+    mats = attention_matrices(model)
+    if not moe_layer:
+        mats.update(mlp_matrices(model, model.ffn))
+        return mats
+    m = model.moe
+    mats["router"] = (model.hidden, m.n_experts)
+    for e in range(m.n_experts):
+        mats.update(mlp_matrices(model, m.expert_ffn, f"experts.{e}."))
+    if m.shared_ffn:
+        mats.update(mlp_matrices(model, m.shared_ffn, "shared_experts."))
+    if m.shared_gate:
+        mats["shared_expert_gate"] = (model.hidden, 1)
+    return mats
+
+
+def _biases(model: "Model", mats: dict[str, tuple[int, int]]) -> dict[str, int]:
+    """`bias`: every attention and MLP matrix (not the router); `qkv_bias`: q, k, v only."""
+    qkv = ("q_proj", "k_proj", "v_proj", "qkv_proj")
+    out = {}
+    for name, (_, n_out) in mats.items():
+        base = name.rsplit(".", 1)[-1]
+        if base in ("router", "shared_expert_gate"):
+            continue
+        if model.bias or (model.qkv_bias and base in qkv):
+            out[f"{name}.bias"] = n_out
+    return out
+
+
+def block_small_params(model: "Model", moe_layer: bool) -> dict[str, int]:
+    """Parameters of one block that are not matrices: norms and biases."""
+    small = {}
+    names = ("input_norm", "post_attention_norm", "pre_feedforward_norm", "post_feedforward_norm")
+    for name in names[:model.block_norms]:
+        small[name] = norm_numel(model, model.hidden)
+    if model.qk_norm == "head":
+        small["q_norm"] = norm_numel(model, model.head_dim)
+        small["k_norm"] = norm_numel(model, model.head_dim)
+    elif model.qk_norm == "full":
+        small["q_norm"] = norm_numel(model, model.q_dim)
+        small["k_norm"] = norm_numel(model, model.kv_dim)
+    if model.mla is not None:
+        if model.mla.q_lora_rank:
+            small["q_a_norm"] = norm_numel(model, model.mla.q_lora_rank)
+        small["kv_a_norm"] = norm_numel(model, model.mla.kv_lora_rank)
+    small.update(_biases(model, block_matrices(model, moe_layer)))
+    return small
+
+
+def block_gemms(model: "Model", moe_layer: bool) -> list[tuple[int, int, float]]:
+    """(in, out, token fraction) of every GEMM one block runs in the forward."""
+    out = []
+    for name, (i, o) in block_matrices(model, moe_layer).items():
+        routed = name.startswith("experts.")
+        out.append((i, o, model.moe.experts_per_token / model.moe.n_experts if routed else 1.0))
+    return out
+
+
+def active_ffn(model: "Model", moe_layer: bool) -> int:
+    """MLP width a token passes through: ffn, or top-k x expert width + shared width."""
+    if not moe_layer:
+        return model.ffn
+    return model.moe.experts_per_token * model.moe.expert_ffn + model.moe.shared_ffn
+
+
+def embed_params(model: "Model") -> dict[str, int]:
+    """Token embedding, learned positions (GPT-2, OPT, StarCoder), embedding norm (BLOOM)."""
+    out = {"embed_tokens": model.vocab * model.hidden}
+    if model.learned_pos_emb:
+        out["embed_positions"] = (model.pos_emb_rows or model.max_seq_len or model.seq_len) * model.hidden
+    if model.embed_norm:
+        out["embed_norm"] = norm_numel(model, model.hidden)
+    return out
+
+
+def head_params(model: "Model") -> dict[str, int]:
+    """Final norm and LM head as the head module uses them (a tied head is the embedding)."""
+    out = {"final_norm": norm_numel(model, model.hidden), "lm_head": model.vocab * model.hidden}
+    if model.head_bias:
+        out["lm_head.bias"] = model.vocab
+    return out
+
+
+def expected_experts_hit(n_experts: int, top_k: int, tokens: int) -> float:
+    """Experts that at least one of `tokens` tokens is routed to, in expectation (uniform
+    routing, each token picks top_k of n_experts): E x (1 - (1 - k/E)^T). Mixtral (8, top-2)
+    with 16 tokens: 8 x (1 - 0.75^16) = 7.92; with 4096 tokens every expert is hit."""
+    if top_k >= n_experts:
+        return float(n_experts)
+    return n_experts * (1.0 - (1.0 - top_k / n_experts) ** tokens)
