@@ -7,6 +7,9 @@
 # Time: ~1 min of JIT builds (three in parallel), ~1.5 min of calibration without the aio sweep
 # and GEMM curve (taken from $BASE; set NVME=1 to measure the drive too), then the cases inside
 # BUDGET_S (most important first: the budget cuts the tail).
+# DS=1 also measures DeepSpeed's host costs (calibrate_ds.py: 8 configurations x 2 depths, ~4 min
+# on an H200 host). CALIBRATE=0 skips the calibration: for a second command on the same, still
+# warm machine (machine.txt in both outputs names the host and GPU UUID, to check it).
 # Leaves in $OUT (at most 8 files come back): $NAME-raw.json (every calibration point: rebuild
 # the profile with `tierlab calibrate --from-raw`), calibrate.log, validate-session.log and
 # validation.tar.gz (every measurement directory, re-packed after each case).
@@ -15,6 +18,7 @@ set -eo pipefail
 BASE=${BASE:-h200x2-b}
 [ -f .gpuhost/install.sh ] && source .gpuhost/install.sh
 t0=$(date +%s)
+{ hostname; nvidia-smi -L 2>/dev/null; date -u +%FT%TZ; } > "$OUT/machine.txt"
 pids=()
 for op in AsyncIOBuilder CPUAdamBuilder FusedAdamBuilder; do
   python3 -c "from deepspeed.ops.op_builder import $op as B; B().load(verbose=False)" \
@@ -23,19 +27,20 @@ for op in AsyncIOBuilder CPUAdamBuilder FusedAdamBuilder; do
 done
 for p in "${pids[@]}"; do wait "$p" || { tail -20 /tmp/jit-*.log; exit 1; }; done
 echo "JIT builds: $(( $(date +%s) - t0 )) s"
-skip=(--skip aio,gemm)
+ds_skip=$([ "${DS:-0}" = 1 ] || echo ,deepspeed)
+skip=(--skip "aio,gemm$ds_skip")
 nvme=()
 if [ "${NVME:-0}" = 1 ]; then
-  skip=(--skip gemm)
+  skip=(--skip "gemm$ds_skip")
   mkdir -p /var/tmp/tierlab-cal
   nvme=(--nvme-path /var/tmp/tierlab-cal --sweep aio_file_size=512M --sweep aio_block_sizes=1M
         --sweep aio_queue_depths=8,32 --sweep aio_parallelism=1)
 fi
 mkdir -p /tmp/cal/systems
-python3 -m tierlab.cli calibrate --name "$NAME" --hardware "$BASE" "${skip[@]}" "${nvme[@]}" \
+[ "${CALIBRATE:-1}" = 1 ] && { python3 -m tierlab.cli calibrate --name "$NAME" --hardware "$BASE" "${skip[@]}" "${nvme[@]}" \
   --out "/tmp/cal/systems/$NAME.yaml" --raw "$OUT/$NAME-raw.json" --sweep repeats=2 \
   >"$OUT/calibrate.log" 2>&1 || { tail -30 "$OUT/calibrate.log"; exit 1; }
-tail -n 3 "$OUT/calibrate.log"
+tail -n 3 "$OUT/calibrate.log"; }
 rm -rf /var/tmp/tierlab-cal
 left=$(( ${BUDGET_S:-420} - ($(date +%s) - t0) ))
 echo "calibrated at $(( $(date +%s) - t0 )) s; cases get ${left} s"

@@ -33,6 +33,8 @@ def command(case: dict, defaults: dict, out_dir: Path, hardware: str, swap: str,
            "--breakdown", "--skip-preflight", "--swap-dir", swap, "--out", str(out_dir), "-q"]
     if c.get("cap"):
         cmd += ["--gpu-mem-cap", c["cap"]]
+    if int(c.get("grad_accum", 1)) > 1:
+        cmd += ["--grad-accum", str(c["grad_accum"])]
     if int(c.get("gpus", 1)) > 1:
         cmd += ["--gpus", str(c["gpus"])]
     for s in c.get("set", []):

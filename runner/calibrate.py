@@ -37,7 +37,7 @@ from tierlab.errors import ConfigError
 log = logging.getLogger(__name__)
 
 KiB, MiB, GiB = 2**10, 2**20, 2**30
-SKIPPABLE = ("gpu", "pcie", "gemm", "nccl", "aio", "adam", "memcpy", "dispatch")
+SKIPPABLE = ("gpu", "pcie", "gemm", "nccl", "aio", "adam", "memcpy", "dispatch", "deepspeed")
 _TMPFS = {"tmpfs", "ramfs", "devtmpfs"}
 
 
@@ -71,6 +71,14 @@ class SweepPlan:
     adam_torch: bool = True
     """Also time torch.optim.Adam (foreach) at the same thread counts."""
     memcpy_size: int = 1 * GiB
+    deepspeed: bool = True
+    """Measure DeepSpeed's host costs (calibrate_ds.py: each point trains a narrow model)."""
+    ds_steps: int = 8
+    """Steps of each DeepSpeed host-cost point (calibrate_ds.py), warm-up included."""
+    ds_warmup: int = 3
+    """Warm-up steps of each point (step 1 has no ZeRO-3 prefetch trace; CPU Adam allocates)."""
+    ds_variants: tuple[str, ...] = ()
+    """DeepSpeed configurations measured (calibrate_ds.VARIANT_NAMES); () = all of them."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -88,7 +96,7 @@ def quick_plan() -> SweepPlan:
                      nccl_sizes=(16 * MiB,), aio_file_size=64 * MiB,
                      aio_block_sizes=(128 * KiB, 1 * MiB), aio_queue_depths=(4, 32),
                      aio_parallelism=(1, 2), aio_latency_reads=16, adam_params=4 * 2**20,
-                     adam_threads=(), memcpy_size=128 * MiB)
+                     adam_threads=(), memcpy_size=128 * MiB, deepspeed=False)
 
 
 def _parse_size(text: str, key: str) -> int:
@@ -510,10 +518,38 @@ def calibration_tasks(plan: SweepPlan, *, nvme_path: Path | None, skip: set[str]
         tasks.append(Task("dispatch", "hooked module call",
                           lambda: module_call_time(cuda, max(3, plan.repeats))))
     tasks += _aio_tasks(plan, nvme_path, skip, skipped, facts)
+    tasks += _deepspeed_tasks(plan, skip, skipped)
     from tierlab.runner import calibrate_gpu
 
     tasks += calibrate_gpu.gpu_tasks(plan, skip, skipped, cuda=cuda, n_gpus=n_gpus, facts=facts)
     return tasks, skipped
+
+
+def _deepspeed_tasks(plan: SweepPlan, skip: set[str], skipped: dict[str, str]) -> list[Task]:
+    """One task per (DeepSpeed configuration, depth) of calibrate_ds; skipped, and listed, when
+    deepspeed cannot be imported (its value then comes from the base software profile)."""
+    if not wanted("deepspeed", skip, skipped):
+        return []
+    if not plan.deepspeed:
+        skipped["deepspeed"] = "--quick (each point trains a model for 15-60 s)"
+        return []
+    try:
+        import deepspeed  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as e:
+        skipped["deepspeed"] = f"cannot import {e.name} (pip install 'tierlab[runner]')"
+        return []
+    from tierlab.runner import calibrate_ds as cds
+
+    unknown = [n for n in plan.ds_variants if n not in cds.VARIANT_NAMES]
+    if unknown:
+        raise ConfigError(f"--sweep ds_variants={unknown[0]}: choose from "
+                          f"{', '.join(cds.VARIANT_NAMES)}")
+    chosen = [cds.variant_named(n) for n in plan.ds_variants] or list(cds.VARIANTS)
+    return [Task("deepspeed", f"DeepSpeed {v.name} {d} layers",
+                 lambda v=v, d=d: cds.host_cost_points([v], (d,), steps=plan.ds_steps,
+                                                       warmup=plan.ds_warmup))
+            for v in chosen for d in cds.DEPTHS]
 
 
 def _aio_tasks(plan, nvme_path, skip, skipped, facts) -> list[Task]:
