@@ -107,13 +107,11 @@ def block_small_params(model: "Model", moe_layer: bool) -> dict[str, int]:
     return small
 
 
-def block_gemms(model: "Model", moe_layer: bool) -> list[tuple[int, int, float]]:
-    """(in, out, token fraction) of every GEMM one block runs in the forward."""
-    out = []
-    for name, (i, o) in block_matrices(model, moe_layer).items():
-        routed = name.startswith("experts.")
-        out.append((i, o, model.moe.experts_per_token / model.moe.n_experts if routed else 1.0))
-    return out
+def block_gemms(model: "Model", moe_layer: bool) -> dict[str, tuple[int, int, float]]:
+    """name -> (in, out, token fraction) of every GEMM one block runs in the forward."""
+    share = model.moe.experts_per_token / model.moe.n_experts if moe_layer else 1.0
+    return {name: (i, o, share if name.startswith("experts.") else 1.0)
+            for name, (i, o) in block_matrices(model, moe_layer).items()}
 
 
 def active_ffn(model: "Model", moe_layer: bool) -> int:
@@ -121,6 +119,18 @@ def active_ffn(model: "Model", moe_layer: bool) -> int:
     if not moe_layer:
         return model.ffn
     return model.moe.experts_per_token * model.moe.expert_ffn + model.moe.shared_ffn
+
+
+def mean_active_ffn(model: "Model") -> float:
+    """active_ffn averaged over the blocks (DeepSeek: 3 dense blocks, 58 MoE blocks)."""
+    return sum(n * active_ffn(model, model.is_moe_layer(rep))
+               for rep, n in model.layer_groups()) / model.n_layers
+
+
+def largest_matrix_numel(model: "Model") -> int:
+    """Elements of the largest parameter tensor: a block matrix or the embedding."""
+    return max([model.vocab * model.hidden] + [i * o for rep, _ in model.layer_groups()
+                                               for i, o in model.layer_matrices(rep).values()])
 
 
 def embed_params(model: "Model") -> dict[str, int]:

@@ -51,19 +51,23 @@ def params_per_rank(model: Model, strategy: Strategy) -> int:
 
 
 def param_tensors(model: Model) -> list[tuple[str, int]]:
-    """(name, elements) of every parameter tensor in forward order (Llama layout)."""
-    out = [("embed_tokens", model.vocab * model.hidden)]
+    """(name, elements) of every parameter tensor in forward order (profiles/layout.py names)."""
+    from tierlab.profiles.layout import embed_params, head_params
+
+    out = list(embed_params(model).items())
     for i in range(model.n_layers):
-        mats = model.layer_matrices()
-        for name in ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"):
-            if name in mats:
-                a, b = mats[name]
-                out.append((f"layers.{i}.{name}", a * b))
-        out += [(f"layers.{i}.{k}", v) for k, v in model.layer_small_params().items()]
-    out.append(("norm", model.hidden))
-    if not model.tie_embeddings:
-        out.append(("lm_head", model.vocab * model.hidden))
-    return out
+        mats = model.layer_matrices(i)
+        # HF registers gate_proj before up_proj (the layout lists it last)
+        names = list(mats)
+        if "gate_proj" in mats:
+            names.remove("gate_proj")
+            names.insert(names.index("up_proj"), "gate_proj")
+        out += [(f"layers.{i}.{name}", mats[name][0] * mats[name][1]) for name in names]
+        out += [(f"layers.{i}.{k}", v) for k, v in model.layer_small_params(i).items()]
+    head = {"norm" if k == "final_norm" else k: v for k, v in head_params(model).items()}
+    if model.tie_embeddings:
+        head.pop("lm_head")
+    return out + list(head.items())
 
 
 def nvme_param_tensors(model: Model, strategy: Strategy) -> list[tuple[str, int]]:

@@ -14,8 +14,10 @@ GQA: K and V projections are h x (n_kv_heads x head_dim); the score FLOPs do not
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
+from tierlab.profiles.layout import active_ffn, block_gemms
 from tierlab.profiles.schema import GPU, Model
 
 
@@ -24,37 +26,63 @@ class LayerFlops:
     """Forward FLOPs of one transformer block for `tokens` tokens."""
 
     gemms: tuple[float, ...]
-    """FLOPs of each weight GEMM (q, k, v, o, up, [gate], down), in that order."""
+    """FLOPs of each distinct weight GEMM (q, k, v, o, up, down, [gate], [router, experts...])."""
+    gemm_counts: tuple[float, ...] = ()
+    """How many times each GEMM runs per (mean) block; () = once each. A model with n_dense
+    dense and n_moe MoE blocks gives the dense GEMMs n_dense / n_layers."""
     attention: float
     """Q K^T and A V FLOPs (batched GEMMs over heads)."""
     hbm_bytes: float
     """Bytes of memory-bound kernels (norms, residual adds, activation, softmax), read + write."""
 
     @property
+    def counts(self) -> tuple[float, ...]:
+        return self.gemm_counts or (1.0,) * len(self.gemms)
+
+    @property
     def total(self) -> float:
-        return sum(self.gemms) + self.attention
+        return sum(f * n for f, n in zip(self.gemms, self.counts)) + self.attention
 
 
 def layer_forward(model: Model, micro_batch: int, bytes_per_value: int = 2) -> LayerFlops:
-    """Forward FLOPs and memory-bound traffic of one block for one micro-batch."""
+    """Forward FLOPs and memory-bound traffic of one (mean) block for one micro-batch."""
     tokens = micro_batch * model.seq_len
-    gemms = tuple(2.0 * tokens * n_in * n_out for n_in, n_out in model.layer_matrices().values())
-    # Q K^T: 2 s h per token, A V: 2 s h per token (all query heads; GQA shares K/V, not FLOPs)
-    attention = 4.0 * tokens * model.seq_len * model.hidden
-    return LayerFlops(gemms=gemms, attention=attention,
-                      hbm_bytes=_layer_hbm_bytes(model, micro_batch, bytes_per_value))
+    gemms: dict[tuple, list[float]] = {}       # (group, matrix kind) -> [flops, runs per block]
+    hbm = 0.0
+    for rep, n in model.layer_groups():
+        moe = model.is_moe_layer(rep)
+        for name, (n_in, n_out, share) in block_gemms(model, moe).items():
+            kind = (rep, re.sub(r"^experts\.\d+\.", "experts.", name))
+            entry = gemms.setdefault(kind, [2.0 * tokens * share * n_in * n_out, 0.0])
+            entry[1] += n / model.n_layers
+        hbm += _layer_hbm_bytes(model, micro_batch, bytes_per_value, active_ffn(model, moe)) * n
+    # Q K^T: 2 s (heads x qk width) per token, A V: 2 s (heads x v width) per token (all query
+    # heads; GQA shares K/V, not FLOPs) = 4 s h for plain attention
+    attention = 2.0 * tokens * model.seq_len * model.n_heads * (_qk_width(model) + _v_width(model))
+    return LayerFlops(gemms=tuple(f for f, _ in gemms.values()),
+                      gemm_counts=tuple(c for _, c in gemms.values()), attention=attention,
+                      hbm_bytes=hbm / model.n_layers)
 
 
-def _layer_hbm_bytes(model: Model, micro_batch: int, bytes_per_value: int) -> float:
+def _qk_width(model: Model) -> int:
+    return model.mla.qk_head_dim if model.mla else model.head_dim
+
+
+def _v_width(model: Model) -> int:
+    return model.mla.v_head_dim if model.mla else model.head_dim
+
+
+def _layer_hbm_bytes(model: Model, micro_batch: int, bytes_per_value: int, ffn: int) -> float:
     """Memory-bound kernels of one block's forward (unfused, as PyTorch eager runs them).
 
     2 norms (read + write h) + 2 residual adds (read 2h, write h) = 10 h values per token;
-    activation: gated reads 2 f writes f (3 f), plain reads f writes f (2 f);
+    activation: gated reads 2 f writes f (3 f), plain reads f writes f (2 f), f the width a
+    token passes through (MoE: top-k x expert width + shared width);
     softmax over the score matrix (no flash attention): read + write heads x s per token.
     """
     tokens = micro_batch * model.seq_len
     act = 3 if model.gated_mlp else 2
-    per_token = 10 * model.hidden + act * model.ffn + 2 * model.n_heads * model.seq_len
+    per_token = 10 * model.hidden + act * ffn + 2 * model.n_heads * model.seq_len
     return float(tokens * per_token * bytes_per_value)
 
 
@@ -112,6 +140,6 @@ def layer_forward_seconds(gpu: GPU, precision: str, lf: LayerFlops) -> float:
     The attention GEMMs run as micro_batch x heads batched products; their efficiency is taken at
     the size of the whole batch (cuBLAS batched GEMMs fill the GPU like one large GEMM).
     """
-    t = sum(gemm_seconds(gpu, precision, f) for f in lf.gemms)
+    t = sum(n * gemm_seconds(gpu, precision, f) for f, n in zip(lf.gemms, lf.counts))
     t += gemm_seconds(gpu, precision, lf.attention)
     return t + lf.hbm_bytes / gpu.hbm_bandwidth_Bps

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from tierlab.profiles.layout import head_params, mean_active_ffn
 from tierlab.profiles.schema import Hardware, Model, Software
 from tierlab.sim.memory_host import (host_breakdown, largest_param_numel,  # noqa: F401
                                      pinned_bytes)   # pinned_bytes: re-exported for callers
@@ -106,10 +107,13 @@ def largest_module_params(model: Model) -> int:
 def persistent_params(model: Model, strategy: Strategy) -> int:
     """ZeRO-3 keeps parameters under stage3_param_persistence_threshold whole on every GPU."""
     t = strategy.zero.stage3_param_persistence_threshold
-    small = [v for v in model.layer_small_params().values() if v < t]
-    small += [i * o for i, o in model.layer_matrices().values() if i * o < t]
-    final_norm = model.hidden * (2 if model.norm == "layernorm" else 1)
-    return model.n_layers * sum(small) + (final_norm if final_norm < t else 0)
+    total = 0
+    for rep, n in model.layer_groups():
+        small = [v for v in model.layer_small_params(rep).values() if v < t]
+        small += [i * o for i, o in model.layer_matrices(rep).values() if i * o < t]
+        total += n * sum(small)
+    final_norm = head_params(model)["final_norm"]
+    return total + (final_norm if final_norm < t else 0)
 
 
 def sub_group_numel(model: Model, strategy: Strategy) -> int:
@@ -125,9 +129,11 @@ def activation_bytes_per_token_layer(model: Model, strategy: Strategy) -> float:
     """Bytes autograd keeps per token per transformer block (HF Llama, SDPA attention, no s^2
     scores). Counted tensor by tensor, 16-bit unless noted:
     RMSNorm input upcast to fp32 (4h) + normed (2h), q/k/v (2(h + 2 kv)), attention out (2h),
-    second norm fp32 input (4h) + normed (2h), MLP gate, up, act, product (4 x 2 ffn)."""
+    second norm fp32 input (4h) + normed (2h), MLP gate, up, act, product (4 x 2 ffn); for MoE
+    ffn is the width a token passes through (top-k x expert width + shared), averaged over
+    blocks (layout.active_ffn)."""
     b = strategy.bytes_per_param
-    h, f, kv = model.hidden, model.ffn, model.kv_dim
+    h, f, kv = model.hidden, mean_active_ffn(model), model.kv_dim
     mlp = (4 if model.gated_mlp else 2) * f
     norm_input = 4 if model.norm == "rmsnorm" else b
     return (2 * norm_input * h + b * (2 * h + (h + 2 * kv) + h + mlp)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from tierlab.profiles.layout import largest_matrix_numel
 from tierlab.profiles.schema import Hardware, Model, Software
 from tierlab.sim.modules import Module, modules, nvme_param_fraction, sub_groups
 from tierlab.sim.strategy import Strategy
@@ -78,7 +79,7 @@ def _zero12_host(model: Model, strategy: Strategy) -> dict[str, float]:
 def largest_param_numel(model: Model) -> int:
     """Elements of the model's largest parameter tensor (a block matrix or the embedding):
     the size of ZeRO-1/2 offload's temp gradient buffers (stage_1_and_2.py)."""
-    return max(max(i * o for i, o in model.layer_matrices().values()), model.vocab * model.hidden)
+    return largest_matrix_numel(model)
 
 
 def _io_aligned_numel(numel: float, elem_bytes: int, strategy: Strategy) -> float:

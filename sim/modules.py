@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tierlab.profiles.layout import embed_params, expected_experts_hit, head_params
 from tierlab.profiles.schema import Model
 from tierlab.sim.strategy import Strategy
 
@@ -41,27 +42,49 @@ class Module:
 def modules(model: Model, strategy: Strategy) -> list[Module]:
     """embed, blocks..., head — with the parameters each gathers and owns."""
     thr = strategy.zero.stage3_param_persistence_threshold if strategy.zero.stage == 3 else 0
-    emb = [model.vocab * model.hidden]
-    if model.learned_pos_emb:
-        emb.append((model.max_seq_len or model.seq_len) * model.hidden)
-    block = [i * o for i, o in model.layer_matrices().values()]
-    block += list(model.layer_small_params().values())
-    final_norm = model.hidden * (2 if model.norm == "layernorm" else 1)
-    head_used = [final_norm, model.vocab * model.hidden]
-    head_own = [final_norm] if model.tie_embeddings else head_used
-
-    norms = sum(1 for k in model.layer_small_params() if "norm" in k)
-    block_hooked = len(model.layer_matrices()) + norms
+    emb = list(embed_params(model).values())
+    head = head_params(model)
+    head_used = list(head.values())
+    head_own = [n for k, n in head.items() if k != "lm_head" or not model.tie_embeddings]
 
     def mod(name, kind, used, own, hooked):
         big = [n for n in used if n >= thr]
         return Module(name=name, kind=kind, fetch_numel=sum(big), fetch_tensors=len(big),
                       own_params=tuple(own), hooked=hooked)
 
+    blocks = {model.is_moe_layer(rep): _block(model, strategy, rep)
+              for rep, _ in model.layer_groups()}
     out = [mod("embed", "embed", emb, emb, len(emb))]
-    out += [mod(f"L{i}", "block", block, block, block_hooked) for i in range(model.n_layers)]
+    for i in range(model.n_layers):
+        own, used, hooked = blocks[model.is_moe_layer(i)]
+        out.append(mod(f"L{i}", "block", used, own, hooked))
     out.append(mod("head", "head", head_used, head_own, 2))      # final norm + lm_head
     return out
+
+
+def _block(model: Model, strategy: Strategy, layer: int):
+    """(own, used, hooked) of one block. A MoE block owns every expert; ZeRO-3 gathers only the
+    experts its tokens are routed to (HF calls an expert's module only if a token picked it):
+    in expectation E x (1 - (1 - k/E)^T) of them for T = micro_batch x seq tokens — all of them
+    unless T is tiny (Mixtral, 16 tokens: 7.9 of 8). Hooked: the Linear modules (a fused pair
+    counts once) plus the norms that are their own modules."""
+    mats, small = model.layer_matrices(layer), model.layer_small_params(layer)
+    norms = sum(1 for k in small if "norm" in k)
+    if not model.is_moe_layer(layer):
+        own = [i * o for i, o in mats.values()] + list(small.values())
+        return own, own, len(mats) + norms
+    m = model.moe
+    tokens = strategy.train_micro_batch_size_per_gpu * model.seq_len
+    hit = min(m.n_experts, max(m.experts_per_token,
+                               round(expected_experts_hit(m.n_experts, m.experts_per_token, tokens))))
+    idle = {f"experts.{e}." for e in range(hit, m.n_experts)}
+    own, used, n_used = [], [], 0
+    for name, n in [*((k, i * o) for k, (i, o) in mats.items()), *small.items()]:
+        own.append(n)
+        if not any(name.startswith(p) for p in idle):
+            used.append(n)
+            n_used += name in mats
+    return own, used, n_used + norms
 
 
 def ceil_div(a: float, b: int) -> float:

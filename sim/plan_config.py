@@ -126,8 +126,8 @@ def ds_config_dict(v: Variant, req: Request) -> dict:
         zero["offload_param"] = {"device": p.param, "pin_memory": True}
     if p.param == "nvme":
         # every parameter partition must fit one swap buffer ("buffer nbytes != file bytes")
-        largest = max([model.vocab * model.hidden] + [i * o for i, o in
-                                                     model.layer_matrices().values()])
+        from tierlab.profiles.layout import largest_matrix_numel
+        largest = largest_matrix_numel(model)
         per_rank = -(-largest // hw.world_size)
         zero["offload_param"].update(buffer_count=5, buffer_size=max(100_000_000, per_rank),
                                      max_in_cpu=1e9)
