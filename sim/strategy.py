@@ -10,10 +10,12 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import math
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, Mapping
 
 from tierlab.errors import ConfigError
+from tierlab.safeio import first_non_finite
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +79,11 @@ class Aio:
     overlap_events: bool = True
     """Refill the queue on each completion; False = submit a batch and wait for all."""
     use_gds: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("block_size", "queue_depth", "intra_op_parallelism"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"aio.{name} must be >= 1, got {getattr(self, name)}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -210,6 +217,8 @@ def _coerce(value: Any, default: Any, where: str) -> Any:
         if isinstance(value, bool):
             return value
         raise ConfigError(f"{where}: expected true/false, got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{where}: expected a finite number, got {value!r}")
     if isinstance(default, int):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
             raise ConfigError(f"{where}: expected an integer, got {value!r}")
@@ -255,6 +264,25 @@ def _build(cls, block: Any, where: str, passthrough: set[str] = frozenset(),
             value = _coerce(value, default, f"{where}.{key}")
         kwargs[key] = value
     return cls(**kwargs)
+
+
+_OBJECT_BLOCKS = ("zero_optimization", "aio", "fp16", "bf16", "optimizer", "scheduler",
+                  "activation_checkpointing", "data_types", "comms_logger", "flops_profiler")
+"""Top-level keys whose value DeepSpeed reads as an object (`bf16: true` crashes it)."""
+
+
+def _check_blocks(cfg: Mapping[str, Any], where: str) -> None:
+    """Wrong-typed blocks are one ConfigError, not an AttributeError deep inside."""
+    for key in _OBJECT_BLOCKS:
+        value = cfg.get(key)
+        if value is not None and not isinstance(value, Mapping):
+            example = ' such as {"enabled": true}' if key in ("fp16", "bf16") else ""
+            raise ConfigError(f"{where}: {key} must be an object{example}, got {value!r}")
+    for key in ("fp16", "bf16"):
+        enabled = (cfg.get(key) or {}).get("enabled", False)
+        if not isinstance(enabled, bool) and enabled != "auto":
+            raise ConfigError(f"{where}: {key}.enabled must be true, false or \"auto\", "
+                              f"got {enabled!r}")
 
 
 def _resolve_auto(cfg: dict, flags: Flags) -> dict:
@@ -323,11 +351,27 @@ def _precision(cfg: dict, flags: Flags) -> Precision:
     return found
 
 
+EXPERT_PARALLEL_KEYS = ("moe", "expert_parallel_size", "ep_size", "moe_expert_parallel_size")
+"""ds_config keys that ask for expert parallelism (a `moe` block, an expert-parallel degree)."""
+
+
+def _refuse_expert_parallel(cfg: Mapping[str, Any], where: str) -> None:
+    """Expert parallelism is not modelled: every rank holds a ZeRO partition of every expert
+    (docs/models.md), so a config asking for it is refused by name, never simulated as if not."""
+    for key in EXPERT_PARALLEL_KEYS:
+        if key in cfg:
+            raise ConfigError(f"{where}: {key!r} asks for expert parallelism, which tierlab does "
+                              "not model (MoE experts are ZeRO-partitioned across all ranks); "
+                              "remove the key to simulate that")
+
+
 def parse_ds_config(cfg: Mapping[str, Any], flags: Flags = Flags(),
                     where: str = "ds_config") -> tuple[Strategy, list[str]]:
     """ds_config dict -> (Strategy, warnings about DeepSpeed quirks). Raises ConfigError."""
     if not isinstance(cfg, Mapping):
         raise ConfigError(f"{where}: the top level must be a JSON object")
+    _check_blocks(cfg, where)
+    _refuse_expert_parallel(cfg, where)
     cfg = _resolve_auto(copy.deepcopy(dict(cfg)), flags)
     warnings: list[str] = []
     for key in cfg:
@@ -350,8 +394,8 @@ def parse_ds_config(cfg: Mapping[str, Any], flags: Flags = Flags(),
     _check_zero(zero, warnings)
     tbs, mb, gas = _batch(cfg, flags)
     clip = cfg.get("gradient_clipping", 0.0)
-    if isinstance(clip, bool) or not isinstance(clip, (int, float)):
-        raise ConfigError(f"gradient_clipping must be a number, got {clip!r}")
+    if isinstance(clip, bool) or not isinstance(clip, (int, float)) or not math.isfinite(clip):
+        raise ConfigError(f"gradient_clipping must be a finite number, got {clip!r}")
     cfg.update(train_batch_size=tbs, train_micro_batch_size_per_gpu=mb,
                gradient_accumulation_steps=gas)
     strategy = Strategy(zero=zero, aio=aio, precision=_precision(cfg, flags), train_batch_size=tbs,
@@ -457,7 +501,10 @@ def apply_overrides(cfg: Mapping[str, Any], overrides: list[str]) -> dict:
             if not isinstance(child, dict):
                 raise ConfigError(f"--set {item!r}: {key!r} is not an object")
             node = child
-        node[keys[-1]] = parse_value(text.strip())
+        value = parse_value(text.strip())
+        if first_non_finite(value):
+            raise ConfigError(f"--set {item!r}: not a finite number")
+        node[keys[-1]] = value
     return out
 
 
