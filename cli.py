@@ -702,7 +702,23 @@ def _fmt_metric(metric: str, value) -> str:
                    "default: its train_cases); the summary shows train and held-out separately.")
 @click.option("--software", default="deepspeed-0.19.8", show_default=True,
               help="Software profile (profiles/software/) with the fitted host-side terms.")
-def validate(cases, hardware, out, max_error, as_json, train, software):
+@click.option("--loco", is_flag=True,
+              help="Leave-one-class-out instead: per class of runs (stage, mechanism, model, "
+                   "machine), refit the software profile without the class and predict the "
+                   "class's runs; prints per class n, steady step MAPE and max, and phase MAPE. "
+                   "Writes loco.json to --out; --max-error applies to the pooled held-out MAPE.")
+@click.option("--class", "classes", multiple=True, metavar="CLASS",
+              help="With --loco: hold out only this class (repeatable), e.g. stage3-cpu, "
+                   "multi-rank, nvme-no-pipeline, model:llama-3b, machine:h200x2-e. Default: "
+                   "every class with a finished run.")
+@click.option("--pool", type=click.Choice(["train", "all"]), default="train", show_default=True,
+              help="With --loco: the runs the refits draw from: the software profile's "
+                   "train_cases (or --train), or every finished run under CASES.")
+@click.option("--strict", is_flag=True,
+              help="With --loco: also predict each run by a fit on the pool runs that share none "
+                   "of its classes.")
+def validate(cases, hardware, out, max_error, as_json, train, software, loco, classes, pool,
+             strict):
     """Simulate each measured run's exact config and compare with what was measured.
 
     CASES are measurement directories (or folders holding them; default validate/cases). Prints
@@ -719,6 +735,10 @@ def validate(cases, hardware, out, max_error, as_json, train, software):
 
     sw = load_software(software)
     default = Path(__file__).resolve().parent / "validate" / "cases"
+    if loco or classes or strict or pool != "train":
+        return _validate_loco(cases or [default], sw, hardware, out, max_error, as_json,
+                              pool if pool == "all" or not train else list(train),
+                              classes, strict, loco)
     rows = []
     for d, hw in with_profiles(find_measurements(cases or [default]), hardware, "h200-host"):
         rows += compare_measurement(hw, load_measurement(d), name=case_key(d), software=sw)
@@ -763,6 +783,25 @@ def validate(cases, hardware, out, max_error, as_json, train, software):
     if max_error is not None and step and step["mape_pct"] > max_error:
         click.echo(f"error: steady step time MAPE {step['mape_pct']:.1f}% > --max-error "
                    f"{max_error}%", err=True)
+        sys.exit(1)
+
+
+def _validate_loco(cases, sw, hardware, out, max_error, as_json, pool, classes, strict, loco):
+    """`validate --loco`: the leave-one-class-out table (validate/loco.py)."""
+    from tierlab.validate.loco import format_table, loco as run_loco
+
+    if not loco:
+        raise ConfigError("--class, --pool and --strict need --loco")
+    report = run_loco(cases, sw, pool=pool, classes=list(classes) or None, hardware=hardware,
+                      strict=strict)
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_json(out_dir / "loco.json", report.to_dict())
+    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else format_table(report))
+    step = report.overall.get("step_time_s")
+    if max_error is not None and step and step["mape_pct"] > max_error:
+        click.echo(f"error: held-out classes' steady step time MAPE {step['mape_pct']:.1f}% > "
+                   f"--max-error {max_error}%", err=True)
         sys.exit(1)
 
 # ----------------------------------------------------------------------------------------------

@@ -139,6 +139,8 @@ class LocoReport:
     classes: tuple[ClassResult, ...]
     overall: dict
     """summarize() over every class-held-out prediction (a run counted once per class)."""
+    blind: dict
+    """The same over the classes whose refit kept no term from the base profile."""
     in_sample: dict
     """summarize() of the pool predicted by the fit on the whole pool (for contrast)."""
     strict: dict | None
@@ -152,7 +154,7 @@ class LocoReport:
 
     def to_dict(self) -> dict:
         return {"pool": list(self.pool), "classes": [c.to_dict() for c in self.classes],
-                "overall": self.overall, "in_sample": self.in_sample,
+                "overall": self.overall, "blind": self.blind, "in_sample": self.in_sample,
                 "strict": self.strict, "strict_unfit": list(self.strict_unfit),
                 "strict_kept": list(self.strict_kept),
                 "fits": self.fits}
@@ -168,7 +170,7 @@ def training_pool(cases: Sequence[Case], base: Software, pool: str | Sequence[st
     keys = tuple(k for k in here if k in wanted)
     if not keys:
         raise ConfigError(f"none of the training pool ({len(wanted)} cases) is among these runs; "
-                          "give the folders holding them or use the pool 'all'")
+                          "give the folders holding them or the pool 'all' (--pool all)")
     return keys
 
 
@@ -254,15 +256,17 @@ def loco(paths, base: Software, *, pool: str | Sequence[str] = "train",
     refit, cache = _fitter(paths, base, hw, fit)
     predict, full = _predictor(), refit(keys)
     terms = fitted_terms(full, base)
-    results, rows = [], []
+    results, rows, blind = [], [], []
     for name in names:
         result, held = _hold_out(name, cases, keys, refit, predict, base, terms)
         results.append(result)
         rows += held
+        blind += [] if result.kept else held
     in_sample = summarize(r for c in cases if c.key in keys for r in predict(c, full))
     strict_summary, unfit, skept = _strict(cases, keys, refit, predict, base, terms) \
         if strict else (None, (), ())
     return LocoReport(pool=keys, classes=tuple(results), overall=summarize(rows),
+                      blind=summarize(blind),
                       in_sample=in_sample, strict=strict_summary, strict_unfit=unfit, strict_kept=skept,
                       fits=sum(v is not None for v in cache.values()))
 
@@ -291,6 +295,8 @@ def format_table(report: LocoReport) -> str:
                          c.summary, str(len(c.members))))
     n = report.overall.get("step_time_s", {}).get("n", 0)
     out += ["", _line("held-out classes, pooled (a)", report.overall, str(n))]
+    n = report.blind.get("step_time_s", {}).get("n", 0)
+    out.append(_line("  classes without *, pooled", report.blind, str(n)))
     if report.strict is not None:
         n = report.strict.get("step_time_s", {}).get("n", 0)
         out.append(_line("each run, all its classes out (b)", report.strict, str(n)))
