@@ -6,12 +6,10 @@ units are converted here, once. Unknown and missing keys are rejected with the f
 from __future__ import annotations
 
 import difflib
-import json
 import re
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-import yaml
 
 from tierlab.errors import ConfigError
 from tierlab.profiles.schema import CPU, GPU, Hardware, Model, Network, NVMe, PCIe, Software
@@ -60,21 +58,11 @@ def parse_quantity(text: Any, dimension: str, where: str) -> float:
 
 
 def read_data(path: Path) -> Any:
-    """Read a YAML or JSON file; a missing or malformed file is a one-line ConfigError."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such file")
-    text = path.read_text()
-    try:
-        if path.suffix == ".json":
-            return json.loads(text)
-        return yaml.safe_load(text)
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{path}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}")
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        at = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"{path}: malformed YAML{at}: {getattr(e, 'problem', e)}")
+    """Read a YAML or JSON file; a missing, non-UTF-8, malformed or non-finite (NaN/1e400) file is
+    a one-line ConfigError (tierlab.safeio, the one input layer)."""
+    from tierlab.safeio import read_data as read
+
+    return read(path)
 
 
 class _Reader:
