@@ -266,8 +266,8 @@ def loco(paths, base: Software, *, pool: str | Sequence[str] = "train",
     strict_summary, unfit, skept = _strict(cases, keys, refit, predict, base, terms) \
         if strict else (None, (), ())
     return LocoReport(pool=keys, classes=tuple(results), overall=summarize(rows),
-                      blind=summarize(blind),
-                      in_sample=in_sample, strict=strict_summary, strict_unfit=unfit, strict_kept=skept,
+                      blind=summarize(blind), in_sample=in_sample, strict=strict_summary,
+                      strict_unfit=unfit, strict_kept=skept,
                       fits=sum(v is not None for v in cache.values()))
 
 
@@ -309,6 +309,7 @@ def format_table(report: LocoReport) -> str:
                    f"{len(report.strict_kept)} were predicted by a fit that kept a base term (*)")
     kept = [c for c in report.classes if c.kept]
     if kept:
-        out += ["", "* kept from the base profile (no run left to fit them; the base saw the class):"]
+        out += ["", "* terms kept from the base profile (no run left to fit them; the base "
+                "profile was fitted with the class in):"]
         out += [f"  {c.name}: {', '.join(c.kept)}" for c in kept]
     return "\n".join(out)
