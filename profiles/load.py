@@ -12,7 +12,8 @@ from typing import Any, Callable, Mapping
 
 
 from tierlab.errors import ConfigError
-from tierlab.profiles.schema import CPU, GPU, Hardware, Model, Network, NVMe, PCIe, Software
+from tierlab.profiles.schema import (CPU, GPU, HOST_COST_FIELDS, Hardware, Model, Network, NVMe,
+                                     PCIe, Software)
 
 ROOT = Path(__file__).resolve().parent
 HARDWARE_DIR = ROOT / "hardware"
@@ -149,9 +150,32 @@ def _cpu(data: Any, where: str) -> CPU:
               adam_params_per_s=r.number("adam_throughput", "params/s", field="adam_params_per_s"),
               module_call_s=r.number("module_call", "seconds", required=False,
                                      field="module_call_s"),
+              host_costs=_host_costs(data.get("deepspeed_host_costs") if isinstance(data, dict)
+                                     else None, where),
               sources=r.sources)
+    if isinstance(data, dict) and "deepspeed_host_costs" in data:
+        r.raw("deepspeed_host_costs")
+        for key, entry in data["deepspeed_host_costs"].items():
+            r.sources[f"host_costs.{HOST_COST_FIELDS_BY_KEY[key]}"] = entry["source"]
     r.done()
     return cpu
+
+
+def _host_costs(block: Any, where: str) -> dict[str, float]:
+    """A CPU profile's `deepspeed_host_costs: {KEY: {value: 0.1 ms, source: ...}}` -> {field: s}."""
+    if block is None:
+        return {}
+    if not isinstance(block, dict):
+        raise ConfigError(f"{where}: deepspeed_host_costs must be a mapping of terms")
+    out = {}
+    for key, entry in block.items():
+        if key not in HOST_COST_FIELDS_BY_KEY:
+            raise ConfigError(f"{where}: deepspeed_host_costs.{key}: unknown term; one of "
+                              f"{', '.join(sorted(HOST_COST_FIELDS_BY_KEY))}")
+        r = _Reader({key: entry}, f"{where}: deepspeed_host_costs")
+        out[HOST_COST_FIELDS_BY_KEY[key]] = r.number(key, "seconds")
+        r.done()
+    return out
 
 
 def _nvme(data: Any, where: str) -> NVMe:
@@ -411,8 +435,22 @@ _SOFTWARE_TERMS = {"zero3_hook_per_module": ("seconds", "zero3_hook_s_per_module
                    "process_baseline": ("bytes", "process_baseline_bytes"),
                    "host_dispatch_per_module": ("seconds", "host_dispatch_s_per_module"),
                    "offload_grad_copy_per_param": ("seconds", "offload_grad_s_per_param")}
-_OPTIONAL_SOFTWARE_TERMS = {"stage0_step_per_param": ("seconds", "stage0_step_s_per_param"),
-                            "multi_rank_sync": ("seconds", "multi_rank_sync_s")}
+_OPTIONAL_SOFTWARE_TERMS = {
+    "stage0_step_per_param": ("seconds", "stage0_step_s_per_param"),
+    "multi_rank_sync": ("seconds", "multi_rank_sync_s"),
+    "host_dispatch_bwd_per_module": ("seconds", "host_dispatch_bwd_s_per_module"),
+    "zero3_hook_bwd_per_module": ("seconds", "zero3_hook_bwd_s_per_module"),
+    "zero3_offload_hook_per_module": ("seconds", "zero3_offload_hook_s_per_module"),
+    "zero3_offload_hook_bwd_per_module": ("seconds", "zero3_offload_hook_bwd_s_per_module"),
+    "zero3_pageable_bwd_per_module": ("seconds", "zero3_pageable_bwd_s_per_module"),
+    "offload_accum_per_param": ("seconds", "offload_accum_s_per_param"),
+    "offload_step_per_param": ("seconds", "offload_step_s_per_param"),
+    "offload_step_pageable_per_param": ("seconds", "offload_step_pageable_s_per_param")}
+HOST_COST_KEYS = {field: key for key, (_, field) in
+                  {**_SOFTWARE_TERMS, **_OPTIONAL_SOFTWARE_TERMS}.items()}
+"""Software field -> its YAML key (the CPU profile's deepspeed_host_costs use the same keys)."""
+HOST_COST_FIELDS_BY_KEY = {key: field for field, key in HOST_COST_KEYS.items()
+                           if field in HOST_COST_FIELDS}
 
 
 def _software(data: Any, where: str) -> Software:

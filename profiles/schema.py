@@ -71,10 +71,18 @@ class CPU:
     torch dispatch + kernel launch, autograd on), measured by `tierlab calibrate`. A recorded
     fact, not a model input: on five H200 machines it did not track how fast they ran the same
     training step (validate/cases/README.md), so the fitted host terms are not scaled by it."""
+    host_costs: Mapping[str, float] = field(default_factory=dict)
+    """DeepSpeed's per-event host costs measured on this host by `tierlab calibrate` (keys:
+    HOST_COST_FIELDS, seconds); they override the software profile's values (empty: none)."""
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _positive(self, "sockets", "cores", "dram_bandwidth_Bps", "adam_params_per_s")
+        for key, value in self.host_costs.items():
+            if key not in HOST_COST_FIELDS:
+                raise ValueError(f"CPU.host_costs: unknown term {key!r}")
+            if not value >= 0:
+                raise ValueError(f"CPU.host_costs.{key} must be >= 0, got {value!r}")
         if self.module_call_s is not None:
             _positive(self, "module_call_s")
 
@@ -372,6 +380,17 @@ class Model:
         return next(rep for rep, _ in self.layer_groups() if self.is_moe_layer(rep))
 
 
+HOST_COST_FIELDS = ("host_dispatch_s_per_module", "host_dispatch_bwd_s_per_module",
+                    "stage0_step_s_per_param", "zero3_hook_s_per_module",
+                    "zero3_hook_bwd_s_per_module", "zero3_offload_hook_s_per_module",
+                    "zero3_offload_hook_bwd_s_per_module", "zero3_pageable_bwd_s_per_module",
+                    "offload_grad_s_per_param", "offload_accum_s_per_param",
+                    "offload_step_s_per_param", "offload_step_pageable_s_per_param")
+"""Software terms that are DeepSpeed's per-event host costs: `tierlab calibrate` measures them
+on a host (runner/calibrate_ds.py) into its CPU profile's `deepspeed_host_costs`, which then
+override the software profile's values for that host (sim/host_costs.py)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class Software:
     """What a DeepSpeed/PyTorch version costs beyond the hardware's rates: host-side overheads
@@ -411,14 +430,42 @@ class Software:
     stage_1_and_2.py `get_grad_norm`) waits for the slowest rank, whose host-bound forward and
     backward jitter from step to step (a mean straggler wait; the rank count it was fitted at is
     in its source)."""
+    host_dispatch_bwd_s_per_module: float | None = None
+    """Host seconds per backward use of one parameter-holding submodule (autograd + hooks of
+    stage 0/1/2); None: host_dispatch_s_per_module. Measured by `tierlab calibrate`
+    (runner/calibrate_ds.py, stage 0)."""
+    zero3_hook_bwd_s_per_module: float | None = None
+    """ZeRO-3's extra host seconds per backward use, parameters on the GPU (pre/post backward
+    hooks, gradient partitioning bookkeeping); None: zero3_hook_s_per_module."""
+    zero3_offload_hook_s_per_module: float | None = None
+    """ZeRO-3's extra host seconds per forward/recompute use with parameters offloaded (the
+    per-parameter `.to(cuda)` of the CPU partition, partition_parameters.py `_all_gather`);
+    None: zero3_hook_s_per_module."""
+    zero3_offload_hook_bwd_s_per_module: float | None = None
+    """ZeRO-3's extra host seconds per backward use with the optimizer offloaded (stage3.py
+    `partition_grads`: the 16-bit gradient partition copied to the CPU each micro-step);
+    None: zero3_hook_bwd_s_per_module."""
+    zero3_pageable_bwd_s_per_module: float = 0.0
+    """Extra host seconds per backward use of ZeRO-3 when offload_optimizer.pin_memory is false:
+    `partition_grads`' copy into pageable memory is synchronous (torch copy_ to unpinned memory
+    waits for the stream), so the Python thread stalls per gradient."""
+    offload_accum_s_per_param: float | None = None
+    """ZeRO-1/2 with offload_optimizer, per parameter tensor and micro-step that is not the last
+    of its optimizer step: stage_1_and_2.py `async_accumulate_grad_in_cpu_via_gpu` (CPU
+    accumulator -> GPU, add, -> CPU). None: offload_grad_s_per_param."""
+    offload_step_s_per_param: float = 0.0
+    """Host seconds per parameter tensor of the optimizer step with offload_optimizer, beyond
+    CPU Adam and the copies the engine models: the norm, unscale/clip, per-tensor views of the
+    flat fp32 partition and the 16-bit copy-back bookkeeping (stage3.py `step`,
+    stage_1_and_2.py `step`)."""
+    offload_step_pageable_s_per_param: float | None = None
+    """The same with offload_optimizer.pin_memory false; None: offload_step_s_per_param."""
     train_cases: tuple[str, ...] = ()
     """Measured cases the fitted terms were fitted on; all others are held out."""
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _positive(self, "first_touch_Bps", "process_baseline_bytes")
-        for name in ("zero3_hook_s_per_module", "first_step_fixed_s",
-                     "host_dispatch_s_per_module", "offload_grad_s_per_param",
-                     "stage0_step_s_per_param", "multi_rank_sync_s"):
-            if getattr(self, name) < 0:
+        for name in HOST_COST_FIELDS + ("first_step_fixed_s", "multi_rank_sync_s"):
+            if getattr(self, name) is not None and getattr(self, name) < 0:
                 raise ValueError(f"Software.{name} must be >= 0, got {getattr(self, name)!r}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import os
 import platform
 import re
@@ -25,6 +26,8 @@ from tierlab.runner.calibrate import GiB, KiB, MiB, best, block_device_model, mo
 from tierlab.sim.devices import ADAM_DRAM_BYTES_PER_PARAM
 
 PARTS = ("gpus", "cpus", "nvme")
+
+log = logging.getLogger(__name__)
 
 
 def _fmt_size(n: float) -> str:
@@ -326,7 +329,31 @@ def build_documents(name: str, date: str, results: dict, facts: dict, base: dict
         parts["nvme"]["latency"] = copy.deepcopy(base["nvme"][1]["latency"])
     docs = {k: v for k, v in parts.items() if v is not None}
     docs["systems"] = system_document(name, results, facts, base, docs, m, date)
+    if results.get("deepspeed") and "cpus" in docs:
+        costs = host_costs_document(results["deepspeed"], docs, name, m)
+        if costs:
+            docs["cpus"]["deepspeed_host_costs"] = costs
     return docs
+
+
+def host_costs_document(points: list[dict], docs: dict, name: str, m: str) -> dict:
+    """`deepspeed_host_costs` of the CPU profile: each term derived (runner/calibrate_host.py)
+    on the hardware these documents describe; the checks go into the first term's source."""
+    from tierlab.profiles.load import HOST_COST_KEYS, load_software
+    from tierlab.runner.calibrate_host import derive
+
+    hardware = check_loadable({k: render_yaml(v) for k, v in docs.items()}, name)
+    values, how, problems = derive(points, hardware, load_software())
+    for problem in problems:
+        log.warning("calibrate: %s (the software profile's value stays)", problem)
+    checks = "; ".join(v for k, v in how.items() if k.startswith("check:"))
+    out = {}
+    for i, (field, value) in enumerate(values.items()):
+        note = f"; checks with every term: {checks}" if i == 0 and checks else ""
+        out[HOST_COST_KEYS[field]] = {"value": f"{value * 1e3:.4g} ms",
+                                      "source": f"{m} (DeepSpeed host costs, "
+                                                f"runner/calibrate_ds.py): {how[field]}{note}"}
+    return out
 
 
 # ----------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import simpy
 
 from tierlab.errors import ConfigError
 from tierlab.profiles.schema import Hardware, Model, Software
-from tierlab.sim import collectives, devices, flops
+from tierlab.sim import collectives, devices, flops, host_costs
 from tierlab.sim.devices import RESOURCES, Device, SwapBuffers
 from tierlab.sim.result import SimResult
 from tierlab.sim.strategy import Strategy
@@ -90,14 +90,15 @@ class _Timer:
             sw = self.software
             if sw is None:
                 return 0.0
-            if op.work == "grad_copies":
-                return op.amount * sw.offload_grad_s_per_param
-            if op.work == "stage0_step":
-                return op.amount * sw.stage0_step_s_per_param
+            if op.work in ("grad_copies", "grad_accum"):
+                return op.amount * host_costs.grad_event_cost_s(sw, op.work == "grad_copies")
+            if op.work == "step_host":
+                return op.amount * host_costs.step_cost_s(sw, s)
             if op.work == "rank_sync":
                 return op.amount * sw.multi_rank_sync_s
-            hook = sw.zero3_hook_s_per_module if op.work == "zero3_hooks" else 0.0
-            return op.amount * (sw.host_dispatch_s_per_module + hook)
+            if op.work.startswith("host."):
+                return op.amount * host_costs.use_cost_s(sw, s, op.work[5:])
+            raise ValueError(f"unknown host work {op.work!r}")
         raise ValueError(f"unknown resource {r!r}")
 
 
@@ -282,6 +283,7 @@ def simulate(hardware: Hardware, model: Model, strategy: Strategy, *,
     """
     if software is None:
         software = default_software()
+    software = host_costs.with_host_costs(software, hardware)
     plan = _memory(hardware, model, strategy, software)
     fits = plan.fits if plan is not None else True
     binding = plan.binding_tier if plan is not None else None

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from tierlab.errors import ConfigError
 from tierlab.profiles.schema import Hardware, Model, Software
+from tierlab.sim.host_costs import grad_event_cost_s, step_cost_s, use_cost_s
 from tierlab.sim.modules import (Module, Use, ceil_div, modules,  # noqa: F401 (re-export)
                                  nvme_param_fraction, prefetch_depth, sub_groups, trace)
 from tierlab.sim.strategy import Strategy
@@ -131,12 +132,14 @@ class _Ctx:
     dp: int
     bpp: int
     nvme_frac: float
-    hook_s: float = 0.0
-    """Software.zero3_hook_s_per_module (0: hooks free)."""
-    dispatch_s: float = 0.0
-    """Software.host_dispatch_s_per_module (0: kernel launches free)."""
-    grad_copy_s: float = 0.0
-    """Software.offload_grad_s_per_param (0: ZeRO-1/2 per-parameter gradient copies free)."""
+    software: Software | None = None
+    """The host costs per event (sim/host_costs.py); None: the host is free."""
+
+    def use_s(self, kind: str) -> float:
+        return use_cost_s(self.software, self.strategy, kind) if self.software else 0.0
+
+    def grad_s(self, boundary: bool) -> float:
+        return grad_event_cost_s(self.software, boundary) if self.software else 0.0
 
 
 def _fetch(b: _Builder, c: _Ctx, mod: Module, tag: str, deps) -> int | None:
@@ -186,10 +189,14 @@ def _grads(b: _Builder, c: _Ctx, numel: int, tag: str, deps, micro: int, gas: in
                   nbytes=part * c.bpp, pinned=pin)
         out += [x for x in (u, d) if x is not None]
         after = (d,)
+    if not boundary and stage in (1, 2) and c.grad_s(False) > 0 and nparams:
+        # async_accumulate_grad_in_cpu_via_gpu walks the bucket's parameters one by one
+        out.append(b.add(f"{tag}.grad_accum", "cpu_host", after, work="grad_accum",
+                         amount=float(nparams)))
     if boundary:         # fp32 gradient partition to the CPU (or the NVMe gradient swapper)
         d = b.add(f"{tag}.grad32_d2h", "pcie_d2h", after, nbytes=part * 4.0, pinned=pin)
         out.append(d)
-        if stage in (1, 2) and c.grad_copy_s > 0 and nparams:
+        if stage in (1, 2) and c.grad_s(True) > 0 and nparams:
             # copy_grads_in_partition, per parameter: norm, overflow check (a host sync: the
             # device bool's truthiness), .to(fp32) + D2H; the Python thread is held until the
             # bucket's gradients are computed and copied, then dispatches the rest of backward
@@ -225,13 +232,13 @@ def _micro_step(b: _Builder, c: _Ctx, uses: list[Use], depth: int, micro: int, g
                 fetch_done[issued] = _fetch(b, c, c.mods[uses[issued].module],
                                             f"m{micro}.{use_tag(c, uses[issued])}", wait)
         deps = prev + ((fetch_done[i],) if fetch_done[i] is not None else ())
-        work = host_work(s.zero.stage, c.hook_s > 0, c.dispatch_s > 0)
-        if work and mod.hooked:
+        if c.use_s(use.kind) > 0 and mod.hooked:
             # the Python thread launches each submodule's kernels (and under ZeRO-3 first runs
             # its pre-forward hook, which waits for its gathered params); it runs ahead of the
             # GPU otherwise, so the GPU work of a use waits for its dispatch
             hook = b.add(f"m{micro}.{use_tag(c, use)}.hooks", "cpu_host",
-                         deps[len(prev):] + host_block, work=work, amount=float(mod.hooked))
+                         deps[len(prev):] + host_block, work=f"host.{use.kind}",
+                         amount=float(mod.hooked))
             deps += (hook,)
         deps += host_block
         host_block = ()
@@ -254,18 +261,6 @@ def _micro_step(b: _Builder, c: _Ctx, uses: list[Use], depth: int, micro: int, g
         ar = b.collective(f"m{micro}.grads", "all_reduce", total * c.bpp, c.hw, (compute[-1],))
         grad_ops.append(ar)
     return [x for x in (compute[-1], *grad_ops) if x is not None]
-
-
-def host_work(stage: int, hooks: bool, dispatch: bool) -> str | None:
-    """The Python thread's work per use (forward, recompute, backward) of a parameter-holding
-    submodule: eager PyTorch launches its kernels from Python, and under ZeRO-3 its pre/post
-    hooks run too. A backward runs in the C++ autograd engine, but the no-offload TinyLlama runs
-    show a backward of 2.7x the forward (0.110 vs 0.041 s) where the GEMM + HBM model gives 2x:
-    one per-use term on every use fits both passes (validate/fit.py), a separate backward cost
-    is not resolved by the runs. None: nothing on the host."""
-    if stage == 3 and (hooks or dispatch):
-        return "zero3_hooks"
-    return "dispatch" if dispatch else None
 
 
 def use_tag(c: _Ctx, use: Use) -> str:
@@ -325,9 +320,7 @@ def build_workload(hw: Hardware, model: Model, strategy: Strategy, *,
     groups = sub_groups(mods, strategy, dp)
     frac, on_nvme = nvme_param_fraction(groups, strategy)
     c = _Ctx(hw=hw, strategy=strategy, mods=mods, dp=dp, bpp=strategy.bytes_per_param,
-             nvme_frac=frac, hook_s=software.zero3_hook_s_per_module if software else 0.0,
-             dispatch_s=software.host_dispatch_s_per_module if software else 0.0,
-             grad_copy_s=software.offload_grad_s_per_param if software else 0.0)
+             nvme_frac=frac, software=software)
     uses = trace(mods, strategy, first_step)
     depth = prefetch_depth(mods, strategy, first_step)
     b = _Builder()
@@ -338,12 +331,18 @@ def build_workload(hw: Hardware, model: Model, strategy: Strategy, *,
     if dp > 1 and software and software.multi_rank_sync_s > 0:
         b.phase = "optimizer"      # the norm all-reduce waits for the slowest rank
         start = (b.add("opt.rank_sync", "cpu_host", start, work="rank_sync", amount=1.0),)
+    tensors = float(sum(len(m.own_params) for m in mods))
+    step_s = step_cost_s(software, strategy) if software else 0.0
+    if step_s > 0 and strategy.zero.stage > 0:
+        # the offloaded optimizer's Python bookkeeping (norm, unscale, per-tensor views, copy-back
+        # bookkeeping) runs on the thread that then calls DeepSpeedCPUAdam: in series
+        b.phase = "optimizer"
+        start = (b.add("opt.host_loop", "cpu_host", start, work="step_host", amount=tensors),)
     _optimizer(b, c, groups, on_nvme, start)
-    if strategy.zero.stage == 0 and software and software.stage0_step_s_per_param > 0:
+    if step_s > 0 and strategy.zero.stage == 0:
         # FP16_Optimizer.step (stage 0, fp16 or bf16): Python walks every parameter tensor (norm,
         # clipping, copy-back); the GPU kernels it launches overlap it
-        b.add("opt.host_loop", "cpu_host", start, work="stage0_step",
-              amount=float(sum(len(m.own_params) for m in mods)))
+        b.add("opt.host_loop", "cpu_host", start, work="step_host", amount=tensors)
     return Workload(ops=tuple(b.ops), micro_steps=gas, dp=dp,
                     sub_groups=tuple(float(sum(g)) for g in groups), nvme_param_fraction=frac,
                     optimizer_buffers=strategy.zero.offload_optimizer.buffer_count,

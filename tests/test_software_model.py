@@ -12,6 +12,7 @@ from tierlab.errors import ConfigError
 from tierlab.profiles.load import SOFTWARE_DIR, _software, load_part, load_software
 from tierlab.sim import devices, simulate
 from tierlab.sim.engine import first_step_extra_s
+from tierlab.sim.host_costs import use_cost_s
 from tierlab.sim.memory import pinned_bytes
 from tierlab.sim.strategy import Aio
 from tierlab.sim.workload import build_workload, modules
@@ -77,8 +78,8 @@ def test_zero3_emits_one_hook_op_per_module_use_with_9_submodules_per_llama_bloc
     # per-parameter gradient-copy op per reduced bucket
     hw2, m2, s2 = scenario("zero2-cpu")
     ops2 = [op for op in build_workload(hw2, m2, s2, software=sw).ops if op.resource == "cpu_host"]
-    assert not [op for op in ops2 if op.work == "zero3_hooks"]
-    assert len([op for op in ops2 if op.work == "dispatch"]) == uses
+    assert use_cost_s(sw, s2, "fwd") == sw.host_dispatch_s_per_module < use_cost_s(sw, s, "fwd")
+    assert len([op for op in ops2 if op.work.startswith("host.")]) == uses
     copies = [op for op in ops2 if op.work == "grad_copies"]
     assert copies and sum(op.amount for op in copies) == sum(
         len(mod.own_params) for mod in modules(m2, s2))
@@ -90,7 +91,8 @@ def test_host_dispatch_bounds_a_launch_bound_pass():
     hw, m, s = scenario("no-offload")
     sw = load_software()
     wl = build_workload(hw, m, s, software=sw)
-    serial = sum(op.amount for op in wl.ops if op.work == "dispatch") * sw.host_dispatch_s_per_module
+    serial = sum(op.amount * use_cost_s(sw, s, op.work[5:]) for op in wl.ops
+                 if op.work.startswith("host."))
     assert serial > 0
     assert simulate(hw, m, s, software=sw).step_time_s >= serial
     off = replace(sw, host_dispatch_s_per_module=0.0, stage0_step_s_per_param=0.0)
@@ -100,7 +102,7 @@ def test_host_dispatch_bounds_a_launch_bound_pass():
 def test_stage0_optimizer_host_loop_walks_every_parameter_tensor():
     hw, m, s = scenario("no-offload")
     sw = load_software()
-    loops = [op for op in build_workload(hw, m, s, software=sw).ops if op.work == "stage0_step"]
+    loops = [op for op in build_workload(hw, m, s, software=sw).ops if op.work == "step_host"]
     assert len(loops) == 1 and loops[0].phase == "optimizer"
     assert loops[0].amount == sum(len(x.own_params) for x in modules(m, s))
     fast = simulate(hw, m, s, software=replace(sw, stage0_step_s_per_param=0.0))
@@ -110,7 +112,7 @@ def test_stage0_optimizer_host_loop_walks_every_parameter_tensor():
         max(fast.phases["optimizer_s"], loops[0].amount * 1e-3), rel=0.02)
     hw3, m3, s3 = scenario("zero3-cpu")        # ZeRO stages have their own optimizers
     assert not [op for op in build_workload(hw3, m3, s3, software=sw).ops
-                if op.work == "stage0_step"]
+                if op.work == "step_host"]
 
 
 def test_rank_sync_waits_once_per_step_only_with_several_ranks():

@@ -1,0 +1,114 @@
+"""DeepSpeed host costs per event from calibrate_ds.py's points (pure: no measuring here).
+
+For one term: the narrow model's measured phase time grows by dT_meas from depth L1 to L2; the
+simulator, given this host's calibrated hardware and every term derived before this one (this
+one at 0), predicts dT_sim. What the simulator does not yet charge is this term's events:
+
+    term = (dT_meas - dT_sim) / (events(L2) - events(L1))
+
+so bandwidth, CPU Adam and GPU time that the engine already models are never counted twice,
+and a term is in the engine's own units (per submodule use, per parameter tensor). Terms are
+derived in TERMS' order, each on its own variant and phase. The CHECKS variants are measured
+too but derive nothing: their slopes, predicted with every term, are reported in the source
+(how well the terms carry to a configuration they were not taken from).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tierlab.profiles.schema import HOST_COST_FIELDS, Hardware, Model, Software
+
+TERMS = (  # (Software field, variant, phase, event: 'use' per submodule use | 'tensor' per step)
+    ("host_dispatch_s_per_module", "stage0", "forward_s", "use"),
+    ("host_dispatch_bwd_s_per_module", "stage0", "backward_s", "use"),
+    ("stage0_step_s_per_param", "stage0", "optimizer_s", "tensor"),
+    ("zero3_hook_s_per_module", "zero3", "forward_s", "use"),
+    ("zero3_hook_bwd_s_per_module", "zero3", "backward_s", "use"),
+    ("zero3_offload_hook_s_per_module", "zero3_offload", "forward_s", "use"),
+    ("zero3_offload_hook_bwd_s_per_module", "zero3_offload", "backward_s", "use"),
+    ("offload_step_s_per_param", "zero3_offload", "optimizer_s", "tensor"),
+    ("zero3_pageable_bwd_s_per_module", "zero3_offload_pageable", "backward_s", "use"),
+    ("offload_step_pageable_s_per_param", "zero3_offload_pageable", "optimizer_s", "tensor"),
+    ("offload_grad_s_per_param", "zero2_offload", "backward_s", "tensor"),
+    ("offload_accum_s_per_param", "zero2_offload_gas2", "backward_s", "accum"),
+)
+CHECKS = (("zero3_offload_gas2", "forward_s"), ("zero3_offload_gas2", "backward_s"),
+          ("zero2_offload_pageable", "backward_s"), ("zero2_offload", "optimizer_s"))
+
+
+def zeroed(software: Software) -> Software:
+    """`software` with every host cost at zero, none left to fall back on another (the
+    derivation's starting point: each term is charged only what it measured)."""
+    return replace(software, **dict.fromkeys(HOST_COST_FIELDS, 0.0))
+
+
+def _scenario(variant_name: str, layers: int, hardware: Hardware):
+    from tierlab.runner import calibrate_ds as cds
+    from tierlab.sim.strategy import Flags, parse_ds_config
+
+    v = cds.variant_named(variant_name)
+    model = Model(**cds.narrow_model(layers))
+    flags = Flags(micro_batch=cds.MICRO_BATCH, grad_accum=v.grad_accum, world_size=1,
+                  precision="bf16", activation_checkpointing=False, hidden=model.hidden)
+    strategy, _ = parse_ds_config(cds.ds_config(v, "bf16"), flags, where=f"calibrate {v.name}")
+    return replace(hardware, gpus_per_node=1, nodes=1), model, strategy
+
+
+def _events(kind: str, variant_name: str, layers: int, hardware: Hardware) -> float:
+    """Events of one step of the narrow model the term is charged per (the engine's counts)."""
+    from tierlab.sim.modules import modules
+
+    hw, model, s = _scenario(variant_name, layers, hardware)
+    mods = modules(model, s)
+    if kind == "use":       # per phase: each hooked submodule used once per micro-step
+        return float(sum(m.hooked for m in mods) * s.gradient_accumulation_steps)
+    tensors = float(sum(len(m.own_params) for m in mods))
+    return tensors * (s.gradient_accumulation_steps - 1 if kind == "accum" else 1)
+
+
+def _sim_phase(variant_name: str, layers: int, phase: str, hardware: Hardware,
+               sw: Software) -> float:
+    from tierlab.sim.engine import run_step, phase_times
+
+    hw, model, s = _scenario(variant_name, layers, hardware)
+    return phase_times(run_step(hw, model, s, software=sw))[phase]
+
+
+def _measured(points: list[dict], variant: str, phase: str) -> dict[int, float]:
+    return {p["layers"]: p[phase] for p in points
+            if p.get("variant") == variant and p.get("status") == "ok" and phase in p}
+
+
+def derive(points: list[dict], hardware: Hardware, base: Software
+           ) -> tuple[dict[str, float], dict[str, str], list[str]]:
+    """({field: seconds}, {field: how it was derived}, [problems: terms left to the base])."""
+    sw = zeroed(base)
+    values: dict[str, float] = {}
+    how: dict[str, str] = {}
+    problems: list[str] = []
+    for field, variant, phase, kind in TERMS:
+        meas = _measured(points, variant, phase)
+        if len(meas) < 2:
+            problems.append(f"{field}: {variant} not measured at two depths")
+            continue
+        lo, hi = min(meas), max(meas)
+        d_meas = meas[hi] - meas[lo]
+        d_sim = (_sim_phase(variant, hi, phase, hardware, sw)
+                 - _sim_phase(variant, lo, phase, hardware, sw))
+        d_events = _events(kind, variant, hi, hardware) - _events(kind, variant, lo, hardware)
+        value = max(0.0, (d_meas - d_sim) / d_events)
+        values[field] = value
+        sw = replace(sw, **{field: value})
+        how[field] = (f"narrow Llama ({variant}, {lo} vs {hi} layers, {phase[:-2]}): "
+                      f"({d_meas * 1e3:.1f} ms measured - {d_sim * 1e3:.1f} ms simulated "
+                      f"without it) / {d_events:.0f} events")
+    for variant, phase in CHECKS:
+        meas = _measured(points, variant, phase)
+        if len(meas) >= 2:
+            lo, hi = min(meas), max(meas)
+            pred = (_sim_phase(variant, hi, phase, hardware, sw)
+                    - _sim_phase(variant, lo, phase, hardware, sw))
+            how[f"check:{variant}.{phase}"] = (f"{variant} {phase[:-2]} slope predicted "
+                                               f"{pred * 1e3:.1f} ms vs measured "
+                                               f"{(meas[hi] - meas[lo]) * 1e3:.1f} ms")
+    return values, how, problems

@@ -1,0 +1,75 @@
+"""DeepSpeed's host-side costs per event, as the engine charges them (pure functions).
+
+The software profile (profiles/software/*.yaml) holds values for hosts nobody calibrated; a CPU
+profile written by `tierlab calibrate` carries the values measured on that host
+(`deepspeed_host_costs`, runner/calibrate_ds.py), which override them: `with_host_costs`.
+`use_cost_s` and `step_cost_s` say which term an event pays, so workload.py, engine.py and the
+calibration's own derivation (runner/calibrate_host.py) read one rule.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tierlab.profiles.schema import Hardware, Software
+from tierlab.sim.strategy import Strategy
+
+
+def with_host_costs(software: Software, hardware: Hardware) -> Software:
+    """`software` with the host costs `hardware`'s CPU profile measured (sources kept)."""
+    measured = dict(hardware.cpu.host_costs)
+    if not measured:
+        return software
+    sources = {**software.sources}
+    for key in measured:
+        sources[key] = hardware.cpu.sources.get(f"host_costs.{key}",
+                                                f"{hardware.cpu.name} CPU profile")
+    return replace(software, **measured, sources=sources)
+
+
+def _or(value: float | None, fallback: float) -> float:
+    return fallback if value is None else value
+
+
+def use_cost_s(sw: Software, strategy: Strategy, kind: str) -> float:
+    """Host seconds of one use ('fwd', 'recompute' or 'bwd') of one parameter-holding submodule:
+    kernel dispatch, plus ZeRO-3's hooks under stage 3 (with offloaded parameters or optimizer
+    their own measured cost; a pageable gradient copy stalls the backward)."""
+    bwd = kind == "bwd"
+    dispatch = (_or(sw.host_dispatch_bwd_s_per_module, sw.host_dispatch_s_per_module) if bwd
+                else sw.host_dispatch_s_per_module)
+    if strategy.zero.stage != 3:
+        return dispatch
+    hook_fwd = sw.zero3_hook_s_per_module
+    hook_bwd = _or(sw.zero3_hook_bwd_s_per_module, hook_fwd)
+    if bwd and strategy.optimizer_device != "none":
+        hook = _or(sw.zero3_offload_hook_bwd_s_per_module, hook_bwd)
+        if not strategy.zero.offload_optimizer.pin_memory:
+            hook += sw.zero3_pageable_bwd_s_per_module
+    elif bwd:
+        hook = hook_bwd
+    elif strategy.param_device != "none":
+        hook = _or(sw.zero3_offload_hook_s_per_module, hook_fwd)
+    else:
+        hook = hook_fwd
+    return dispatch + hook
+
+
+def grad_event_cost_s(sw: Software, boundary: bool) -> float:
+    """ZeRO-1/2 with offload_optimizer, per parameter tensor: the copy into the fp32 partition
+    at the boundary (`copy_grads_in_partition`), else the CPU accumulation round trip
+    (`async_accumulate_grad_in_cpu_via_gpu`)."""
+    if boundary:
+        return sw.offload_grad_s_per_param
+    return _or(sw.offload_accum_s_per_param, sw.offload_grad_s_per_param)
+
+
+def step_cost_s(sw: Software, strategy: Strategy) -> float:
+    """Host seconds per parameter tensor of the optimizer step beyond the modelled Adam and
+    copies: FP16_Optimizer's loop (stage 0), the offloaded optimizer's bookkeeping."""
+    if strategy.zero.stage == 0:
+        return sw.stage0_step_s_per_param
+    if strategy.optimizer_device == "none":
+        return 0.0
+    if not strategy.zero.offload_optimizer.pin_memory:
+        return _or(sw.offload_step_pageable_s_per_param, sw.offload_step_s_per_param)
+    return sw.offload_step_s_per_param
