@@ -603,7 +603,8 @@ def preflight(ctx, model, hardware, ds_config, overrides, gpus, nodes, micro_bat
                    "versions, as JSON.")
 @click.option("--skip", default="", metavar="LIST",
               help="Comma-separated benchmarks not to run: gpu, pcie, gemm, nccl, aio, adam, "
-                   "memcpy, dispatch (the hooked module-call time).")
+                   "memcpy, dispatch (the hooked module-call time), deepspeed (DeepSpeed's host "
+                   "costs on narrow Llama models, 5-8 min; docs/host-costs.md).")
 @click.option("--sweep", multiple=True, metavar="KEY=V1,V2",
               help="Override sweep points, e.g. --sweep aio_block_sizes=1M,8M --sweep "
                    "aio_queue_depths=32,128 --sweep repeats=2 (sizes: K/M/G = KiB/MiB/GiB; "

@@ -1,0 +1,75 @@
+"""Measured DeepSpeed host costs (issue 12): what `tierlab calibrate` derived on each machine
+whose folder has DeepSpeed points, and what they change on that machine's runs.
+
+    .venv/bin/python bench/bench_host_costs.py
+
+For each folder of validate/cases whose raw calibration has 'deepspeed' points: the derived terms
+(per submodule use / per parameter tensor) with the stock software profile's value beside them,
+the check slopes, then every finished run's steady step and phase errors simulated on the
+folder's calibrated profile twice: with the stock software terms only ("stock") and with the
+measured host costs ("measured"). No run of these folders entered any fit."""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT.parent))
+
+
+def main() -> int:
+    from tierlab.profiles.load import load_hardware, load_software
+    from tierlab.runner.calibrate_host import derive
+    from tierlab.runner.measurement import load_measurement
+    from tierlab.validate.compare import (case_key, compare_measurement, find_measurements,
+                                          folder_hardware)
+
+    t0 = time.perf_counter()
+    sw = load_software()
+    for raw in sorted((ROOT / "validate" / "cases").glob("*/*-raw.json")):
+        points = json.loads(raw.read_text())["results"].get("deepspeed")
+        if not points:
+            continue
+        folder = raw.parent
+        hw = load_hardware(folder_hardware(folder))
+        values, how, problems = derive(points, hw, sw)
+        print(f"== {folder.name}: DeepSpeed host costs (us), measured vs stock software profile")
+        for field, value in values.items():
+            stock = getattr(sw, field)
+            print(f"  {field:38s} {value * 1e6:8.1f}   stock {'-' if stock is None else f'{stock * 1e6:.1f}'}")
+        for key, text in how.items():
+            if key.startswith("check:"):
+                print(f"  check: {text}")
+        for p in problems:
+            print(f"  not derived: {p}")
+        stock_hw = replace(hw, cpu=replace(hw.cpu, host_costs={}))
+        errs: dict[str, dict[str, list[float]]] = {"stock": {}, "measured": {}}
+        print(f"  {'run':34s} {'metric':12s} {'stock':>8s} {'measured':>9s}")
+        for d in find_measurements([folder]):
+            m = load_measurement(d)
+            for label, h in (("stock", stock_hw), ("measured", hw)):
+                for r in compare_measurement(h, m, name=case_key(d), software=sw):
+                    if r.metric in ("step_time_s", "forward_s", "backward_s", "optimizer_s") \
+                            and r.error_pct is not None:
+                        errs[label].setdefault(r.metric, []).append(abs(r.error_pct))
+                        errs[label].setdefault(f"{r.case}|{r.metric}", []).append(r.error_pct)
+            for metric in ("step_time_s",):
+                k = f"{case_key(d)}|{metric}"
+                if k in errs["stock"]:
+                    print(f"  {case_key(d).split('/')[1]:34s} {metric:12s} "
+                          f"{errs['stock'][k][0]:+7.1f}% {errs['measured'][k][0]:+8.1f}%")
+        for metric in ("step_time_s", "forward_s", "backward_s", "optimizer_s"):
+            s, m = errs["stock"].get(metric, []), errs["measured"].get(metric, [])
+            if s:
+                print(f"  MAPE {metric:12s} stock {statistics.mean(s):5.1f}% (max {max(s):5.1f}%)"
+                      f"   measured {statistics.mean(m):5.1f}% (max {max(m):5.1f}%)   n={len(s)}")
+    print(f"took {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

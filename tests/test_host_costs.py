@@ -1,0 +1,113 @@
+"""Measured DeepSpeed host costs: the derivation from calibrate_ds points, the CPU profile block,
+and how the engine charges them (runner/calibrate_host.py, sim/host_costs.py)."""
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tierlab.errors import ConfigError
+from tierlab.profiles.load import _cpu, load_hardware, load_software
+from tierlab.profiles.schema import HOST_COST_FIELDS
+from tierlab.runner.calibrate_host import TERMS, derive, zeroed
+from tierlab.sim.host_costs import use_cost_s, with_host_costs
+
+ROOT = Path(__file__).resolve().parents[1]
+RAW = ROOT / "validate" / "cases" / "h200-g" / "h200-g-raw.json"
+
+
+def _points():
+    return json.loads(RAW.read_text())["results"]["deepspeed"]
+
+
+def test_every_term_is_derived_from_the_h200_g_points_and_checks_hold():
+    values, how, problems = derive(_points(), load_hardware("h200-g"), load_software())
+    assert not problems
+    assert set(values) == {t[0] for t in TERMS}
+    assert all(v >= 0 for v in values.values())
+    # ZeRO-3's hooks cost several times plain kernel dispatch per submodule use (narrow model)
+    assert values["zero3_hook_s_per_module"] > 3 * values["host_dispatch_s_per_module"]
+    # the check variants (never used to derive a term) are predicted within 20%
+    for key, text in how.items():
+        if key.startswith("check:"):
+            pred, meas = (float(x) for x in
+                          __import__("re").findall(r"([\d.]+) ms", text))
+            assert pred == pytest.approx(meas, rel=0.2), text
+
+
+def test_a_term_without_two_depths_stays_with_the_base_and_is_listed():
+    pts = [p for p in _points() if not (p["variant"] == "zero2_offload_gas2" and p["layers"] == 10)]
+    values, _, problems = derive(pts, load_hardware("h200-g"), load_software())
+    assert "offload_accum_s_per_param" not in values
+    assert problems and "offload_accum_s_per_param" in problems[0]
+
+
+def test_calibrated_cpu_overrides_the_software_profile_with_its_source():
+    hw, sw = load_hardware("h200-g"), load_software()
+    assert set(hw.cpu.host_costs) <= set(HOST_COST_FIELDS) and hw.cpu.host_costs
+    merged = with_host_costs(sw, hw)
+    for key, value in hw.cpu.host_costs.items():
+        assert getattr(merged, key) == value
+        assert "tierlab calibrate" in merged.sources[key]
+    assert with_host_costs(sw, load_hardware("h200-host")) is sw     # nothing measured there
+
+
+def test_use_cost_by_stage_offload_and_pin_memory():
+    from tests._simhelp import scenario
+
+    sw = replace(zeroed(load_software()), host_dispatch_s_per_module=1.0,
+                 host_dispatch_bwd_s_per_module=2.0, zero3_hook_s_per_module=10.0,
+                 zero3_offload_hook_s_per_module=20.0, zero3_offload_hook_bwd_s_per_module=40.0,
+                 zero3_pageable_bwd_s_per_module=100.0)
+    _, _, z3 = scenario("zero3-cpu")
+    _, _, z2 = scenario("zero2-cpu")
+    assert use_cost_s(sw, z2, "fwd") == 1.0 and use_cost_s(sw, z2, "bwd") == 2.0
+    assert use_cost_s(sw, z3, "fwd") == 21.0 and use_cost_s(sw, z3, "recompute") == 21.0
+    assert use_cost_s(sw, z3, "bwd") == 42.0
+    pageable = replace(z3, zero=replace(z3.zero, offload_optimizer=replace(
+        z3.zero.offload_optimizer, pin_memory=False)))
+    assert use_cost_s(sw, pageable, "bwd") == 142.0
+
+
+def test_cpu_profile_rejects_an_unknown_or_sourceless_host_cost():
+    base = {"kind": "cpu", "name": "x", "sockets": {"value": 1, "source": "s"},
+            "cores": {"value": 8, "source": "s"},
+            "dram_bandwidth": {"value": "100 GB/s", "source": "s"},
+            "adam_throughput": {"value": "1 Gparams/s", "source": "s"}}
+    ok = _cpu({**base, "deepspeed_host_costs": {
+        "zero3_hook_per_module": {"value": "0.4 ms", "source": "measured"}}}, "cpu.yaml")
+    assert ok.host_costs == {"zero3_hook_s_per_module": pytest.approx(4e-4)}
+    with pytest.raises(ConfigError, match="zero3_hooks_per_module: unknown term"):
+        _cpu({**base, "deepspeed_host_costs": {
+            "zero3_hooks_per_module": {"value": "0.4 ms", "source": "m"}}}, "cpu.yaml")
+    with pytest.raises(ConfigError, match="source"):
+        _cpu({**base, "deepspeed_host_costs": {
+            "zero3_hook_per_module": {"value": "0.4 ms"}}}, "cpu.yaml")
+
+
+def test_a_narrow_model_point_trains_through_deepspeed_on_this_host(tmp_path):
+    """One real calibrate_ds point (stage 0, 2 layers) through the runner's worker process."""
+    from tierlab.runner import calibrate_ds as cds
+
+    point = cds.run_point(cds.variant_named("stage0"), 2, steps=3, warmup=1, precision="bf16",
+                          timeout_s=300, workdir=tmp_path)
+    assert point["status"] == "ok", point
+    assert point["measured_steps"] == 2
+    assert 0 < point["forward_s"] and 0 < point["backward_s"] and 0 < point["optimizer_s"]
+
+
+def test_calibrate_lists_the_deepspeed_benchmark_when_skipped():
+    from tierlab.runner.calibrate import SweepPlan, calibration_tasks, quick_plan
+
+    _, skipped = calibration_tasks(quick_plan(), nvme_path=None, skip=set(), cuda=False,
+                                   n_gpus=0, facts={})
+    assert "quick" in skipped["deepspeed"]
+    tasks, _ = calibration_tasks(SweepPlan(ds_variants=("stage0",)), nvme_path=None,
+                                 skip={"memcpy", "adam", "dispatch", "gpu", "pcie", "gemm",
+                                       "nccl", "aio"}, cuda=False, n_gpus=0, facts={})
+    assert [t.group for t in tasks] == ["deepspeed", "deepspeed"]
+    with pytest.raises(ConfigError, match="ds_variants=nope"):
+        calibration_tasks(SweepPlan(ds_variants=("nope",)), nvme_path=None, skip=set(),
+                          cuda=False, n_gpus=0, facts={})
