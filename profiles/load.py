@@ -287,7 +287,8 @@ def _wrap(fn, data, where):
 
 
 def _names(directory: Path, suffix: str) -> dict[str, Path]:
-    return {p.stem.lower(): p for p in sorted(directory.glob(f"*{suffix}"))}
+    """{stem: path} in name order ('h200' before 'h200-g': sorted by stem, not file name)."""
+    return dict(sorted((p.stem.lower(), p) for p in directory.glob(f"*{suffix}")))
 
 
 def _find(directory: Path, suffix: str, name: str, what: str) -> Path:
