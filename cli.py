@@ -4,15 +4,17 @@ User errors (`ConfigError`) print one line `error: ...` and exit 2; never a trac
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
-from tierlab.errors import ConfigError
+from tierlab.errors import ConfigError, Interrupted
 
 log = logging.getLogger("tierlab")
 
@@ -31,7 +33,11 @@ class TierlabGroup(click.Group):
         try:
             return super().invoke(ctx)
         except ConfigError as e:
-            click.echo(f"error: {e}", err=True)
+            click.echo(f"error: {' '.join(str(e).split())}", err=True)
+            ctx.exit(2)
+        except click.UsageError as e:      # a bad option value: one line too, still exit 2
+            where = f"{e.ctx.command_path}: " if e.ctx is not None else ""
+            click.echo(f"error: {where}{e.format_message()}", err=True)
             ctx.exit(2)
 
 
@@ -39,15 +45,19 @@ def parse_bytes(text: str, what: str) -> float:
     """'8GiB' / '8 GB' / '8e9' -> bytes (> 0)."""
     from tierlab.profiles.load import parse_quantity
 
-    text = str(text).strip()
+    import math
+    import re
+
+    given = text = str(text).strip()
     try:
         value = float(text)
     except ValueError:
-        if text[-1:].isalpha() and not text.endswith("B"):
-            text += "B"
-        value = parse_quantity(text, "bytes", what)
-    if not value > 0:
-        raise ConfigError(f"{what} must be > 0, got {text!r}")
+        m = re.fullmatch(r"(.*?\d)\s*([kKmMgGtTpP])(i?)[bB]?", text)
+        if m:     # 8g, 8G, 8gb, 8Gi -> 8GB / 8GiB (the prefix's case does not matter)
+            text = f"{m.group(1)}{m.group(2).upper()}{m.group(3)}B"
+        value = parse_quantity(text, "bytes", f"{what} {given!r}")
+    if not math.isfinite(value) or not value > 0:
+        raise ConfigError(f"{what} must be > 0 (a finite number of bytes), got {given!r}")
     return value
 
 
@@ -131,15 +141,53 @@ def echo_warnings(warnings, quiet: bool = False) -> None:
 
 def _write_text_atomic(path: Path, text: str) -> None:
     """Write text via a temp file + rename: a reader never sees a half-written profile."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{__import__('os').getpid()}")
-    tmp.write_text(text)
-    tmp.replace(path)
+    from tierlab.safeio import write_text
+
+    write_text(path, text)
 
 
 def write_json(path: str | Path, obj) -> None:
     """Write JSON atomically (temp file + rename): never a half-written file."""
-    _write_text_atomic(Path(path), json.dumps(obj, indent=2, default=str) + "\n")
+    from tierlab.safeio import write_json as write
+
+    write(path, obj)
+
+
+def writable(path, what: str, folder: bool = False):
+    """Refuse an output that cannot be written now, before the long work (tierlab.safeio)."""
+    from tierlab.safeio import check_writable
+
+    return check_writable(path, what, folder=folder) if path is not None else None
+
+
+def _finite(minimum: float | None = None, open_min: bool = False):
+    """A click callback: a float option must be finite (nan/inf refused) and above a bound."""
+    import math
+
+    def check(ctx, param, value):
+        if value is None:
+            return value
+        if not math.isfinite(value):
+            raise click.BadParameter(f"must be a finite number, got {value}")
+        if minimum is not None and (value < minimum or (open_min and value == minimum)):
+            raise click.BadParameter(f"must be {'>' if open_min else '>='} {minimum:g}, "
+                                     f"got {value:g}")
+        return value
+    return check
+
+
+@contextlib.contextmanager
+def signals_raise():
+    """SIGTERM raises Interrupted (as Ctrl-C raises KeyboardInterrupt) for the block, so the
+    `finally` blocks below flush what is done and stop worker processes."""
+    def raise_(signum, frame):
+        raise Interrupted(signum)
+
+    old = signal.signal(signal.SIGTERM, raise_)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 @click.group(cls=TierlabGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -289,6 +337,7 @@ def simulate(ctx, gpu_mem_cap, as_json, trace_path, strict, **kw):
     seq 1024)."""
     from click.core import ParameterSource
 
+    writable(trace_path, "--trace")
     given = [p for p in ("model", "hardware", "ds_config")
              if ctx.get_parameter_source(p) != ParameterSource.DEFAULT]
     if not given:
@@ -375,9 +424,9 @@ def _runner_options(fn):
         click.option("--model-path", default=None, metavar="DIR",
                      help="Local Hugging Face model directory (config.json + weights) to train "
                           "instead of a random init; local files only."),
-        click.option("--steps", type=int, default=10, show_default=True,
+        click.option("--steps", type=click.IntRange(min=1), default=10, show_default=True,
                      help="Optimizer steps to train."),
-        click.option("--warmup-steps", type=int, default=2, show_default=True,
+        click.option("--warmup-steps", type=click.IntRange(min=0), default=2, show_default=True,
                      help="Leading steps dropped from the steady-state statistics (ZeRO-3's "
                           "first step has no prefetch trace)."),
         click.option("--dataset", default=None, metavar="FILE",
@@ -422,11 +471,13 @@ def _preflight_or_exit(sc, cap, ctx, memory: bool = True) -> None:
 @click.option("--hostfile", default=None, metavar="FILE",
               help="DeepSpeed hostfile for several nodes (passed to the deepspeed launcher).")
 @click.option("--keep-swap", is_flag=True, help="Leave the swap files after the run.")
+@click.option("--overwrite", is_flag=True,
+              help="Replace the measurement already in --out (refused without it).")
 @click.option("--quiet", "-q", is_flag=True, help="No warnings about the ds_config.")
 @click.pass_context
 def run(ctx, model, hardware, ds_config, overrides, gpus, nodes, micro_batch, grad_accum, seq,
         checkpointing, precision, model_path, steps, warmup_steps, dataset, tokenizer, gpu_mem_cap,
-        swap_dir, seed, skip_preflight, breakdown, out_dir, hostfile, keep_swap, quiet):
+        swap_dir, seed, skip_preflight, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet):
     """Train a Llama model with DeepSpeed for real and write a Measurement.
 
     One GPU (or the CPU) runs in this process; --gpus N > 1 or --hostfile goes through
@@ -434,15 +485,25 @@ def run(ctx, model, hardware, ds_config, overrides, gpus, nodes, micro_batch, gr
     samples.jsonl and summary.json. Exit 0 ok, 1 failed, 130 interrupted, 2 bad input."""
     import time as _time
 
+    from tierlab.errors import require
+    from tierlab.safeio import free_folder
+
+    require("torch", "deepspeed", "transformers", "psutil", what="tierlab run")
     from tierlab.runner.launch import launch_deepspeed
-    from tierlab.runner.measurement import load_measurement
+    from tierlab.runner.measurement import MEASUREMENT_FILE, load_measurement
     from tierlab.runner.train import EXIT_CODES, run as run_training, spec_from_strategy
 
+    if out_dir and (Path(out_dir) / MEASUREMENT_FILE).exists() and not overwrite:
+        raise ConfigError(f"--out {out_dir}: holds a measurement already; choose another folder "
+                          "or pass --overwrite to replace it")
+    writable(out_dir, "--out", folder=True)
     sc = _runner_scenario(model, model_path, hardware, ds_config, overrides, gpus, nodes,
                           micro_batch, grad_accum, seq, checkpointing, precision, swap_dir)
     echo_warnings(sc.warnings, quiet)
     cap = _cap_bytes(gpu_mem_cap)
-    out_dir = out_dir or f"runs/{_time.strftime('%Y%m%d-%H%M%S')}-{sc.model.name}"
+    out_dir = out_dir or str(free_folder(f"runs/{_time.strftime('%Y%m%d-%H%M%S')}-"
+                                         f"{sc.model.name}"))
+    writable(out_dir, "--out", folder=True)
     spec = spec_from_strategy(sc.model, sc.strategy, out_dir=out_dir, steps=steps,
                               warmup_steps=warmup_steps, swap_dir=swap_dir,
                               model_path=model_path, dataset=dataset, tokenizer=tokenizer,
@@ -456,8 +517,7 @@ def run(ctx, model, hardware, ds_config, overrides, gpus, nodes, micro_batch, gr
     if not skip_preflight:
         _preflight_or_exit(sc, cap, ctx)
     if sc.strategy.data_parallel_size > 1 or hostfile:
-        Path(out_dir).mkdir(parents=True, exist_ok=True)
-        (Path(out_dir) / "spec.json").write_text(spec.to_json())
+        _write_text_atomic(Path(out_dir) / "spec.json", spec.to_json())
         launch_deepspeed(Path(out_dir) / "spec.json", sc.hardware.gpus_per_node, hostfile)
         m = load_measurement(out_dir)
     else:
@@ -482,8 +542,10 @@ def run(ctx, model, hardware, ds_config, overrides, gpus, nodes, micro_batch, gr
 @click.option("--uncapped-baseline/--no-uncapped-baseline", default=False, show_default=True,
               help="Also run no-offload without --gpu-mem-cap (the full card).")
 @click.option("--timeout", "timeout_s", type=float, default=None, metavar="SECONDS",
+              callback=_finite(0, open_min=True),
               help="Per-variant time limit; an over-time variant is a 'timeout' row.")
 @click.option("--budget", "budget_s", type=float, default=None, metavar="SECONDS",
+              callback=_finite(0, open_min=True),
               help="Total time for all variants: each gets at most what is left (a variant cut "
                    "short keeps its finished steps; one with no time left is skipped).")
 @click.option("--out", "out_dir", default="runs/compare", show_default=True, metavar="DIR",
@@ -497,6 +559,10 @@ def compare(ctx, model, hardware, ds_config, overrides, gpus, nodes, micro_batch
     ZeRO-3 NVMe, each in its own subprocess (an OOM is a row). Prints one table and writes
     compare.csv, compare.png and compare.json under --out. --ds-config is not used: each
     variant uses its preset, with the --set overrides applied to all."""
+    from tierlab.errors import require
+
+    writable(out_dir, "--out", folder=True)
+    require("torch", "deepspeed", "transformers", "psutil", what="tierlab compare")
     from tierlab.runner.compare import (VARIANTS, figure, format_table, row, rows_to_csv,
                                         run_variant)
     from tierlab.runner.preflight import run_preflight
@@ -539,12 +605,14 @@ def compare(ctx, model, hardware, ds_config, overrides, gpus, nodes, micro_batch
                    f"{m.reason}".rstrip(), err=True)
     click.echo(format_table(rows))
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "compare.csv").write_text(rows_to_csv(rows))
+    _write_text_atomic(out / "compare.csv", rows_to_csv(rows))
     write_json(out / "compare.json", rows)
     fig = figure(rows, title=f"{sc.model.name}, micro-batch {sc.strategy.train_micro_batch_size_per_gpu}"
                  f", seq {sc.model.seq_len}" + (f", GPU cap {cap / 2**30:.0f} GiB" if cap else ""))
-    fig.savefig(out / "compare.png", dpi=120)
+    from tierlab.safeio import atomic_target
+
+    with atomic_target(out / "compare.png", "--out") as tmp:
+        fig.savefig(tmp, dpi=120, format="png")
     click.echo(f"wrote {out / 'compare.csv'}, {out / 'compare.png'}")
 
 
@@ -573,10 +641,13 @@ def preflight(ctx, model, hardware, ds_config, overrides, gpus, nodes, micro_bat
     problems = run_preflight(sc.hardware, sc.model, sc.strategy,
                              gpu_mem_cap_bytes=_cap_bytes(gpu_mem_cap),
                              check_memory_plan=not no_memory, probe=not no_probe)
+    echo_warnings(sc.warnings)      # ignored or misspelled keys: DeepSpeed would run without them
     if _echo_problems(problems):
         ctx.exit(2)
-    if not problems:
+    if not problems and not sc.warnings:
         click.echo("ok: no problems found")
+    elif not problems:
+        click.echo(f"ok: no errors; {len(sc.warnings)} warning(s) above")
 
 # ----------------------------------------------------------------------------------------------
 # calibrate / validate  (owner: calibration)
@@ -627,19 +698,34 @@ def calibrate(nvme_path, out, name, hardware, quick, raw, skip, sweep, from_raw)
     from tierlab.runner import calibrate as cal
     from tierlab.runner.calibrate_profile import layout
 
+    for flag, value in (("--out", out), ("--raw", raw), ("--from-raw", from_raw)):
+        if value is not None and not value.strip():     # "" must not mean the default folder
+            raise ConfigError(f"{flag}: empty path")
+
     if from_raw:
         from tierlab.profiles.load import read_data
 
         record = read_data(Path(from_raw))
         name = name or (Path(out).stem if out else None)
-        result = cal.from_raw(record, name=name, where=from_raw)
+        try:
+            result = cal.from_raw(record, name=name, where=from_raw)
+        except (TypeError, ValueError, KeyError, AttributeError, IndexError,
+                ZeroDivisionError) as e:
+            if isinstance(e, ConfigError):
+                raise
+            raise ConfigError(f"{from_raw}: not a usable calibrate raw record "
+                              f"({type(e).__name__}: {e})") from None
         name = result.hardware.name
         out_path = Path(out) if out else HARDWARE_DIR / "systems" / f"{name}.yaml"
-        _write_calibration(result, layout(out_path, name), raw)
+        _write_calibration(result, _calibration_paths(layout(out_path, name), raw), raw)
         return
     if name is None:
         name = Path(out).stem if out else f"calibrated-{socket.gethostname().split('.')[0]}"
     out_path = Path(out) if out else HARDWARE_DIR / "systems" / f"{name}.yaml"
+    paths = _calibration_paths(layout(out_path, name), raw)    # refused now, not after measuring
+    from tierlab.errors import require
+
+    require("torch", "psutil", what="calibrate (measuring)")
     plan = cal.apply_sweep_overrides(cal.quick_plan() if quick else cal.SweepPlan(), list(sweep))
     skips = {s.strip() for s in skip.split(",") if s.strip()}
 
@@ -651,16 +737,24 @@ def calibrate(nvme_path, out, name, hardware, quick, raw, skip, sweep, from_raw)
 
     result = cal.calibrate(name=name, base=hardware, nvme_path=nvme_path, plan=plan, skip=skips,
                            progress=bar)
-    _write_calibration(result, layout(out_path, name), raw)
+    _write_calibration(result, paths, raw)
+
+
+def _calibration_paths(paths: dict, raw: str | None) -> dict:
+    """The profile paths, each checked writable (with --raw) before anything is measured."""
+    for path in paths.values():
+        writable(path, "--out")
+    writable(raw, "--raw")
+    return paths
 
 
 def _write_calibration(result, paths: dict, raw: str | None) -> None:
+    if raw:    # first: the measured points are the expensive part
+        write_json(raw, result.raw)
+        click.echo(f"wrote {raw}")
     for kind, text in result.texts.items():
         _write_text_atomic(paths[kind], text)
         click.echo(f"wrote {paths[kind]}")
-    if raw:
-        write_json(raw, result.raw)
-        click.echo(f"wrote {raw}")
     hw = result.hardware
     click.echo(f"{hw.name}: PCIe H2D/D2H pinned {hw.pcie.h2d_pinned_Bps / 1e9:.1f}/"
                f"{hw.pcie.d2h_pinned_Bps / 1e9:.1f} GB/s, DRAM {hw.cpu.dram_bandwidth_Bps / 1e9:.1f}"
@@ -695,7 +789,7 @@ def _fmt_metric(metric: str, value) -> str:
                    "PROFILE`, written beside runs calibrated with them), else h200-host.")
 @click.option("--out", default="out/validate", show_default=True, metavar="DIR",
               help="Where to write validate.csv, summary.json, scatter.png and phases.png.")
-@click.option("--max-error", type=float, default=None, metavar="PCT",
+@click.option("--max-error", type=float, default=None, metavar="PCT", callback=_finite(0),
               help="Exit 1 if the mean absolute error of the steady step time exceeds PCT %.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option("--train", "train", multiple=True, metavar="CASE",
@@ -734,15 +828,23 @@ def validate(cases, hardware, out, max_error, as_json, train, software, loco, cl
                                           summarize, summarize_split, with_profiles)
     from tierlab.validate.report import phase_bars_figure, scatter_figure
 
+    writable(out, "--out", folder=True)
     sw = load_software(software)
     default = Path(__file__).resolve().parent / "validate" / "cases"
     if loco or classes or strict or pool != "train":
         return _validate_loco(cases or [default], sw, hardware, out, max_error, as_json,
                               pool if pool == "all" or not train else list(train),
                               classes, strict, loco)
-    rows = []
+    rows, unfinished = [], []
     for d, hw in with_profiles(find_measurements(cases or [default]), hardware, "h200-host"):
-        rows += compare_measurement(hw, load_measurement(d), name=case_key(d), software=sw)
+        case_rows = compare_measurement(hw, load_measurement(d), name=case_key(d), software=sw)
+        rows += case_rows
+        if not case_rows:
+            unfinished.append(case_key(d))
+    if unfinished:
+        click.echo(f"warning: {len(unfinished)} run(s) neither finished nor ran out of memory "
+                   f"(killed, interrupted or failed otherwise); left out: {', '.join(unfinished)}",
+                   err=True)
     summary = summarize(rows)
     split = summarize_split(rows, train or sw.train_cases)
     out_dir = Path(out)
@@ -752,9 +854,10 @@ def validate(cases, hardware, out, max_error, as_json, train, software, loco, cl
     write_json(out_dir / "summary.json", summary)
     write_json(out_dir / "split.json", split)
     for name, fig in (("scatter.png", scatter_figure(rows)), ("phases.png", phase_bars_figure(rows))):
-        tmp = out_dir / f".{name}.tmp.png"
-        fig.savefig(tmp, dpi=120)
-        tmp.replace(out_dir / name)
+        from tierlab.safeio import atomic_target
+
+        with atomic_target(out_dir / name, "--out") as tmp:
+            fig.savefig(tmp, dpi=120, format="png")
     if as_json:
         click.echo(json.dumps({**summary, "split": split}, indent=2))
     else:
@@ -840,6 +943,8 @@ def _read_measurement(path: str):
 
         try:
             return load_measurement(run_dir)
+        except ConfigError:
+            raise
         except (OSError, ValueError, TypeError) as e:
             raise ConfigError(f"{run_dir}: cannot read the measurement: {e}") from None
     if p.is_dir():
@@ -850,17 +955,20 @@ def _read_measurement(path: str):
     if not p.is_file():
         raise ConfigError(f"{p}: no such file")
     if p.suffix == ".csv":
-        return pd.read_csv(p)
+        import io
+
+        from tierlab.safeio import read_text
+
+        try:
+            return pd.read_csv(io.StringIO(read_text(p)))
+        except (ValueError, pd.errors.ParserError) as e:
+            raise ConfigError(f"{p}: malformed CSV: {' '.join(str(e).split())}") from None
     if p.suffix == ".jsonl":
-        records = []
-        for n, line in enumerate(p.read_text().splitlines(), 1):
-            if line.strip():
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise ConfigError(f"{p}: malformed JSON on line {n}: {e.msg}") from None
+        from tierlab.safeio import read_jsonl
+
+        records, _ = read_jsonl(p)      # a line cut by a kill is skipped
         merged = [r for r in records if isinstance(r, dict) and "samples" in r]
-        return merged[-1] if merged else records
+        return merged[-1] if merged else [r for r in records if isinstance(r, dict)]
     return read_data(p)
 
 
@@ -905,8 +1013,11 @@ def plot(ctx, kind, compare, gpu_mem_cap, measurement, results, x_key, by, title
     memory      bytes per tier (GPU, pinned/pageable host, NVMe) against capacity
     sweep       step time and tokens/s along a swept key (needs --results)"""
     from tierlab.validate import plots
+    from tierlab.validate.plot_style import image_targets
 
-    out = out or f"tierlab-{kind}.png"
+    out = writable(f"tierlab-{kind}.png" if out is None else out, "--out")
+    for target in image_targets(out):
+        writable(target, "--out")
     if kind == "sweep":
         if not results:
             raise ConfigError("plot sweep needs --results FILE (written by `tierlab sweep --out`)")
@@ -979,8 +1090,9 @@ def _sweep_figure(df, x_key, by, title):
 @click.option("--list-keys", is_flag=True, help="List every key --vary accepts and exit.")
 @click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
 @click.option("--quiet", "-q", is_flag=True, help="Do not print DeepSpeed-quirk warnings.")
-def sweep(varies, out, jobs, memory_only, strict, plot_path, x_key, by, list_keys, no_progress,
-          quiet, **kw):
+@click.pass_context
+def sweep(ctx, varies, out, jobs, memory_only, strict, plot_path, x_key, by, list_keys,
+          no_progress, quiet, **kw):
     """What-if grid over hardware, strategy, batch and model keys; one row per point.
 
     Invalid combinations are rows with the reason in `error`. Example:
@@ -998,6 +1110,12 @@ def sweep(varies, out, jobs, memory_only, strict, plot_path, x_key, by, list_key
     axes = [parse_vary(v) for v in varies]
     if not axes:
         raise ConfigError("empty grid: give at least one --vary KEY=V1,V2,...")
+    writable(out, "--out")
+    if plot_path:
+        from tierlab.validate.plot_style import image_targets
+
+        for target in image_targets(writable(plot_path, "--plot")):
+            writable(target, "--plot")
     base = Base(model=kw["model"], hardware=kw["hardware"], ds_config=kw["ds_config"],
                 overrides=tuple(kw["overrides"]), micro_batch=kw["micro_batch"],
                 grad_accum=kw["grad_accum"], seq=kw["seq"], gpus=kw["gpus"], nodes=kw["nodes"],
@@ -1014,11 +1132,23 @@ def sweep(varies, out, jobs, memory_only, strict, plot_path, x_key, by, list_key
                          dynamic_ncols=True, desc="sweep"))
 
     try:
-        outcome = run_sweep(base, axes, simulator=simulator, strict=strict, jobs=jobs, out=out,
-                            on_start=start, on_rows=lambda rows: bars[0].update(len(rows)))
+        with signals_raise():
+            outcome = run_sweep(base, axes, simulator=simulator, strict=strict, jobs=jobs,
+                                out=out, on_start=start,
+                                on_rows=lambda rows: bars[0].update(len(rows)))
+    except (KeyboardInterrupt, Interrupted) as e:
+        for bar in bars:
+            bar.close()
+        signum = getattr(e, "signum", signal.SIGINT)
+        kept = f"the rows done are in {out}; run the same command to resume" if out else \
+            "no --out, so no rows were kept"
+        click.echo(f"interrupted ({signal.Signals(signum).name}): {kept}", err=True)
+        ctx.exit(128 + signum)
     finally:
         for bar in bars:
             bar.close()
+    if outcome.torn:
+        click.echo(f"warning: {out}: {outcome.torn} torn row(s) ignored and recomputed", err=True)
     df = outcome.frame
     if out is None:
         click.echo(df.to_csv(index=False), nl=False)
@@ -1107,6 +1237,7 @@ def plan(ctx, model, hardware, gpus, nodes, seq, global_batch, grad_accum, micro
             raise ConfigError(f"{flag} must be >= 1, got {value}")
     if global_batch is not None and grad_accum is not None:
         raise ConfigError("give --global-batch or --grad-accum, not both")
+    writable(out, "--out")
     hw = load_hardware(hardware, gpus_per_node=gpus, nodes=nodes)
     mdl = load_model(model, seq_len=seq)
     result = run_plan(hw, mdl, global_batch=global_batch, grad_accum=grad_accum,

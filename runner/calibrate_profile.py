@@ -89,10 +89,10 @@ def _datasheet_gpu(device_name: str, base: dict) -> tuple[str, dict] | None:
 
 def cpu_document(results: dict, facts: dict, base: dict, m: str) -> dict:
     """`m` is the provenance prefix 'measured <date> by tierlab calibrate'."""
-    import psutil
+    from tierlab.runner.probes import physical_cores
 
     base_cpu = base["cpus"][1] if "cpus" in base else {}
-    cores = facts.get("cores_physical") or psutil.cpu_count(logical=False) or os.cpu_count() or 1
+    cores = facts.get("cores_physical") or physical_cores() or os.cpu_count() or 1
     usable = facts.get("cores_usable") or usable_cores()
     doc: dict[str, Any] = {
         "kind": "cpu", "name": facts["cpu_model"],
@@ -268,7 +268,7 @@ def _peaks(doc: dict) -> dict[str, float]:
 def system_document(name: str, results: dict, facts: dict, base: dict, parts: dict,
                     m: str, date: str) -> dict:
     """The system YAML: measured parts by name, measured host numbers, the rest from the base."""
-    import psutil
+    from tierlab.runner.probes import ram_bytes
 
     doc = copy.deepcopy(base["systems"])
     not_measured = ["network"]
@@ -282,7 +282,7 @@ def system_document(name: str, results: dict, facts: dict, base: dict, parts: di
         doc["gpus_per_node"] = {"value": facts["n_gpus"], "source": f"{m}: torch.cuda.device_count()"}
     else:
         not_measured.append("gpus_per_node")
-    doc["dram"] = {"value": _q(facts.get("ram_bytes") or psutil.virtual_memory().total, "GiB"),
+    doc["dram"] = {"value": _q(facts.get("ram_bytes") or ram_bytes(), "GiB"),
                    "source": f"{m}: psutil.virtual_memory().total"}
     if parts.get("nvme"):
         doc["nvme_drives"] = {"value": 1, "source": (

@@ -217,25 +217,60 @@ class MeasurementWriter:
         return self.m
 
 
+_NUMBER_FIELDS = {"step", "wall_s", "loss", "tokens", "forward_s", "backward_s", "optimizer_s",
+                  "gpu_max_allocated_bytes", "gpu_max_reserved_bytes", "host_rss_bytes",
+                  "swap_bytes", "disk_read_bytes", "disk_written_bytes", "gc_s", "time_unix"}
+
+
+def _step(rec: Any, where: str) -> StepRecord:
+    """One steps.jsonl record, its numbers checked (a string is a ConfigError naming the key)."""
+    from tierlab.errors import ConfigError
+
+    if not isinstance(rec, dict):
+        raise ConfigError(f"{where}: expected a JSON object, got {type(rec).__name__}")
+    known = {f.name for f in fields(StepRecord)}
+    rec = {k: v for k, v in rec.items() if k in known}
+    for key in ("step", "wall_s", "timing", "loss", "tokens"):
+        if key not in rec:
+            raise ConfigError(f"{where}: missing key {key!r}")
+    for key, value in rec.items():
+        if key in _NUMBER_FIELDS and value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise ConfigError(f"{where}: {key} must be a number, got {value!r}")
+    return StepRecord(**rec)
+
+
 def load_measurement(directory: str | Path) -> Measurement:
-    """Read a measurement directory back (a run killed hard keeps status "running")."""
+    """Read a measurement directory back (a run killed hard keeps status "running"). A line cut
+    by a kill in steps.jsonl or samples.jsonl is skipped; a malformed measurement.json or a
+    step with a string for a number is a ConfigError naming the file."""
+    from tierlab.errors import ConfigError
+    from tierlab.safeio import read_data, read_jsonl
+
     d = Path(directory)
-    head = json.loads((d / MEASUREMENT_FILE).read_text())
+    head = read_data(d / MEASUREMENT_FILE, finite=False)
+    if not isinstance(head, dict):
+        raise ConfigError(f"{d / MEASUREMENT_FILE}: expected a JSON object, got "
+                          f"{type(head).__name__}")
     head.pop("steps", None)
     head.pop("samples", None)
     known = {f.name for f in fields(Measurement)}
-    m = Measurement(**{k: v for k, v in head.items() if k in known})
-    step_fields = {f.name for f in fields(StepRecord)}
+    try:
+        m = Measurement(**{k: v for k, v in head.items() if k in known})
+    except TypeError as e:
+        raise ConfigError(f"{d / MEASUREMENT_FILE}: {e}") from None
+    if not isinstance(m.run_id, str) or m.status not in ("running", "ok", "failed", "interrupted"):
+        raise ConfigError(f"{d / MEASUREMENT_FILE}: not a tierlab measurement (run_id "
+                          f"{m.run_id!r}, status {m.status!r})")
+    for key in ("model", "ds_config", "run", "summary"):
+        if not isinstance(getattr(m, key), dict):
+            raise ConfigError(f"{d / MEASUREMENT_FILE}: {key} must be an object")
     if (d / STEPS_FILE).exists():
-        for line in (d / STEPS_FILE).read_text().splitlines():
-            if line.strip():
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:   # a line cut by a hard kill
-                    continue
-                m.steps.append(StepRecord(**{k: v for k, v in rec.items() if k in step_fields}))
+        records, _ = read_jsonl(d / STEPS_FILE)     # a line cut by a hard kill is skipped
+        m.steps = [_step(r, f"{d / STEPS_FILE}: record {n}") for n, r in enumerate(records, 1)]
     if (d / SAMPLES_FILE).exists():
-        m.samples = [json.loads(x) for x in (d / SAMPLES_FILE).read_text().splitlines() if x]
+        records, _ = read_jsonl(d / SAMPLES_FILE)
+        m.samples = [r for r in records if isinstance(r, dict)]
     return m
 
 

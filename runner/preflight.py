@@ -223,6 +223,12 @@ def check_swap_path(st: SwapPathStatus, need_bytes: int, what: str) -> list[Prob
     if not st.writable:
         return [Problem("swap-path", f"{key} {st.path} is not writable",
                         f"chmod/chown it or --set {key}=<writable dir>")]
+    from tierlab.runner.calibrate import _TMPFS      # the set `calibrate --nvme-path` refuses
+
+    if st.fs_type in _TMPFS:
+        return [Problem("swap-path", f"{key} {st.path} is on {st.fs_type} (RAM, not a drive: "
+                        "the swap files would take host memory, and O_DIRECT is refused there "
+                        "before Linux 6.6)", f"--set {key}=<dir on a local NVMe/ext4/xfs disk>")]
     out = []
     if not st.o_direct:
         out.append(Problem("swap-path", f"{key} {st.path} ({st.fs_type}) refuses O_DIRECT "
@@ -460,10 +466,10 @@ def run_preflight(hardware, model: Model, strategy: Strategy, *, env: Mapping[st
                   host_ram_bytes: float | None = None, gpu_mem_cap_bytes: float | None = None,
                   check_memory_plan: bool = True, probe: bool = True) -> list[Problem]:
     """Every check for one launch. `probe=False` skips the machine probes (aio, swap path)."""
-    import psutil
+    from tierlab.runner.probes import ram_bytes
 
     env = os.environ if env is None else env
-    ram = host_ram_bytes or psutil.virtual_memory().total
+    ram = host_ram_bytes or ram_bytes()
     problems: list[Problem] = []
     if check_memory_plan:
         hw = effective_hardware(hardware, gpu_mem_cap_bytes=gpu_mem_cap_bytes, host_ram_bytes=ram)

@@ -111,6 +111,25 @@ def gpu_facts() -> list[dict]:
     return out
 
 
+def ram_bytes() -> int:
+    """Physical RAM of this host: psutil where installed, else sysconf (a core install, without
+    the runner extra, has no psutil, and preflight must still work there)."""
+    try:
+        import psutil
+    except ImportError:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return int(psutil.virtual_memory().total)
+
+
+def physical_cores() -> int | None:
+    """Physical CPU cores (psutil), None where psutil is not installed or cannot tell."""
+    try:
+        import psutil
+    except ImportError:
+        return None
+    return psutil.cpu_count(logical=False)
+
+
 def host_facts(swap_paths: list[str] | tuple[str, ...] = ()) -> dict:
     """GPU name/driver, CPU model, cores, RAM, and the disk under each swap path."""
     import psutil

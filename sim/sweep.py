@@ -6,6 +6,13 @@ sim/sweep_keys.py for the key namespace: `nvme.drives`, `zero_optimization.sub_g
 point. A point that cannot be built or simulated (e.g. NVMe optimizer offload with ZeRO-2) is a
 row whose `error` column says why. Rows carry a `point_id` (hash of the base scenario + the
 point), so a sweep written to a CSV/Parquet file resumes where it stopped.
+
+Nothing is lost (issue 16): while a sweep runs, every finished row is appended to a journal
+`.NAME.rows.jsonl` beside `--out` at once; the results file itself is rewritten atomically at the
+end (also on Ctrl-C/SIGTERM) and the journal removed. A sweep killed hard (SIGKILL, power) keeps
+its journal, and the next run of the same command reads it back. One writer at a time: the file
+is locked (flock) for the whole sweep, a second sweep on it refuses. Torn rows (a CSV cut
+mid-row by another tool or a full disk) are ignored, reported and recomputed.
 """
 from __future__ import annotations
 
@@ -239,6 +246,26 @@ def _evaluate_chunk(evaluate: Callable, chunk: list[dict]) -> list[dict]:
     return [evaluate(p) for p in chunk]
 
 
+def _worker_init() -> None:
+    """Workers leave Ctrl-C (sent to the whole terminal process group) and SIGTERM handling
+    to the parent, which flushes the rows and then terminates them."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _stop(pool) -> None:
+    """Stop a pool now: cancel what has not started and terminate the workers (an interrupted
+    sweep must not leave processes computing rows nobody will read)."""
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+        if proc.is_alive():
+            proc.terminate()
+    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+        proc.join(timeout=5)
+
+
 def _canon(value: Any) -> Any:
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return value
@@ -285,20 +312,20 @@ def run_points(points: Sequence[dict], evaluate: Callable[[dict], dict], *, jobs
     size = max(1, min(16, len(points) // (jobs * 8)))
     chunks = [list(points[i:i + size]) for i in range(0, len(points), size)]
     results: dict[int, list[dict]] = {}
-    with ProcessPoolExecutor(max_workers=min(jobs, len(chunks))) as pool:
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(chunks)), initializer=_worker_init)
+    try:
         pending = {pool.submit(_evaluate_chunk, evaluate, c): i for i, c in enumerate(chunks)}
-        try:
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    i = pending.pop(fut)
-                    results[i] = fut.result()
-                    if on_rows:
-                        on_rows(results[i])
-        except BaseException:
-            for fut in pending:
-                fut.cancel()
-            raise
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                i = pending.pop(fut)
+                results[i] = fut.result()
+                if on_rows:
+                    on_rows(results[i])
+    except BaseException:
+        _stop(pool)
+        raise
+    pool.shutdown(wait=True)
     return [row for i in range(len(chunks)) for row in results[i]]
 
 
@@ -348,40 +375,95 @@ def _check_format(path: Path) -> str:
     raise ConfigError(f"{path}: output must end in .csv or .parquet, got {suffix or 'no suffix'!r}")
 
 
-def read_results(path: str | Path):
-    """A previous sweep's rows (empty DataFrame if the file does not exist)."""
+def _csv_rows(path: Path):
+    """(DataFrame, torn rows) of a results CSV: a row with the wrong number of fields, or a last
+    line without its newline (cut mid-row), is left out and counted."""
+    import csv
+    import io
+
+    import pandas as pd
+
+    from tierlab.safeio import read_text
+
+    text = read_text(path)
+    try:
+        records = list(csv.reader(io.StringIO(text)))
+    except csv.Error as e:
+        raise ConfigError(f"{path}: malformed CSV: {e}") from None
+    records = [r for r in records if r]
+    if not records:
+        return pd.DataFrame(), 0
+    header, body = records[0], records[1:]
+    cut = bool(body) and not text.endswith(("\n", "\r"))
+    good = [r for r in (body[:-1] if cut else body) if len(r) == len(header)]
+    torn = len(body) - len(good)
+    buf = io.StringIO()
+    csv.writer(buf).writerows([header, *good])
+    return pd.read_csv(io.StringIO(buf.getvalue()), keep_default_na=False, na_values=[""]), torn
+
+
+def read_results_checked(path: str | Path):
+    """(rows of a previous sweep, torn rows left out); empty if the file does not exist."""
     import pandas as pd
 
     path = Path(path)
     fmt = _check_format(path)
     if not path.exists():
-        return pd.DataFrame()
+        return pd.DataFrame(), 0
+    torn = 0
     try:
-        df = pd.read_csv(path, keep_default_na=False, na_values=[""]) if fmt == "csv" \
-            else pd.read_parquet(path)
+        if fmt == "csv":
+            df, torn = _csv_rows(path)
+        else:
+            df = pd.read_parquet(path)
+    except ConfigError:
+        raise
     except Exception as e:  # noqa: BLE001 - pandas raises many kinds
         raise ConfigError(f"{path}: cannot read previous sweep results: {e}") from None
     if not df.empty and "point_id" not in df.columns:
         raise ConfigError(f"{path}: not a tierlab sweep file (no point_id column); "
                           "choose another --out")
-    return _tidy(df) if not df.empty else df
+    if not df.empty:
+        ok = df["point_id"].astype(str).str.fullmatch(r"[0-9a-f]{16}")
+        torn += int((~ok).sum())
+        df = df[ok]
+    return (_tidy(df) if not df.empty else df), torn
+
+
+def read_results(path: str | Path):
+    """A previous sweep's rows (empty DataFrame if the file does not exist; torn rows left out)."""
+    return read_results_checked(path)[0]
 
 
 def write_results(df, path: str | Path) -> None:
     """Write CSV/Parquet atomically (temp file in the same folder + rename)."""
+    from tierlab.safeio import atomic_target
+
     path = Path(path)
     fmt = _check_format(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
+    with atomic_target(path, "--out") as tmp:
         if fmt == "csv":
             df.to_csv(tmp, index=False)
         else:
             df.to_parquet(tmp, index=False)
-        tmp.replace(path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+
+
+def journal_path(out: str | Path) -> Path:
+    """The append-only row journal beside a results file (removed once the file is written)."""
+    out = Path(out)
+    return out.with_name(f".{out.name}.rows.jsonl")
+
+
+def _journal_rows(out: Path):
+    """(rows, torn lines) left in a journal by a sweep killed before it wrote `out`."""
+    from tierlab.safeio import read_jsonl
+
+    path = journal_path(out)
+    if not path.exists():
+        return [], 0
+    rows, torn = read_jsonl(path)
+    good = [r for r in rows if isinstance(r, dict) and isinstance(r.get("point_id"), str)]
+    return good, len(torn) + len(rows) - len(good)
 
 
 def _done_ids(previous) -> set[str]:
@@ -401,25 +483,38 @@ class SweepOutcome:
     skipped: int
     errors: int = 0
     extra: dict = field(default_factory=dict)
+    torn: int = 0
+    """Torn rows of the previous file or journal that were ignored (and recomputed)."""
 
 
 def run_sweep(base: Base, axes: Sequence[Axis], *, simulator: Callable | None = None,
               strict: bool = False, jobs: int | None = None, out: str | Path | None = None,
               on_rows: Callable[[list[dict]], None] | None = None,
-              on_start: Callable[[int, int], None] | None = None,
-              checkpoint_s: float = 30.0) -> SweepOutcome:
+              on_start: Callable[[int, int], None] | None = None) -> SweepOutcome:
     """Run the grid of `axes` over `base`; resume from and write to `out` (CSV/Parquet) if given.
 
     `on_start(todo, skipped)` is called once the grid is known; `on_rows(rows)` per finished
-    chunk. The file is rewritten atomically every `checkpoint_s` seconds and at the end (also
-    on Ctrl-C), so an interrupted sweep resumes where it stopped."""
-    import time
+    chunk. With `out`, the file is locked for the whole sweep (a second writer gets a
+    ConfigError), each finished row is appended to the journal at once, and the file is
+    rewritten atomically at the end, also when an exception (Ctrl-C, SIGTERM) ends the sweep."""
+    if out is None:
+        return _run_grid(base, axes, simulator, strict, jobs, None, on_rows, on_start)
+    from tierlab.safeio import exclusive
 
+    _check_format(Path(out))
+    with exclusive(out):
+        return _run_grid(base, axes, simulator, strict, jobs, Path(out), on_rows, on_start)
+
+
+def _run_grid(base, axes, simulator, strict, jobs, out: Path | None, on_rows, on_start):
     import pandas as pd
 
     grid = make_grid(axes)
     keys = [a.key for a in axes]
-    previous = read_results(out) if out else pd.DataFrame()
+    previous, torn = read_results_checked(out) if out else (pd.DataFrame(), 0)
+    journalled, torn_j = _journal_rows(out) if out else ([], 0)
+    if journalled:
+        previous = _merge(previous, to_frame(journalled))
     done = _done_ids(previous)
     evaluate = Evaluator(base, simulator, strict)
     ids = [point_id(base, p) for p in grid]
@@ -427,35 +522,56 @@ def run_sweep(base: Base, axes: Sequence[Axis], *, simulator: Callable | None = 
     if on_start:
         on_start(len(todo), len(grid) - len(todo))
     new_rows: list[dict] = []
-    last = [time.monotonic()]
 
     def assemble():
-        new = to_frame(new_rows, keys)
-        prev = previous
-        if not prev.empty and not new.empty:
-            prev = prev[~prev["point_id"].astype(str).isin(set(new["point_id"]))]
-        frame = pd.concat([f for f in (prev, new) if not f.empty], ignore_index=True) \
-            if not (prev.empty and new.empty) else pd.DataFrame()
+        frame = _merge(previous, to_frame(new_rows, keys))
         if frame.empty:
             return frame
         order = {i: n for n, i in enumerate(ids)}
         rank = frame["point_id"].astype(str).map(order).fillna(len(ids) + frame.index.to_series())
         return to_frame(frame.iloc[rank.argsort(kind="stable")].to_dict("records"), keys)
 
+    journal = _open_journal(out) if out else None
+
     def collect(rows):
         new_rows.extend(rows)
+        if journal is not None:
+            journal.write("".join(json.dumps(r, default=_plain) + "\n" for r in rows))
+            journal.flush()
         if on_rows:
             on_rows(rows)
-        if out and time.monotonic() - last[0] > checkpoint_s:
-            write_results(assemble(), out)
-            last[0] = time.monotonic()
 
     try:
         run_points(todo, evaluate, jobs=jobs, on_rows=collect)
     finally:
-        if out and new_rows:
-            write_results(assemble(), out)
+        if journal is not None:
+            journal.close()
+            if new_rows or journalled or torn:
+                write_results(assemble(), out)
+            journal_path(out).unlink(missing_ok=True)
     frame = assemble()
     errors = int((frame["error"] != "").sum()) if "error" in frame.columns else 0
     return SweepOutcome(frame=frame, computed=len(new_rows), skipped=len(grid) - len(todo),
-                        errors=errors)
+                        errors=errors, torn=torn + torn_j)
+
+
+def _plain(value):
+    """numpy scalars -> Python (a journal row reads back as the same number, not a string)."""
+    return value.item() if hasattr(value, "item") else str(value)
+
+
+def _merge(previous, new):
+    """Rows of `previous` not in `new`, then `new` (a recomputed point replaces its old row)."""
+    import pandas as pd
+
+    if not previous.empty and not new.empty:
+        previous = previous[~previous["point_id"].astype(str).isin(set(new["point_id"]))]
+    frames = [f for f in (previous, new) if not f.empty]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _open_journal(out: Path):
+    try:
+        return open(journal_path(out), "a", encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"--out {out}: cannot write its row journal: {e.strerror}") from None

@@ -24,12 +24,14 @@ import dataclasses
 import difflib
 import itertools
 import logging
+import math
 import re
 from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import Any, Iterable, Sequence
 
 from tierlab.errors import ConfigError
+from tierlab.safeio import first_non_finite
 
 log = logging.getLogger(__name__)
 
@@ -199,6 +201,8 @@ def _expand_range(token: str, where: str) -> list[str] | None:
 
 
 def _as_int(value: Any, where: str, minimum: int = 0) -> int:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{where}: expected a finite integer, got {value!r}")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
         raise ConfigError(f"{where}: expected an integer, got {value!r}")
     if value < minimum:
@@ -251,6 +255,8 @@ def parse_value(key: str, raw: Any) -> Any:
             number = float(text)
         else:
             raise ConfigError(f"{where}: expected a quantity")
+        if not math.isfinite(number):
+            raise ConfigError(f"{where}: not a finite number")
         if typ is int:
             return _as_int(number, where)
         if number < 0:
@@ -272,6 +278,8 @@ def parse_value(key: str, raw: Any) -> Any:
             raise ConfigError(f"{where}: device must be none, cpu or nvme")
     elif default is not None and not isinstance(default, str):
         value = _coerce(value, default, where)
+    if first_non_finite(value):
+        raise ConfigError(f"{where}: not a finite number")
     return value
 
 

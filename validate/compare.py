@@ -114,10 +114,14 @@ def predicted_metrics(result) -> dict[str, float | None]:
 
 def compare_measurement(hardware: Hardware, measurement, name: str | None = None, *,
                         software=None) -> list[Row]:
-    """Rows predicted vs measured for one Measurement (a failed run: only the OOM verdict)."""
+    """Rows predicted vs measured for one Measurement (a failed run: only the OOM verdict). A
+    run that neither finished nor ran out of memory (killed, interrupted, another failure) says
+    nothing about OOM: no rows, rather than an "ok" verdict it never earned."""
     from tierlab.sim import simulate
 
     case = name or measurement.run_id
+    if measurement.status != "ok" and measurement.failure_kind != "oom":
+        return []
     hw, model, strategy = scenario_of(measurement, hardware)
     result = simulate(hw, model, strategy, software=software)
     oom_measured = 1.0 if measurement.failure_kind == "oom" else 0.0

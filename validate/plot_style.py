@@ -1,7 +1,6 @@
 """Shared look of tierlab's plots: resource names and colours, markers, wrapping, atomic save."""
 from __future__ import annotations
 
-import os
 import re
 import textwrap
 from pathlib import Path
@@ -34,20 +33,31 @@ def _wrap(label: str, width: int = 12) -> str:
     return "\n".join(textwrap.wrap(re.sub(r",(?=\S)", ", ", label), width)) or label
 
 
+IMAGE_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def image_targets(path: str | Path) -> list[Path]:
+    """The files `save` writes: PATH for .png/.svg/.pdf, PATH.png + PATH.svg without a suffix;
+    any other suffix (.jpeg, .gif, ...) is a ConfigError, not a surprise file name."""
+    from tierlab.errors import ConfigError
+
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix in IMAGE_SUFFIXES:
+        return [path]
+    if suffix and not suffix[1:].isdigit():    # 'run-1.5' is a name, '.jpeg' a format
+        raise ConfigError(f"{path}: images are .png, .svg or .pdf (no suffix: both .png and "
+                          f".svg), got {path.suffix!r}")
+    return [path.with_name(path.name + ".png"), path.with_name(path.name + ".svg")]
+
+
 def save(fig: Figure, path: str | Path) -> list[Path]:
     """Save atomically; suffix .png/.svg/.pdf, or none for both PNG and SVG. Returns the paths."""
-    path = Path(path)
-    targets = [path] if path.suffix.lower() in (".png", ".svg", ".pdf") else \
-        [path.with_name(path.name + ".png"), path.with_name(path.name + ".svg")]
+    from tierlab.safeio import atomic_target
+
+    targets = image_targets(path)
     for target in targets:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        try:
+        with atomic_target(target) as tmp:
             fig.savefig(tmp, format=target.suffix[1:].lower(), dpi=FIG_DPI, bbox_inches="tight",
                         metadata={"Date": None} if target.suffix.lower() == ".svg" else None)
-            tmp.replace(target)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
     return targets
-
