@@ -157,9 +157,9 @@ def check_writable(path: str | Path, what: str = "--out", *, folder: bool = Fals
     be a folder (a file when `folder`), and the nearest existing folder on its way must accept a
     new file (probed by creating and removing one: permission bits lie for root and for
     read-only mounts)."""
-    path = Path(path).expanduser()
     if not str(path).strip():
         raise ConfigError(f"{what}: empty path")
+    path = Path(path).expanduser()
     if path.exists():
         if folder and not path.is_dir():
             raise ConfigError(f"{what} {path}: is a file, expected a folder")
