@@ -75,7 +75,8 @@ def main(slow: bool) -> None:
     bad_utf8 = write(tmp / "bad-utf8.json", json.dumps(ds).encode().replace(b"AdamW", b"Adam\xff"))
     nan_cfg = write(tmp / "nan.json", json.dumps(ds).replace('"gradient_clipping": 1.0',
                                                              '"gradient_clipping": NaN'))
-    inf_cfg = write(tmp / "inf.json", json.dumps(ds).replace("1e8", "1e400"))
+    inf_cfg = write(tmp / "inf.json", json.dumps(ds).replace('"sub_group_size": 100000000.0',
+                                                             '"sub_group_size": 1e400'))
     model_bytes = TINY.read_bytes().replace(b"tiny-llama-test", b"tiny-\xe9-test")
     bad_model = write(tmp / "model.yaml", model_bytes)
     raw = json.loads(RAW.read_text())

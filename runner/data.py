@@ -32,7 +32,9 @@ def load_alpaca(path: str | Path) -> list[dict]:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"--dataset {path}: no such file")
-    text = path.read_text(encoding="utf-8")
+    from tierlab.safeio import read_text
+
+    text = read_text(path)
     try:
         if text.lstrip().startswith("["):
             records = json.loads(text)
@@ -40,8 +42,8 @@ def load_alpaca(path: str | Path) -> list[dict]:
             records = [json.loads(line) for line in text.splitlines() if line.strip()]
     except json.JSONDecodeError as e:
         raise ConfigError(f"{path}: malformed JSON at line {e.lineno}: {e.msg}")
-    if not records:
-        raise ConfigError(f"{path}: no records")
+    if not records or not isinstance(records, list):
+        raise ConfigError(f"{path}: no records (expected a JSON array or JSONL of objects)")
     for i, rec in enumerate(records):
         if not isinstance(rec, dict) or not {"instruction", "output"} <= set(rec):
             raise ConfigError(f"{path}: record {i} needs 'instruction' and 'output' keys")
