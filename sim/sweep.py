@@ -249,10 +249,15 @@ def _evaluate_chunk(evaluate: Callable, chunk: list[dict]) -> list[dict]:
 def _worker_init() -> None:
     """Workers leave Ctrl-C (sent to the whole terminal process group) and SIGTERM handling
     to the parent, which flushes the rows and then terminates them."""
+    import ctypes
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:      # Linux: die with the parent (a SIGKILLed sweep must not leave workers holding its lock)
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)     # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass
 
 
 def _stop(pool) -> None:
