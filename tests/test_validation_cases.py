@@ -60,12 +60,14 @@ def rows():
 
 
 def test_every_case_is_compared(rows):
-    assert len({r.case for r in rows}) == 49
+    # 49 runs; 3 neither finished nor ran out of memory (2 interrupted, 1 DeepSpeed assertion):
+    # they say nothing about OOM, so they are left out rather than counted "ok" (issue 16)
+    assert len({r.case for r in rows}) == 46
 
 
 def test_oom_verdicts_all_agree(rows):
     s = summarize(rows)["oom"]
-    assert s["n"] == 49 and s["mismatches"] == []
+    assert s["n"] == 46 and s["mismatches"] == []
 
 
 @pytest.mark.parametrize("metric", sorted(ALL))
