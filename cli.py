@@ -218,8 +218,7 @@ def profiles(kind):
 
 
 # ----------------------------------------------------------------------------------------------
-# memory  (owner: foundation)
-# @@MEMORY@@
+# memory
 
 def _gb(nbytes: float) -> str:
     return f"{nbytes / 1e9:,.2f} GB"
@@ -277,8 +276,7 @@ def memory(gpu_mem_cap, as_json, quiet, **scenario):
         click.echo(format_memory_plan(plan, title))
 
 # ----------------------------------------------------------------------------------------------
-# simulate  (owner: simulator)
-# @@SIMULATE@@
+# simulate
 
 BUILTIN_PRESETS = ("no-offload", "zero2-cpu", "zero3-cpu", "zero3-nvme")
 """The built-in scenario of `tierlab simulate` with no arguments: TinyLlama-1.1B on the RTX 3070
@@ -389,8 +387,7 @@ def _echo_result(sc, r) -> None:
     click.echo(f"fits: {'yes' if r.fits else 'no (' + str(r.binding_tier) + ')'}")
 
 # ----------------------------------------------------------------------------------------------
-# run / compare / preflight  (owner: runner)
-# @@RUNNER@@
+# run / compare / preflight
 
 def _runner_scenario(model, model_path, hardware, ds_config, overrides, gpus, nodes, micro_batch,
                      grad_accum, seq, checkpointing, precision, swap_dir=None):
@@ -650,8 +647,7 @@ def preflight(ctx, model, hardware, ds_config, overrides, gpus, nodes, micro_bat
         click.echo(f"ok: no errors; {len(sc.warnings)} warning(s) above")
 
 # ----------------------------------------------------------------------------------------------
-# calibrate / validate  (owner: calibration)
-# @@CALIBRATE@@
+# calibrate / validate
 
 @main.command()
 @click.option("--nvme-path", default=None, metavar="DIR",
@@ -909,8 +905,7 @@ def _validate_loco(cases, sw, hardware, out, max_error, as_json, pool, classes, 
         sys.exit(1)
 
 # ----------------------------------------------------------------------------------------------
-# plot / sweep / plan  (owner: plots)
-# @@PLOTS@@
+# plot / sweep / plan
 
 PLOT_KINDS = ("bottleneck", "timeline", "memory", "sweep")
 

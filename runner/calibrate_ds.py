@@ -115,12 +115,6 @@ def ds_config(variant: Variant, precision: str) -> dict:
     return cfg
 
 
-def counts(layers: int) -> dict:
-    """Events per step of the narrow model that the slopes divide by (per micro-step): hooked
-    submodules (7 Linear + 2 RMSNorm per layer) and parameter tensors (9 per layer)."""
-    return {"hooked_per_layer": 9, "tensors_per_layer": 9, "layers": layers}
-
-
 def run_point(variant: Variant, layers: int, *, steps: int, warmup: int, precision: str,
               timeout_s: float, workdir: Path) -> dict:
     """Train the narrow model with `variant` in a worker process; one point (or a failure)."""
@@ -135,7 +129,7 @@ def run_point(variant: Variant, layers: int, *, steps: int, warmup: int, precisi
     spec_path = workdir / f"{variant.name}-{layers}L.json"
     spec_path.write_text(spec.to_json())
     point = {"variant": variant.name, "layers": layers, "grad_accum": variant.grad_accum,
-             "steps": steps, "warmup_steps": warmup, **counts(layers)}
+             "steps": steps, "warmup_steps": warmup}
     try:
         proc = subprocess.run([sys.executable, "-m", "tierlab.runner.train", "--spec",
                                str(spec_path)], capture_output=True, text=True,

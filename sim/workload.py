@@ -132,14 +132,11 @@ class _Ctx:
     dp: int
     bpp: int
     nvme_frac: float
-    software: Software | None = None
-    """The host costs per event (sim/host_costs.py); None: the host is free."""
-
-    def use_s(self, kind: str) -> float:
-        return use_cost_s(self.software, self.strategy, kind) if self.software else 0.0
-
-    def grad_s(self, boundary: bool) -> float:
-        return grad_event_cost_s(self.software, boundary) if self.software else 0.0
+    use_s: dict = field(default_factory=dict)
+    """Host seconds per submodule use by kind ('fwd', 'recompute', 'bwd'; sim/host_costs.py),
+    worked out once per workload; empty: the host is free."""
+    grad_s: tuple[float, float] = (0.0, 0.0)
+    """ZeRO-1/2 offload host seconds per parameter tensor: (accumulation, boundary copy)."""
 
 
 def _fetch(b: _Builder, c: _Ctx, mod: Module, tag: str, deps) -> int | None:
@@ -189,14 +186,14 @@ def _grads(b: _Builder, c: _Ctx, numel: int, tag: str, deps, micro: int, gas: in
                   nbytes=part * c.bpp, pinned=pin)
         out += [x for x in (u, d) if x is not None]
         after = (d,)
-    if not boundary and stage in (1, 2) and c.grad_s(False) > 0 and nparams:
+    if not boundary and stage in (1, 2) and c.grad_s[0] > 0 and nparams:
         # async_accumulate_grad_in_cpu_via_gpu walks the bucket's parameters one by one
         out.append(b.add(f"{tag}.grad_accum", "cpu_host", after, work="grad_accum",
                          amount=float(nparams)))
     if boundary:         # fp32 gradient partition to the CPU (or the NVMe gradient swapper)
         d = b.add(f"{tag}.grad32_d2h", "pcie_d2h", after, nbytes=part * 4.0, pinned=pin)
         out.append(d)
-        if stage in (1, 2) and c.grad_s(True) > 0 and nparams:
+        if stage in (1, 2) and c.grad_s[1] > 0 and nparams:
             # copy_grads_in_partition, per parameter: norm, overflow check (a host sync: the
             # device bool's truthiness), .to(fp32) + D2H; the Python thread is held until the
             # bucket's gradients are computed and copied, then dispatches the rest of backward
@@ -232,7 +229,7 @@ def _micro_step(b: _Builder, c: _Ctx, uses: list[Use], depth: int, micro: int, g
                 fetch_done[issued] = _fetch(b, c, c.mods[uses[issued].module],
                                             f"m{micro}.{use_tag(c, uses[issued])}", wait)
         deps = prev + ((fetch_done[i],) if fetch_done[i] is not None else ())
-        if c.use_s(use.kind) > 0 and mod.hooked:
+        if c.use_s.get(use.kind, 0.0) > 0 and mod.hooked:
             # the Python thread launches each submodule's kernels (and under ZeRO-3 first runs
             # its pre-forward hook, which waits for its gathered params); it runs ahead of the
             # GPU otherwise, so the GPU work of a use waits for its dispatch
@@ -319,8 +316,12 @@ def build_workload(hw: Hardware, model: Model, strategy: Strategy, *,
     mods = modules(model, strategy)
     groups = sub_groups(mods, strategy, dp)
     frac, on_nvme = nvme_param_fraction(groups, strategy)
+    use_s = ({k: use_cost_s(software, strategy, k) for k in ("fwd", "recompute", "bwd")}
+             if software else {})
+    grad_s = ((grad_event_cost_s(software, False), grad_event_cost_s(software, True))
+              if software else (0.0, 0.0))
     c = _Ctx(hw=hw, strategy=strategy, mods=mods, dp=dp, bpp=strategy.bytes_per_param,
-             nvme_frac=frac, software=software)
+             nvme_frac=frac, use_s=use_s, grad_s=grad_s)
     uses = trace(mods, strategy, first_step)
     depth = prefetch_depth(mods, strategy, first_step)
     b = _Builder()
