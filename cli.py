@@ -204,16 +204,19 @@ def main(verbose: int) -> None:
 @main.command()
 @click.argument("kind", required=False,
                 type=click.Choice(["hardware", "models", "configs", "gpus", "cpus", "nvme"]))
-def profiles(kind):
+@click.option("--test-machines", is_flag=True,
+              help="Also list the calibrations of this project's test machines (validation data).")
+def profiles(kind, test_machines):
     """List shipped profiles with a one-line summary each.
 
     KIND is one of hardware (systems), models, configs (DeepSpeed presets), gpus, cpus, nvme;
-    all of hardware, models and configs when omitted."""
-    from tierlab.profiles.load import list_profiles
+    all of hardware, models and configs when omitted. Hardware is the catalogue (docs/catalogue.md)
+    unless --test-machines is given."""
+    from tierlab.profiles.catalogue import list_catalogue
 
     for k in [kind] if kind else ["hardware", "models", "configs"]:
         click.echo(f"{k}:")
-        for name, summary in list_profiles(k):
+        for name, summary in list_catalogue(k, test_machines=test_machines):
             click.echo(f"  {name:28s} {summary}")
 
 
