@@ -6,6 +6,7 @@ units are converted here, once. Unknown and missing keys are rejected with the f
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -14,6 +15,7 @@ from typing import Any, Callable, Mapping
 from tierlab.errors import ConfigError
 from tierlab.profiles.schema import (CPU, GPU, HOST_COST_FIELDS, Hardware, Model, Network, NVMe,
                                      PCIe, Software)
+from tierlab.profiles.ranges import default_range
 
 ROOT = Path(__file__).resolve().parent
 HARDWARE_DIR = ROOT / "hardware"
@@ -58,6 +60,38 @@ def parse_quantity(text: Any, dimension: str, where: str) -> float:
     raise ConfigError(f"{where}: unit {unit!r} does not measure {dimension}")
 
 
+def _unit(text: Any) -> str:
+    m = _QUANTITY.match(str(text)) if not isinstance(text, (int, float)) else None
+    return m.group(2) if m else ""
+
+
+def parse_range(entry: Any, value_text: Any, value: float, dimension: str,
+                where: str) -> tuple[float, float]:
+    """`range: [low, high]` beside `value`: each in the value's unit (a bare number is read in
+    it), finite, low <= value <= high -> (low, high) in SI units."""
+    where = f"{where}.range"
+    if not isinstance(entry, (list, tuple)) or len(entry) != 2:
+        raise ConfigError(f"{where}: expected [low, high], got {entry!r}")
+    unit, out = _unit(value_text), []
+    for bound in entry:
+        if isinstance(bound, bool):
+            raise ConfigError(f"{where}: expected a quantity, got {bound!r}")
+        if isinstance(bound, (int, float)):
+            bound = f"{bound!r} {unit}".strip()
+        elif _unit(bound) != unit:
+            raise ConfigError(f"{where}: {bound!r} must be in the value's unit "
+                              f"({unit or 'no unit'})")
+        number = parse_quantity(bound, dimension, where)
+        if not math.isfinite(number):
+            raise ConfigError(f"{where}: {bound!r} is not finite")
+        out.append(number)
+    low, high = out
+    if not low <= value <= high:
+        raise ConfigError(f"{where}: need low <= value <= high, got [{entry[0]}, {entry[1]}] "
+                          f"around {value_text}")
+    return low, high
+
+
 def read_data(path: Path) -> Any:
     """Read a YAML or JSON file; a missing, non-UTF-8, malformed or non-finite (NaN/1e400) file is
     a one-line ConfigError (tierlab.safeio, the one input layer)."""
@@ -73,6 +107,7 @@ class _Reader:
         if not isinstance(data, Mapping):
             raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__}")
         self.data, self.where, self.used, self.sources = data, where, set(), {}
+        self.ranges: dict[str, tuple[float, float]] = {}
 
     def raw(self, key: str, required: bool = True, default: Any = None) -> Any:
         self.used.add(key)
@@ -87,12 +122,20 @@ class _Reader:
         if entry is None:
             return None
         where = f"{self.where}: {key}"
-        if not isinstance(entry, Mapping) or set(entry) != {"value", "source"}:
-            raise ConfigError(f"{where}: expected {{value: ..., source: ...}}, got {entry!r}")
+        if not isinstance(entry, Mapping) or not {"value", "source"} <= set(entry) \
+                or set(entry) - {"value", "source", "range"}:
+            raise ConfigError(f"{where}: expected {{value: ..., source: ...}} (and an optional "
+                              f"range: [low, high]), got {entry!r}")
         if not str(entry["source"]).strip():
             raise ConfigError(f"{where}: empty source")
-        self.sources[field or key] = str(entry["source"])
-        return parse_quantity(entry["value"], dimension, where)
+        name = field or key
+        self.sources[name] = str(entry["source"])
+        value = parse_quantity(entry["value"], dimension, where)
+        span = (parse_range(entry["range"], entry["value"], value, dimension, where)
+                if "range" in entry else default_range(name, value, self.sources[name]))
+        if span is not None:
+            self.ranges[name] = span
+        return value
 
     def count(self, key: str, required: bool = True, default: int | None = None) -> int | None:
         """A whole-number count: `{value: 16, source: ...}`; absent -> default."""
@@ -126,6 +169,11 @@ def _gpu(data: Any, where: str) -> GPU:
     if not isinstance(eff_source, str) or not eff_source.strip():
         raise ConfigError(f"{where}: matmul_efficiency: empty source")
     r.sources["matmul_efficiency"] = eff_source
+    # the curve's range: factors on the whole curve, e.g. [0.9, 1.05]
+    eff_range = eff.raw("range", required=False)
+    r.ranges["matmul_efficiency"] = (
+        parse_range(eff_range, 1.0, 1.0, "count", f"{where}: matmul_efficiency")
+        if eff_range is not None else default_range("matmul_efficiency", 1.0, eff_source))
     eff.done()
     try:
         curve = tuple(sorted((float(f), float(e)) for f, e in points))
@@ -137,7 +185,8 @@ def _gpu(data: Any, where: str) -> GPU:
               nvlink_bandwidth_Bps=r.number("nvlink_bandwidth", "bytes/s", required=False,
                                             field="nvlink_bandwidth_Bps") or 0.0,
               cuda_context_bytes=r.number("cuda_context", "bytes", field="cuda_context_bytes"),
-              sources={**r.sources, **flops_block.sources})
+              sources={**r.sources, **flops_block.sources},
+              ranges={**r.ranges, **flops_block.ranges})
     r.done()
     return gpu
 
@@ -150,21 +199,19 @@ def _cpu(data: Any, where: str) -> CPU:
               adam_params_per_s=r.number("adam_throughput", "params/s", field="adam_params_per_s"),
               module_call_s=r.number("module_call", "seconds", required=False,
                                      field="module_call_s"),
-              host_costs=_host_costs(data.get("deepspeed_host_costs") if isinstance(data, dict)
-                                     else None, where),
-              sources=r.sources)
-    if isinstance(data, dict) and "deepspeed_host_costs" in data:
-        r.raw("deepspeed_host_costs")
-        for key, entry in data["deepspeed_host_costs"].items():
-            r.sources[f"host_costs.{HOST_COST_FIELDS_BY_KEY[key]}"] = entry["source"]
+              host_costs=_host_costs(r, data.get("deepspeed_host_costs")
+                                     if isinstance(data, dict) else None, where),
+              sources=r.sources, ranges=r.ranges)
     r.done()
     return cpu
 
 
-def _host_costs(block: Any, where: str) -> dict[str, float]:
-    """A CPU profile's `deepspeed_host_costs: {KEY: {value: 0.1 ms, source: ...}}` -> {field: s}."""
+def _host_costs(r: _Reader, block: Any, where: str) -> dict[str, float]:
+    """A CPU profile's `deepspeed_host_costs: {KEY: {value: 0.1 ms, source: ...}}` -> {field: s};
+    their sources and ranges go into `r`'s as `host_costs.FIELD`."""
     if block is None:
         return {}
+    r.raw("deepspeed_host_costs")
     if not isinstance(block, dict):
         raise ConfigError(f"{where}: deepspeed_host_costs must be a mapping of terms")
     out = {}
@@ -172,9 +219,12 @@ def _host_costs(block: Any, where: str) -> dict[str, float]:
         if key not in HOST_COST_FIELDS_BY_KEY:
             raise ConfigError(f"{where}: deepspeed_host_costs.{key}: unknown term; one of "
                               f"{', '.join(sorted(HOST_COST_FIELDS_BY_KEY))}")
-        r = _Reader({key: entry}, f"{where}: deepspeed_host_costs")
-        out[HOST_COST_FIELDS_BY_KEY[key]] = r.number(key, "seconds")
-        r.done()
+        term = _Reader({key: entry}, f"{where}: deepspeed_host_costs")
+        name = f"host_costs.{HOST_COST_FIELDS_BY_KEY[key]}"
+        out[HOST_COST_FIELDS_BY_KEY[key]] = term.number(key, "seconds", field=name)
+        term.done()
+        r.sources.update(term.sources)
+        r.ranges.update(term.ranges)
     return out
 
 
@@ -187,7 +237,7 @@ def _nvme(data: Any, where: str) -> NVMe:
                                               field="write_bandwidth_Bps"),
                  capacity_bytes=r.number("capacity", "bytes", field="capacity_bytes"),
                  latency_s=r.number("latency", "seconds", field="latency_s"),
-                 aio_points=_aio_points(r, where), sources=r.sources)
+                 aio_points=_aio_points(r, where), sources=r.sources, ranges=r.ranges)
     r.done()
     return drive
 
@@ -230,7 +280,7 @@ def _pcie(data: Any, where: str) -> PCIe:
                                            field="switch_uplink_Bps"),
                 gpus_per_switch=r.count("gpus_per_switch", required=False, default=1),
                 nvme_per_switch=r.count("nvme_per_switch", required=False, default=0),
-                sources=r.sources)
+                sources=r.sources, ranges=r.ranges)
     r.done()
     return link
 
@@ -238,7 +288,8 @@ def _pcie(data: Any, where: str) -> PCIe:
 def _network(data: Any, where: str) -> Network:
     r = _Reader(data, where)
     net = Network(nic_bandwidth_Bps=r.number("nic_bandwidth", "bytes/s", field="nic_bandwidth_Bps"),
-                  latency_s=r.number("latency", "seconds", field="latency_s"), sources=r.sources)
+                  latency_s=r.number("latency", "seconds", field="latency_s"), sources=r.sources,
+                  ranges=r.ranges)
     r.done()
     return net
 
@@ -267,7 +318,7 @@ def _system(data: Any, where: str) -> Hardware:
         nvme_drives=r.count("nvme_drives", required=False, default=0),
         pcie=_pcie(r.raw("pcie"), f"{where}: pcie"),
         network=_network(r.raw("network"), f"{where}: network"),
-        nodes=r.count("nodes", required=False, default=1), sources=r.sources)
+        nodes=r.count("nodes", required=False, default=1), sources=r.sources, ranges=r.ranges)
     r.done()
     return hw
 
@@ -466,7 +517,8 @@ def _software(data: Any, where: str) -> Software:
     train = r.raw("train_cases")
     if not isinstance(train, list) or not all(isinstance(c, str) and c for c in train):
         raise ConfigError(f"{where}: train_cases must be a list of case names")
-    sw = Software(name=str(r.raw("name")), train_cases=tuple(train), sources=r.sources, **values)
+    sw = Software(name=str(r.raw("name")), train_cases=tuple(train), sources=r.sources,
+                  ranges=r.ranges, **values)
     r.done()
     return sw
 

@@ -38,6 +38,9 @@ class GPU:
     cuda_context_bytes: float
     """Memory taken by the CUDA context, cuBLAS/NCCL workspaces before any tensor is allocated."""
     sources: Mapping[str, str] = field(default_factory=dict)
+    ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    """Field -> (low, high) in the field's SI unit: the value's central 80% interval (given in
+    the profile or derived from its source kind, profiles/ranges.py)."""
 
     def __post_init__(self) -> None:
         _positive(self, "hbm_bytes", "hbm_bandwidth_Bps", "cuda_context_bytes")
@@ -75,6 +78,9 @@ class CPU:
     """DeepSpeed's per-event host costs measured on this host by `tierlab calibrate` (keys:
     HOST_COST_FIELDS, seconds); they override the software profile's values (empty: none)."""
     sources: Mapping[str, str] = field(default_factory=dict)
+    ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    """Field -> (low, high) in the field's SI unit: the value's central 80% interval (given in
+    the profile or derived from its source kind, profiles/ranges.py)."""
 
     def __post_init__(self) -> None:
         _positive(self, "sockets", "cores", "dram_bandwidth_Bps", "adam_params_per_s")
@@ -102,6 +108,9 @@ class NVMe:
     intra_op_parallelism, read_Bps, write_Bps) — the whole sweep, not only its best point
     (`tierlab calibrate` raw results; empty: the queueing model of devices.py is used)."""
     sources: Mapping[str, str] = field(default_factory=dict)
+    ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    """Field -> (low, high) in the field's SI unit: the value's central 80% interval (given in
+    the profile or derived from its source kind, profiles/ranges.py)."""
 
     def __post_init__(self) -> None:
         _positive(self, "read_bandwidth_Bps", "write_bandwidth_Bps", "capacity_bytes", "latency_s")
@@ -128,6 +137,9 @@ class PCIe:
     nvme_per_switch: int = 0
     """NVMe drives behind the same switch uplink (their traffic shares it with the GPUs)."""
     sources: Mapping[str, str] = field(default_factory=dict)
+    ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    """Field -> (low, high) in the field's SI unit: the value's central 80% interval (given in
+    the profile or derived from its source kind, profiles/ranges.py)."""
 
     def __post_init__(self) -> None:
         _positive(self, "h2d_pinned_Bps", "d2h_pinned_Bps", "h2d_pageable_Bps", "d2h_pageable_Bps",
@@ -144,6 +156,9 @@ class Network:
     """Aggregate per-direction NIC bandwidth of the node."""
     latency_s: float
     sources: Mapping[str, str] = field(default_factory=dict)
+    ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    """Field -> (low, high) in the field's SI unit: the value's central 80% interval (given in
+    the profile or derived from its source kind, profiles/ranges.py)."""
 
     def __post_init__(self) -> None:
         _positive(self, "nic_bandwidth_Bps", "latency_s")
@@ -167,6 +182,9 @@ class Hardware:
     network: Network
     nodes: int = 1
     sources: Mapping[str, str] = field(default_factory=dict)
+    ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    """Field -> (low, high) in the field's SI unit: the value's central 80% interval (given in
+    the profile or derived from its source kind, profiles/ranges.py)."""
 
     def __post_init__(self) -> None:
         _positive(self, "gpus_per_node", "dram_bytes", "nodes")
@@ -463,6 +481,9 @@ class Software:
     train_cases: tuple[str, ...] = ()
     """Measured cases the fitted terms were fitted on; all others are held out."""
     sources: Mapping[str, str] = field(default_factory=dict)
+    ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    """Field -> (low, high) in the field's SI unit: the value's central 80% interval (given in
+    the profile or derived from its source kind, profiles/ranges.py)."""
 
     def __post_init__(self) -> None:
         _positive(self, "first_touch_Bps", "process_baseline_bytes")

@@ -173,14 +173,22 @@ def run_step(hw: Hardware, model: Model, strategy: Strategy, *, first_step: bool
 
 
 def critical_path(recs: list[_Rec]) -> dict[str, float]:
-    """Seconds each resource spends on the critical path, walking back from the last op.
+    """Seconds each resource spends on the critical path (critical_chain)."""
+    exposed = dict.fromkeys(RESOURCES, 0.0)
+    for rec in critical_chain(recs):
+        exposed[rec.op.resource] += rec.end_s - rec.start_s
+    return exposed
+
+
+def critical_chain(recs: list[_Rec]) -> list[_Rec]:
+    """The ops of the critical path, last first, walking back from the last op.
 
     An op started when the last of (its resource's previous op, its dependencies, the op that
     returned its swap buffers) ended; that one is its predecessor on the path.
     """
-    exposed = dict.fromkeys(RESOURCES, 0.0)
+    chain: list[_Rec] = []
     if not recs:
-        return exposed
+        return chain
     prev_on_res: dict[int, int] = {}
     last_seen: dict[str, int] = {}
     for r in recs:
@@ -189,7 +197,7 @@ def critical_path(recs: list[_Rec]) -> dict[str, float]:
         last_seen[r.op.resource] = r.op.id
     cur = max(recs, key=lambda r: (r.end_s, r.op.id))
     while cur is not None:
-        exposed[cur.op.resource] += cur.end_s - cur.start_s
+        chain.append(cur)
         cands = list(cur.op.deps)
         if cur.op.id in prev_on_res:
             cands.append(prev_on_res[cur.op.id])
@@ -197,7 +205,7 @@ def critical_path(recs: list[_Rec]) -> dict[str, float]:
             cands.append(cur.buffer_from)
         cands = [c for c in cands if recs[c].end_s <= cur.start_s + 1e-12]
         cur = recs[max(cands, key=lambda c: (recs[c].end_s, c))] if cands else None
-    return exposed
+    return chain
 
 
 def phase_times(run: _Run) -> dict[str, float]:
@@ -273,13 +281,16 @@ def default_software() -> Software:
 
 
 def simulate(hardware: Hardware, model: Model, strategy: Strategy, *,
-             strict: bool = False, software: Software | None = None) -> SimResult:
+             strict: bool = False, software: Software | None = None,
+             ranges: bool = False) -> SimResult:
     """Simulate one steady-state step (and step 1) of DeepSpeed on `hardware`.
 
     A config that does not fit memory is still simulated (fits=False, binding_tier named) unless
     `strict`, which raises ConfigError naming the binding tier. Configs the engine does not
     model raise ConfigError naming the key. `software` (default: profiles/software/
     deepspeed-0.19.8.yaml) supplies the fitted host-side terms: ZeRO-3 hook time, step-1 warm-up.
+    `ranges` adds the step time's central 80% interval and the fits margin (sim/ranges.py, about
+    3x the cost).
     """
     if software is None:
         software = default_software()
@@ -306,6 +317,13 @@ def simulate(hardware: Hardware, model: Model, strategy: Strategy, *,
     work = flops.step_flops(model, s.train_micro_batch_size_per_gpu,
                             s.gradient_accumulation_steps, s.activation_checkpointing)
     lower = max(busy.values())
+    span = margin = None
+    if ranges:
+        from tierlab.sim import ranges as rng
+
+        span = rng.step_range(hardware, model, strategy, software, steady,
+                              budget=2 * (1 + (first is not steady)))
+        margin = rng.memory_margin(plan, hardware, software)
     return SimResult(
         step_time_s=step, first_step_time_s=first_s, phases=phase_times(steady),
         busy_s=busy, exposed_s=exposed, bottleneck=max(RESOURCES, key=lambda r: exposed[r]),
@@ -314,4 +332,4 @@ def simulate(hardware: Hardware, model: Model, strategy: Strategy, *,
         tflops_per_gpu=work / step / 1e12 if step else 0.0,
         lower_bound_s=lower, efficiency=lower / step if step else 1.0,
         bytes_moved=_bytes_moved(steady), spans=tuple(steady.spans),
-        scenario=_scenario(hardware, model, strategy))
+        scenario=_scenario(hardware, model, strategy), step_range=span, memory_margin=margin)

@@ -27,6 +27,8 @@ from tierlab.sim.strategy import Strategy
 # Allocator slack: PyTorch's caching allocator rounds blocks and fragments; reserved exceeds
 # allocated by ~5-10% in steady training (PyTorch CUDA memory docs; estimate, to be validated).
 ALLOCATOR_SLACK = 0.07
+ALLOCATOR_SLACK_RANGE = (0.05, 0.10)
+"""Its central 80% interval (the ~5-10% above), for the `fits` margin (sim/ranges.py)."""
 
 
 @dataclass(frozen=True, kw_only=True)

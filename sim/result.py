@@ -42,6 +42,17 @@ class SimResult:
     """Every operation of the steady step, for the trace."""
     scenario: Mapping[str, Any] = field(default_factory=dict)
     """Names and sizes that produced this result (model, hardware, world size, batch)."""
+    step_range: Any = None
+    """sim/ranges.StepRange: the steady step's central 80% interval and what widens it (None
+    unless simulate(..., ranges=True))."""
+    memory_margin: Mapping[str, Any] | None = None
+    """Tiers whose fit verdict flips within the overheads' ranges (sim/ranges.memory_margin);
+    None unless simulate(..., ranges=True)."""
+
+    @property
+    def step_time_range_s(self) -> tuple[float, float] | None:
+        r = self.step_range
+        return (r.low_s, r.high_s) if r is not None else None
 
     def to_dict(self, *, spans: bool = False) -> dict:
         """The JSON of `tierlab simulate --json` (keys as issue 3 lists them, plus extras)."""
@@ -64,6 +75,10 @@ class SimResult:
             "scenario": dict(self.scenario),
             "memory_plan": mem.to_dict() if mem else None,
         }
+        if self.step_range is not None:
+            out["step_time_range_s"] = list(self.step_time_range_s)
+            out["range_drivers"] = [d.to_dict() for d in self.step_range.drivers[:5]]
+            out["memory_margin"] = dict(self.memory_margin or {})
         if spans:
             out["spans"] = [[s.resource, s.name, s.start_s, s.end_s] for s in self.spans]
         return out
