@@ -9,7 +9,8 @@
 # BUDGET_S (most important first: the budget cuts the tail).
 # DS=1 also measures DeepSpeed's host costs (calibrate_ds.py: 8 configurations x 2 depths, ~4 min
 # on an H200 host). CALIBRATE=0 skips the calibration: for a second command on the same, still
-# warm machine (machine.txt in both outputs names the host and GPU UUID, to check it).
+# warm machine (machine.txt in both outputs names the host and GPU UUID, to check it). GEMM=1 also
+# measures the GEMM curve (~20 s); the `layer` benchmark (real decoder layers, ~1 min) always runs.
 # Leaves in $OUT (at most 8 files come back): $NAME-raw.json (every calibration point: rebuild
 # the profile with `tierlab calibrate --from-raw`), calibrate.log, validate-session.log and
 # validation.tar.gz (every measurement directory, re-packed after each case).
@@ -27,15 +28,19 @@ for op in AsyncIOBuilder CPUAdamBuilder FusedAdamBuilder; do
 done
 for p in "${pids[@]}"; do wait "$p" || { tail -20 /tmp/jit-*.log; exit 1; }; done
 echo "JIT builds: $(( $(date +%s) - t0 )) s"
-ds_skip=$([ "${DS:-0}" = 1 ] || echo ,deepspeed)
-skip=(--skip "aio,gemm$ds_skip")
+skips=aio
+[ "${DS:-0}" = 1 ] || skips+=,deepspeed
+[ "${GEMM:-0}" = 1 ] || skips+=,gemm
 nvme=()
 if [ "${NVME:-0}" = 1 ]; then
-  skip=(--skip "gemm$ds_skip")
+  skips=${skips#aio}
   mkdir -p /var/tmp/tierlab-cal
   nvme=(--nvme-path /var/tmp/tierlab-cal --sweep aio_file_size=512M --sweep aio_block_sizes=1M
         --sweep aio_queue_depths=8,32 --sweep aio_parallelism=1)
 fi
+skips=${skips#,}
+skip=()
+[ -n "$skips" ] && skip=(--skip "$skips")
 mkdir -p /tmp/cal/systems
 [ "${CALIBRATE:-1}" = 1 ] && { python3 -m tierlab.cli calibrate --name "$NAME" --hardware "$BASE" "${skip[@]}" "${nvme[@]}" \
   --out "/tmp/cal/systems/$NAME.yaml" --raw "$OUT/$NAME-raw.json" --sweep repeats=2 \

@@ -185,10 +185,18 @@ def _gpu(data: Any, where: str) -> GPU:
               nvlink_bandwidth_Bps=r.number("nvlink_bandwidth", "bytes/s", required=False,
                                             field="nvlink_bandwidth_Bps") or 0.0,
               cuda_context_bytes=r.number("cuda_context", "bytes", field="cuda_context_bytes"),
+              eager_bandwidth_Bps=r.number("eager_bandwidth", "bytes/s", required=False,
+                                           field="eager_bandwidth_Bps"),
+              backward_factor=r.number("backward_factor", "count", required=False) or 2.0,
               sources={**r.sources, **flops_block.sources},
               ranges={**r.ranges, **flops_block.ranges})
     r.done()
     return gpu
+
+
+def gpu_from_data(data: Any, where: str) -> GPU:
+    """A GPU from a profile document already in memory (calibrate checks what it writes)."""
+    return _wrap(_gpu, data, where)
 
 
 def _cpu(data: Any, where: str) -> CPU:

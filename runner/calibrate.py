@@ -37,7 +37,8 @@ from tierlab.errors import ConfigError
 log = logging.getLogger(__name__)
 
 KiB, MiB, GiB = 2**10, 2**20, 2**30
-SKIPPABLE = ("gpu", "pcie", "gemm", "nccl", "aio", "adam", "memcpy", "dispatch", "deepspeed")
+SKIPPABLE = ("gpu", "pcie", "gemm", "layer", "nccl", "aio", "adam", "memcpy", "dispatch",
+             "deepspeed")
 _TMPFS = {"tmpfs", "ramfs", "devtmpfs"}
 
 
@@ -55,6 +56,10 @@ class SweepPlan:
     gemm_tokens: tuple[int, ...] = (512, 2048, 8192)
     """Rows (micro-batch x sequence tokens) of each GEMM."""
     gemm_dtypes: tuple[str, ...] = ("bf16", "fp16")
+    layer_models: tuple[str, ...] = ("llama-0.5b", "tinyllama-1.1b", "llama-3b", "llama-2-7b")
+    """Model profiles whose real Hugging Face decoder layer is timed (bf16, forward + backward)."""
+    layer_tokens: tuple[int, ...] = (2048, 8192)
+    """Tokens (micro-batch x sequence) of each layer point."""
     nccl_sizes: tuple[int, ...] = (1 * MiB, 16 * MiB, 256 * MiB)
     aio_file_size: int = 1 * GiB
     aio_block_sizes: tuple[int, ...] = (128 * KiB, 1 * MiB, 8 * MiB)
@@ -93,6 +98,7 @@ def quick_plan() -> SweepPlan:
     """Under a minute on a 2-core CPU box (most time goes to the aio sweep and Adam)."""
     return SweepPlan(repeats=2, pcie_sizes=(64 * KiB, 1 * MiB, 16 * MiB, 256 * MiB),
                      gemm_models=("llama-0.5b", "llama-2-7b"), gemm_tokens=(2048,),
+                     layer_models=("llama-0.5b",), layer_tokens=(2048,),
                      nccl_sizes=(16 * MiB,), aio_file_size=64 * MiB,
                      aio_block_sizes=(128 * KiB, 1 * MiB), aio_queue_depths=(4, 32),
                      aio_parallelism=(1, 2), aio_latency_reads=16, adam_params=4 * 2**20,

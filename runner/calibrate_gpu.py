@@ -191,7 +191,7 @@ def nccl_busbw(sizes: tuple[int, ...], world: int) -> list[dict]:
 def gpu_tasks(plan: SweepPlan, skip: set[str], skipped: dict[str, str], *, cuda: bool,
               n_gpus: int, facts: dict) -> list[Task]:
     """The GPU benchmarks of the plan, or the reasons they are skipped."""
-    names = ("pcie", "gemm", "nccl")
+    names = ("pcie", "gemm", "layer", "nccl")
     if not cuda:
         for name in names:
             skipped[name] = "no CUDA device (torch.cuda.is_available() is False)"
@@ -212,6 +212,11 @@ def gpu_tasks(plan: SweepPlan, skip: set[str], skipped: dict[str, str], *, cuda:
         for s in gemm_shapes(plan.gemm_models, plan.gemm_tokens):
             tasks.append(Task("gemm", f"GEMM {s['m']}x{s['k']}x{s['n']}",
                               lambda s=s: gemm_curve([s], plan.gemm_dtypes)))
+    if wanted("layer", skip, skipped):
+        for name in plan.layer_models:
+            for t in plan.layer_tokens:
+                tasks.append(Task("layer", f"decoder layer {name} x{t} tokens",
+                                  lambda n=name, t=t: [_layer_or_failure(n, t)]))
     if "nccl" in skip:
         skipped["nccl"] = "--skip nccl"
     elif n_gpus < 2:
@@ -220,3 +225,123 @@ def gpu_tasks(plan: SweepPlan, skip: set[str], skipped: dict[str, str], *, cuda:
         tasks.append(Task("nccl", f"NCCL x{n_gpus}", lambda: nccl_busbw(plan.nccl_sizes, n_gpus)))
     facts["gemm_dtypes"] = list(plan.gemm_dtypes)
     return tasks
+
+
+def layer_point(model_name: str, tokens: int, dtype: str = "bf16", *, layers: int = 4,
+                iters: int = 5, device: str = "cuda") -> dict:
+    """Forward and backward seconds of one real Hugging Face Llama decoder layer (the runner's
+    model code, SDPA attention, causal) at `model_name`'s width and `tokens` = micro-batch x seq.
+
+    `layers` stacked layers run back to back, as in training, so the Python thread runs ahead of
+    the GPU; times are per layer. Forward runs with autograd recording (as a training forward);
+    backward is the plain backward of the stack (no recompute). CUDA: CUDA-event timed; CPU (tests
+    and CPU hosts): wall clock."""
+    import torch
+    from transformers.models.llama import modeling_llama as hf
+
+    from tierlab.profiles.load import load_model
+    from tierlab.runner.model import llama_config
+
+    mdl = load_model(model_name)
+    seq = min(mdl.seq_len, tokens)
+    batch = max(1, tokens // seq)
+    cfg = llama_config(mdl, seq_len=seq)
+    cfg._attn_implementation = "sdpa"
+    dt = getattr(torch, _DTYPES[dtype])
+    torch.manual_seed(0)
+    stack = torch.nn.ModuleList(hf.LlamaDecoderLayer(cfg, layer_idx=i) for i in range(layers))
+    stack = stack.to(device=device, dtype=dt)
+    rope = hf.LlamaRotaryEmbedding(cfg).to(device)
+    x0 = torch.randn(batch, seq, mdl.hidden, device=device, dtype=dt)
+    pos = torch.arange(seq, device=device).unsqueeze(0).expand(batch, -1)
+    cos_sin = rope(x0, pos)
+
+    def forward():
+        x = x0.detach().requires_grad_(True)
+        h = x
+        for layer in stack:
+            h = layer(h, position_embeddings=cos_sin)
+            h = h[0] if isinstance(h, tuple) else h
+        return h
+
+    cuda = device.startswith("cuda")
+
+    def timed(fn):
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            out = fn()
+            end.record()
+            end.synchronize()
+            return out, start.elapsed_time(end) / 1e3
+        t0 = time.perf_counter()
+        out = fn()
+        return out, time.perf_counter() - t0
+
+    fwd, bwd = [], []
+    for i in range(iters + 2):                        # 2 warm-up iterations (cuBLAS heuristics)
+        h, f_s = timed(forward)
+        grad = torch.ones_like(h)
+        _, b_s = timed(lambda: h.backward(grad))
+        stack.zero_grad(set_to_none=True)
+        if i >= 2:
+            fwd.append(f_s / layers)
+            bwd.append(b_s / layers)
+    return {"model": model_name, "tokens": batch * seq, "micro_batch": batch, "seq": seq,
+            "dtype": dtype, "layers": layers, "device": device,
+            "fwd_s": sorted(fwd)[len(fwd) // 2], "bwd_s": sorted(bwd)[len(bwd) // 2],
+            "fwd_range_s": [min(fwd), max(fwd)], "bwd_range_s": [min(bwd), max(bwd)]}
+
+
+def _layer_or_failure(model_name: str, tokens: int) -> dict:
+    """One bf16 layer point; a point that cannot run (out of memory, a model the runner cannot
+    build) is recorded with its reason and left out of the derivation."""
+    import torch
+
+    try:
+        return layer_point(model_name, tokens, "bf16")
+    except (RuntimeError, ValueError, torch.cuda.OutOfMemoryError) as e:
+        log.warning("layer point %s x%d failed: %s", model_name, tokens, e)
+        return {"model": model_name, "tokens": tokens, "failed": f"{type(e).__name__}: {e}"[:300]}
+    finally:
+        torch.cuda.empty_cache()
+
+
+def derive_layer_terms(points: list[dict], gpu, precision: str = "bf16"
+                       ) -> tuple[float | None, float | None, str]:
+    """(eager bandwidth B/s, backward factor, how) from `layer_point`s on this GPU profile.
+
+    Each point's forward minus the profile's own GEMM + attention time (flops.py, on the measured
+    matmul curve) is the time of its memory-bound eager kernels; their modelled bytes over that
+    time is the bandwidth they achieve. The median over points is kept; each point's error when
+    predicted from the others' median (leave-one-point-out) is reported in `how`."""
+    import statistics
+    from dataclasses import replace
+
+    from tierlab.profiles.load import load_model
+    from tierlab.sim import flops
+
+    rates, ratios, rows = [], [], []
+    for p in points:
+        mdl = replace(load_model(p["model"]), seq_len=p["seq"])
+        lf = flops.layer_forward(mdl, p["micro_batch"])
+        gemm_s = flops.layer_forward_seconds(replace(gpu, eager_bandwidth_Bps=float("inf")),
+                                             precision, lf)
+        residual = p["fwd_s"] - gemm_s
+        if residual > 0:
+            rates.append(lf.hbm_bytes / residual)
+        ratios.append(p["bwd_s"] / p["fwd_s"])
+        rows.append((p, lf, gemm_s))
+    if not rates:
+        return None, (statistics.median(ratios) if ratios else None), (
+            "no layer point left time for memory-bound kernels beyond the GEMM model")
+    rate, ratio = statistics.median(rates), statistics.median(ratios)
+    errs = []
+    for i, (p, lf, gemm_s) in enumerate(rows):
+        others = [r for j, r in enumerate(rates) if j != i] or rates
+        pred = gemm_s + lf.hbm_bytes / statistics.median(others)
+        errs.append(f"{p['model']}@{p['tokens']} {100 * (pred / p['fwd_s'] - 1):+.0f}%")
+    how = (f"median over {len(points)} layer points (forward - GEMM/attention model = eager "
+           f"kernels); backward/forward median {ratio:.2f} (range {min(ratios):.2f}-"
+           f"{max(ratios):.2f}); leave-one-point-out forward errors: {', '.join(errs)}")
+    return rate, ratio, how

@@ -252,8 +252,28 @@ def gpu_document(results: dict, facts: dict, base: dict, m: str) -> dict | None:
     else:
         raise ConfigError("no GEMM measured and no datasheet profile for this GPU: drop "
                           "--skip gemm or add a profile under profiles/hardware/gpus/")
+    doc.update(_layer_fields(results.get("layer", []), doc, m))
     facts["gpu_datasheet"] = sheet_name
     return doc
+
+
+def _layer_fields(points: list[dict], doc: dict, m: str) -> dict:
+    """eager_bandwidth and backward_factor from the `layer` benchmark, derived against this
+    document's own GEMM curve (calibrate_gpu.derive_layer_terms); {} without layer points."""
+    from tierlab.profiles.load import gpu_from_data
+    from tierlab.runner.calibrate_gpu import derive_layer_terms
+
+    ok = [p for p in points if p.get("fwd_s", 0) > 0 and p.get("bwd_s", 0) > 0]
+    if not ok:
+        return {}
+    rate, ratio, how = derive_layer_terms(ok, gpu_from_data(doc, "calibrated GPU document"))
+    shapes = ", ".join(f"{p['model']} x{p['tokens']}" for p in ok)
+    what = (f"{m}: Hugging Face LlamaDecoderLayer (SDPA, bf16) forward + backward of {shapes}, "
+            f"{ok[0]['layers']} layers back to back, CUDA-event timed; ")
+    out = {"backward_factor": {"value": round(ratio, 3), "source": what + how}}
+    if rate is not None:
+        out["eager_bandwidth"] = {"value": _q(rate, "GB/s"), "source": what + how}
+    return out
 
 
 def _peaks(doc: dict) -> dict[str, float]:

@@ -65,9 +65,12 @@ class _Timer:
         hw, s, r = self.hw, self.strategy, op.resource
         ranks = hw.gpus_per_node
         if r == "gpu_compute":
-            if op.work == "block":
-                return op.amount * self.block_s
-            if op.work == "head":
+            kind, _, use = op.work.partition(".")
+            if kind == "block":
+                # a measured backward/forward ratio replaces the 2 forward-equivalents
+                scale = hw.gpu.backward_factor / 2.0 if use == "bwd" else 1.0
+                return op.amount * scale * self.block_s
+            if kind == "head":
                 return op.amount * self.head_s
             if op.work == "adam_gpu":
                 return op.amount * GPU_ADAM_HBM_BYTES_PER_PARAM / hw.gpu.hbm_bandwidth_Bps

@@ -138,8 +138,9 @@ def layer_forward_seconds(gpu: GPU, precision: str, lf: LayerFlops) -> float:
     """GEMMs at their size-dependent efficiency + attention batched GEMMs + HBM-bound kernels.
 
     The attention GEMMs run as micro_batch x heads batched products; their efficiency is taken at
-    the size of the whole batch (cuBLAS batched GEMMs fill the GPU like one large GEMM).
+    the size of the whole batch (cuBLAS batched GEMMs fill the GPU like one large GEMM). The
+    memory-bound kernels run at the GPU's measured eager bandwidth where calibrated.
     """
     t = sum(n * gemm_seconds(gpu, precision, f) for f, n in zip(lf.gemms, lf.counts))
     t += gemm_seconds(gpu, precision, lf.attention)
-    return t + lf.hbm_bytes / gpu.hbm_bandwidth_Bps
+    return t + lf.hbm_bytes / (gpu.eager_bandwidth_Bps or gpu.hbm_bandwidth_Bps)

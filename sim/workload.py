@@ -42,7 +42,8 @@ class Op:
     nbytes: float = 0.0
     """Bytes moved (PCIe, NVMe) or the full tensor size of a collective."""
     work: str = ""
-    """Compute kind ('block', 'head', 'adam_gpu', 'adam_cpu') or collective kind."""
+    """Compute kind and use ('block.fwd', 'block.recompute', 'block.bwd', 'head.fwd', ...,
+    'adam_gpu', 'adam_cpu'), host work ('host.<use>', 'grad_copies', ...) or collective kind."""
     amount: float = 0.0
     """Forward-equivalents for 'block'/'head'; elements for Adam."""
     deps: tuple[int, ...] = ()
@@ -207,7 +208,8 @@ def _grads(b: _Builder, c: _Ctx, numel: int, tag: str, deps, micro: int, gas: in
 _COMPUTE = {("block", "fwd"): 1.0, ("block", "recompute"): 1.0, ("block", "bwd"): 2.0,
             ("head", "fwd"): 1.0, ("head", "bwd"): 2.0, ("embed", "fwd"): 0.0,
             ("embed", "bwd"): 0.0}
-"""Forward-equivalents per use: backward = 2 x forward (the embedding lookup is ~free)."""
+"""Forward-equivalents per use: backward = 2 x forward (the embedding lookup is ~free); a block's
+backward is timed as GPU.backward_factor x forward instead where the GPU profile measured it."""
 
 
 def _micro_step(b: _Builder, c: _Ctx, uses: list[Use], depth: int, micro: int, gas: int,
@@ -242,7 +244,8 @@ def _micro_step(b: _Builder, c: _Ctx, uses: list[Use], depth: int, micro: int, g
         if not s.zero.overlap:
             deps += tuple(pending)
         compute[i] = b.add(f"m{micro}.{use_tag(c, use)}", "gpu_compute", deps,
-                           work=mod.kind, amount=_COMPUTE[(mod.kind, use.kind)])
+                           work=f"{mod.kind}.{use.kind}",
+                           amount=_COMPUTE[(mod.kind, use.kind)])
         if use.kind != "bwd" or s.zero.stage == 0:
             continue
         bucket += sum(mod.own_params)

@@ -257,3 +257,72 @@ def test_dram_bandwidth_is_at_least_what_cpu_adam_was_measured_to_move():
     assert "above the copy benchmark's 141.1 GB/s" in doc["dram_bandwidth"]["source"]
     fast_copy = {**slow_copy, "memcpy": [{**slow_copy["memcpy"][0], "Bps": 160e9}]}
     assert cpu_document(fast_copy, facts, {}, "m")["dram_bandwidth"]["value"] == "160 GB/s"
+
+
+def test_layer_point_times_a_real_decoder_layer_on_cpu():
+    """The `layer` benchmark runs the runner's real HF Llama layer (here on CPU, fp32, a small
+    token count): backward costs more than forward, per-layer times are positive and finite."""
+    from tierlab.runner.calibrate_gpu import layer_point
+
+    p = layer_point("llama-0.5b", 128, "fp32", layers=2, iters=1, device="cpu")
+    assert p["tokens"] == 128 and p["micro_batch"] * p["seq"] == 128
+    assert 0 < p["fwd_s"] < p["bwd_s"] < 60
+    assert p["fwd_range_s"][0] <= p["fwd_s"] <= p["fwd_range_s"][1]
+
+
+def _layer_points(gpu, eager_Bps, ratio):
+    """Synthetic layer points whose forward is the GEMM model + eager bytes at `eager_Bps`."""
+    from dataclasses import replace as dc_replace
+
+    from tierlab.sim import flops
+
+    pts = []
+    for name, tokens in (("llama-0.5b", 2048), ("tinyllama-1.1b", 4096), ("llama-3b", 2048)):
+        m = load.load_model(name)
+        seq = min(m.seq_len, tokens)
+        m = dc_replace(m, seq_len=seq)
+        lf = flops.layer_forward(m, tokens // seq)
+        fwd = (flops.layer_forward_seconds(dc_replace(gpu, eager_bandwidth_Bps=float("inf")),
+                                           "bf16", lf) + lf.hbm_bytes / eager_Bps)
+        pts.append({"model": name, "tokens": tokens, "micro_batch": tokens // seq, "seq": seq,
+                    "dtype": "bf16", "layers": 4, "fwd_s": fwd, "bwd_s": ratio * fwd})
+    return pts
+
+
+def test_layer_terms_recover_the_eager_bandwidth_and_backward_factor():
+    from tierlab.runner.calibrate_gpu import derive_layer_terms
+
+    gpu = load.load_part("gpus", "h200")
+    rate, ratio, how = derive_layer_terms(_layer_points(gpu, 1.5e12, 2.4), gpu)
+    assert rate == pytest.approx(1.5e12, rel=1e-6) and ratio == pytest.approx(2.4)
+    assert "leave-one-point-out" in how and "+0%" in how
+
+
+def test_layer_points_enter_the_gpu_profile_and_slow_the_block():
+    """Calibrated eager bandwidth and backward factor land in the GPU profile with their source
+    and make the simulated block slower than the datasheet-bandwidth model."""
+    from tierlab.runner.calibrate_profile import base_documents, build_documents, check_loadable
+    from tierlab.sim import flops
+
+    gpu = load.load_part("gpus", "h200")
+    results = {"gpu": [{"name": "NVIDIA H200", "total_memory_bytes": 150e9, "capability": "9.0",
+                        "sm_count": 132, "context_bytes": 5e8, "device_count": 1}],
+               "hbm": [{"nbytes": 2**31, "rep": 0, "seconds": 1e-3, "Bps": 4.2e12}],
+               "layer": _layer_points(gpu, 1.2e12, 2.3)}
+    facts = {"cpu_model": "Test CPU", "sockets": 1, "n_gpus": 1, "nvme_path": None}
+    docs = build_documents("gpu-box", TODAY, results, facts, base_documents("h200-host"))
+    hw = check_loadable({k: render_yaml(v) for k, v in docs.items()}, "gpu-box")
+    assert hw.gpu.eager_bandwidth_Bps == pytest.approx(1.2e12, rel=1e-3)
+    assert hw.gpu.backward_factor == pytest.approx(2.3)
+    assert TODAY in hw.gpu.sources["eager_bandwidth_Bps"]
+    lf = flops.layer_forward(load.load_model("tinyllama-1.1b"), 4)
+    assert flops.layer_forward_seconds(hw.gpu, "bf16", lf) > flops.layer_forward_seconds(gpu, "bf16", lf)
+
+
+def test_bad_backward_factor_is_one_line(tmp_path):
+    from tierlab.profiles.load import gpu_from_data
+
+    doc = yaml.safe_load((load.HARDWARE_DIR / "gpus" / "h200.yaml").read_text())
+    doc["backward_factor"] = {"value": -1, "source": "typo"}
+    with pytest.raises(ConfigError, match="backward_factor"):
+        gpu_from_data(doc, "gpus/h200.yaml")
