@@ -11,6 +11,8 @@
 # on an H200 host). CALIBRATE=0 skips the calibration: for a second command on the same, still
 # warm machine (machine.txt in both outputs names the host and GPU UUID, to check it). GEMM=1 also
 # measures the GEMM curve (~20 s); the `layer` benchmark (real decoder layers, ~1 min) always runs.
+# CAL_SKIP=a,b replaces the --skip list (e.g. a second command that measures only DeepSpeed's host
+# costs: merge the two raw records' results and rebuild with `tierlab calibrate --from-raw`).
 # Leaves in $OUT (at most 8 files come back): $NAME-raw.json (every calibration point: rebuild
 # the profile with `tierlab calibrate --from-raw`), calibrate.log, validate-session.log and
 # validation.tar.gz (every measurement directory, re-packed after each case).
@@ -38,7 +40,7 @@ if [ "${NVME:-0}" = 1 ]; then
   nvme=(--nvme-path /var/tmp/tierlab-cal --sweep aio_file_size=512M --sweep aio_block_sizes=1M
         --sweep aio_queue_depths=8,32 --sweep aio_parallelism=1)
 fi
-skips=${skips#,}
+skips=${CAL_SKIP:-${skips#,}}
 skip=()
 [ -n "$skips" ] && skip=(--skip "$skips")
 mkdir -p /tmp/cal/systems
