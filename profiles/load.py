@@ -169,11 +169,7 @@ def _gpu(data: Any, where: str) -> GPU:
     if not isinstance(eff_source, str) or not eff_source.strip():
         raise ConfigError(f"{where}: matmul_efficiency: empty source")
     r.sources["matmul_efficiency"] = eff_source
-    # the curve's range: factors on the whole curve, e.g. [0.9, 1.05]
-    eff_range = eff.raw("range", required=False)
-    r.ranges["matmul_efficiency"] = (
-        parse_range(eff_range, 1.0, 1.0, "count", f"{where}: matmul_efficiency")
-        if eff_range is not None else default_range("matmul_efficiency", 1.0, eff_source))
+    _curve_range(r, eff, "matmul_efficiency", eff_source, where)
     eff.done()
     try:
         curve = tuple(sorted((float(f), float(e)) for f, e in points))
@@ -197,6 +193,16 @@ def _gpu(data: Any, where: str) -> GPU:
 def gpu_from_data(data: Any, where: str) -> GPU:
     """A GPU from a profile document already in memory (calibrate checks what it writes)."""
     return _wrap(_gpu, data, where)
+
+
+def _curve_range(r: _Reader, block: _Reader, name: str, source: str, where: str) -> None:
+    """A measured curve's optional `range: [low, high]`: factors on every point of the curve
+    (e.g. [0.9, 1.05]); without one, the default of its source kind."""
+    given = block.raw("range", required=False)
+    span = (parse_range(given, 1.0, 1.0, "count", f"{where}: {name}") if given is not None
+            else default_range(name, 1.0, source))
+    if span is not None:
+        r.ranges[name] = span
 
 
 def _cpu(data: Any, where: str) -> CPU:
@@ -258,10 +264,11 @@ def _aio_points(r: "_Reader", where: str) -> tuple:
         return ()
     a = _Reader(block, f"{where}: aio_points")
     source, points = a.raw("source"), a.raw("points")
-    a.done()
     if not isinstance(source, str) or not source.strip():
         raise ConfigError(f"{where}: aio_points: empty source")
     r.sources["aio_points"] = source
+    _curve_range(r, a, "aio_points", source, where)
+    a.done()
     if not isinstance(points, list) or not points:
         raise ConfigError(f"{where}: aio_points.points must be a non-empty list")
     out = []
@@ -522,6 +529,10 @@ def _software(data: Any, where: str) -> Software:
         value = r.number(key, dim, required=False, field=field)
         if value is not None:
             values[field] = value
+    error = r.number("simulator_error", "count", required=False)
+    if error is not None and (error != 1.0 or "simulator_error" not in r.ranges):
+        raise ConfigError(f"{where}: simulator_error: expected {{value: 1, range: [low, high], "
+                          f"source: ...}} (a factor on the step time: the point is not scaled)")
     train = r.raw("train_cases")
     if not isinstance(train, list) or not all(isinstance(c, str) and c for c in train):
         raise ConfigError(f"{where}: train_cases must be a list of case names")

@@ -8,7 +8,8 @@ field (its 10th to 90th percentile): sim/ranges.py combines them into the step t
 Which fields are uncertain at all is a property of the field, by its name (SI unit in the name):
 - exact: sizes and counts a datasheet or the OS states (HBM, DRAM, drive capacity, cores, GPUs per
   node, peak FLOP/s: a datasheet peak is a definition; the achieved fraction is matmul_efficiency);
-- rate: higher is faster (`*_Bps`, `*_params_per_s`, matmul_efficiency as a factor on its curve);
+- rate: higher is faster (`*_Bps`, `*_params_per_s`, the curves matmul_efficiency and aio_points as
+  a factor on every point);
 - cost: higher is slower (`*_s`, `*_s_per_*`, the memory overheads `cuda_context_bytes` and
   `process_baseline_bytes`).
 """
@@ -18,6 +19,9 @@ EXACT_FIELDS = frozenset({"hbm_bytes", "dram_bytes", "capacity_bytes", "sockets"
                           "gpus_per_node", "nvme_drives", "nodes", "gpus_per_switch",
                           "nvme_per_switch"})
 """Fields with no default range (a stated range in the profile is still honoured)."""
+
+CURVES = frozenset({"matmul_efficiency", "aio_points"})
+"""Measured curves: their range is a factor on every point (1.0 = the curve as measured)."""
 
 OVERHEAD_FIELDS = frozenset({"cuda_context_bytes", "process_baseline_bytes"})
 """Byte fields that are overheads (costs), not capacities."""
@@ -59,11 +63,11 @@ def field_class(field: str) -> str | None:
     """'rate', 'cost' or None (exact) for a schema field name (`peak_flops.bf16`,
     `host_costs.zero3_hook_s_per_module` included)."""
     name = field.rpartition(".")[2] if field.startswith("host_costs.") else field
-    if name in EXACT_FIELDS or field.startswith("peak_flops.") or name == "aio_points":
+    if name in EXACT_FIELDS or field.startswith("peak_flops."):
         return None
     if name in OVERHEAD_FIELDS or name.endswith("_s") or "_s_per_" in name:
         return "cost"
-    if name.endswith("_Bps") or name.endswith("_per_s") or name == "matmul_efficiency":
+    if name.endswith("_Bps") or name.endswith("_per_s") or name in CURVES:
         return "rate"
     return None
 

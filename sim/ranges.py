@@ -17,6 +17,9 @@ analysis, one input at a time, deterministic (no sampling):
    low = point - sqrt(sum of squared decreases), high = point + sqrt(sum of squared increases).
    For inputs whose changes add linearly and whose P10/P90 are the range ends, this is the
    output's P10/P90.
+4. The simulator's own error enters as one more input when the software profile states it
+   (`simulator_error`: a factor on the step, the 10th-90th percentile of measured / predicted
+   over the runs its fitted terms were not fitted on; validate/spread.py measures it).
 
 `range_drivers` lists the inputs by their larger one-sided change, largest first. Pure: nothing
 here prints, writes or reads files.
@@ -27,7 +30,7 @@ import copy
 import math
 from dataclasses import dataclass, replace
 
-from tierlab.profiles.ranges import field_class
+from tierlab.profiles.ranges import CURVES, field_class
 from tierlab.profiles.schema import Hardware, Model, Software
 from tierlab.sim import host_costs
 from tierlab.sim.strategy import Strategy
@@ -52,7 +55,7 @@ class Driver:
 
     input: str
     """'part.field' as in the schema: 'cpu.adam_params_per_s', 'software.zero3_hook_s_per_module',
-    'gpu.matmul_efficiency' (a factor on the curve), 'cpu.host_costs.<term>'."""
+    'gpu.matmul_efficiency' / 'nvme.aio_points' (a factor on the curve), 'cpu.host_costs.<term>'."""
     value: float
     low: float
     high: float
@@ -60,7 +63,8 @@ class Driver:
     step_at_low_s: float
     step_at_high_s: float
     how: str
-    """'simulated' (both ends re-simulated), 'critical path' (neither) or 'mixed'."""
+    """'simulated' (both ends re-simulated), 'critical path' (neither), 'mixed', or 'validated
+    error' (the software profile's simulator_error)."""
 
     def to_dict(self) -> dict:
         return {"input": self.input, "value": self.value, "low": self.low, "high": self.high,
@@ -99,13 +103,13 @@ def uncertain_inputs(hw: Hardware, software: Software | None) -> list[tuple[str,
         measured = hw.cpu.host_costs          # these override the software profile's terms
         for name, (lo, hi) in sorted(software.ranges.items()):
             if lo < hi and name not in NOT_STEADY and name not in measured \
-                    and getattr(software, name) is not None:
+                    and getattr(software, name, None) is not None:
                 out.append((f"software.{name}", getattr(software, name), lo, hi))
     return out
 
 
 def _value(obj, name: str) -> float:
-    if name == "matmul_efficiency":
+    if name in CURVES:
         return 1.0
     head, _, key = name.partition(".")
     if head in ("peak_flops", "host_costs") and key:
@@ -115,7 +119,7 @@ def _value(obj, name: str) -> float:
 
 def perturbed(hw: Hardware, software: Software | None, name: str, value: float
               ) -> tuple[Hardware, Software | None]:
-    """`hw` and `software` with one input set to `value` (a factor for matmul_efficiency)."""
+    """`hw` and `software` with one input set to `value` (a factor for a curve)."""
     part, _, fld = name.partition(".")
     if part == "software":
         return hw, replace(software, **{fld: value})
@@ -124,6 +128,9 @@ def perturbed(hw: Hardware, software: Software | None, name: str, value: float
     if fld == "matmul_efficiency":
         new = replace(obj, matmul_efficiency=tuple((f, min(1.0, e * value))
                                                    for f, e in obj.matmul_efficiency))
+    elif fld == "aio_points":
+        new = replace(obj, aio_points=tuple((*p[:3], p[3] * value, p[4] * value)
+                                            for p in obj.aio_points))
     elif head in ("peak_flops", "host_costs") and key:
         new = replace(obj, **{head: {**getattr(obj, head), key: value}})
     else:
@@ -189,6 +196,11 @@ def step_range(hw: Hardware, model: Model, strategy: Strategy, software: Softwar
             d_cp, d_busy = _bracket(kinds, base, _retimed(timer, h2, e2))
             ends[name, side] = d_cp
             width[name, side] = (d_busy - d_cp) if d_cp >= 0 else -d_cp
+    error = software.ranges.get("simulator_error") if software is not None else None
+    if error:         # the simulator's own validated error: a factor on the step
+        inputs.append(("software.simulator_error", 1.0, *error))
+        ends["software.simulator_error", 0] = (error[0] - 1.0) * point
+        ends["software.simulator_error", 1] = (error[1] - 1.0) * point
     exact: set[tuple[str, int]] = set()
     for key in sorted(width, key=lambda k: (-width[k], k))[:max(0, budget)]:
         if width[key] <= TOLERANCE * point:
@@ -212,9 +224,10 @@ def combine(point: float, inputs, ends: dict, exact: set, simulations: int) -> S
         if d_lo == 0.0 and d_hi == 0.0:
             continue
         n_exact = ((name, 0) in exact) + ((name, 1) in exact)
+        how = ("validated error" if name == "software.simulator_error"
+               else ("critical path", "mixed", "simulated")[n_exact])
         drivers.append(Driver(input=name, value=value, low=lo, high=hi,
-                              step_at_low_s=point + d_lo, step_at_high_s=point + d_hi,
-                              how=("critical path", "mixed", "simulated")[n_exact]))
+                              step_at_low_s=point + d_lo, step_at_high_s=point + d_hi, how=how))
     drivers.sort(key=lambda d: (-max(abs(d.step_at_low_s - point),
                                      abs(d.step_at_high_s - point)), d.input))
     return StepRange(point_s=point, low_s=point - math.sqrt(down), high_s=point + math.sqrt(up),
