@@ -200,9 +200,17 @@ def test_h200_host_matches_measurements():
 # the CLI lists them
 
 def test_cli_profiles_lists_every_system_and_model():
-    result = CliRunner().invoke(main, ["profiles"])
-    assert result.exit_code == 0, result.output
-    listed = {line.split()[0] for line in result.output.splitlines()
-              if line.startswith("  ") and line.split()}
-    assert set(SYSTEMS) <= listed
-    assert set(MODELS) <= listed
+    """`tierlab profiles` lists the catalogue and every model; the test machines' calibrations
+    (profiles/catalogue.py) only with --test-machines."""
+    from tierlab.profiles.catalogue import TEST_MACHINES
+
+    def listed(*args):
+        result = CliRunner().invoke(main, ["profiles", *args])
+        assert result.exit_code == 0, result.output
+        return {line.split()[0] for line in result.output.splitlines()
+                if line.startswith("  ") and line.split()}
+
+    default = listed()
+    assert set(SYSTEMS) - TEST_MACHINES <= default and not TEST_MACHINES & default
+    assert set(MODELS) <= default
+    assert set(SYSTEMS) | set(MODELS) <= listed("--test-machines")
