@@ -104,7 +104,8 @@ def cpu_document(results: dict, facts: dict, base: dict, m: str) -> dict:
         copy_how = (f"torch uint8 tensor copy_ of {_fmt_size(mc['nbytes'])} with {mc['threads']} "
                     f"threads, counting source read + destination read-for-ownership + write (3 "
                     f"x {_fmt_size(mc['nbytes'])} per copy), best of {_reps(results['memcpy'])}")
-        doc["dram_bandwidth"] = {"value": _q(mc["Bps"], "GB/s"), "source": f"{m}: {copy_how}"}
+        doc["dram_bandwidth"] = measured_entry(mc["Bps"], "GB/s", f"{m}: {copy_how}",
+                                               results["memcpy"], "Bps", mc)
     else:
         doc["dram_bandwidth"] = copy.deepcopy(base_cpu["dram_bandwidth"])
     ad = best(results.get("adam", []), "params_per_s", optimizer="deepspeed")
@@ -119,21 +120,42 @@ def cpu_document(results: dict, facts: dict, base: dict, m: str) -> dict:
             f"above the copy benchmark's {mc['Bps'] / 1e9:.1f} GB/s ({copy_how})")}
     if ad:
         per_t = _adam_summary(results["adam"])
-        doc["adam_throughput"] = {"value": _q(ad["params_per_s"], "Gparams/s"), "source": (
+        doc["adam_throughput"] = measured_entry(ad["params_per_s"], "Gparams/s", (
             f"{m}: DeepSpeedCPUAdam.step on {ad['n_params'] / 2**20:g} Mi fp32 params, best at "
-            f"{ad['threads']} threads (threads: params/s {per_t}); torch Adam in the raw data")}
+            f"{ad['threads']} threads (threads: params/s {per_t}); torch Adam in the raw data"),
+            results["adam"], "params_per_s", ad)
     else:
         doc["adam_throughput"] = copy.deepcopy(base_cpu["adam_throughput"])
     calls = results.get("dispatch", [])
     if calls:
         fastest = min(calls, key=lambda p: p["seconds_per_call"])
-        doc["module_call"] = {"value": _q(fastest["seconds_per_call"], "us"), "source": (
+        doc["module_call"] = measured_entry(fastest["seconds_per_call"], "us", (
             f"{m}: forward of a hooked 64x64 nn.Linear on {fastest['device']}, autograd on, "
             f"{fastest['calls']} calls per rep, fastest of {_reps(calls)} reps "
-            f"(runner/calibrate.py module_call_time)")}
+            f"(runner/calibrate.py module_call_time)"), calls, "seconds_per_call", fastest)
     elif "module_call" in base_cpu:
         doc["module_call"] = copy.deepcopy(base_cpu["module_call"])
     return doc
+
+
+def _same(p: dict, b: dict) -> bool:
+    """`p` is a repeat of `b`'s setting: equal in everything but its repeat index and the
+    measured floats."""
+    return all(p.get(k) == v for k, v in b.items() if k != "rep" and not isinstance(v, float))
+
+
+def measured_entry(value: float, unit: str, source: str, points: list[dict] | None = None,
+                   key: str = "", b: dict | None = None) -> dict:
+    """`{value, range, source}`: the range is the min to max of `key` over the repeats of the
+    setting `b` the value was taken at (docs/ranges.md), when there are two or more that
+    differ; else `{value, source}` (the loader then uses the default for measured figures)."""
+    entry: dict[str, Any] = {"value": _q(value, unit)}
+    reps = [p[key] for p in points or () if b is not None and _same(p, b)]
+    if len(reps) > 1 and _q(min(reps), unit) != _q(max(reps), unit):
+        entry["range"] = [_q(min(min(reps), value), unit), _q(max(max(reps), value), unit)]
+        source += f"; range: min-max of its {len(reps)} repeats"
+    entry["source"] = source
+    return entry
 
 
 def _reps(points: list[dict]) -> int:
@@ -162,14 +184,14 @@ def nvme_document(results: dict, facts: dict, m: str, base: dict) -> dict | None
                        p["single_submit"], p["overlap_events"]) for p in aio})
     for op in ("read", "write"):
         b = best(aio, "Bps", op=op)
-        doc[f"{op}_bandwidth"] = {"value": _q(b["Bps"], "GB/s"), "source": (
+        doc[f"{op}_bandwidth"] = measured_entry(b["Bps"], "GB/s", (
             f"{m}: DeepSpeed aio {'pread' if op == 'read' else 'pwrite'} O_DIRECT, block "
             f"{_fmt_size(b['block_size'])}, qd {b['queue_depth']}, intra_op "
             f"{b['intra_op_parallelism']}, single_submit {str(b['single_submit']).lower()}, "
             f"overlap_events {str(b['overlap_events']).lower()}, {_fmt_size(b['nbytes'])} file on "
             f"{path}{' overwritten' if op == 'write' else ''} (best of {n_settings} settings x "
             f"{_reps(aio)} reps; "
-            f"{facts.get('aio_page_cache', '')})")}
+            f"{facts.get('aio_page_cache', '')})"), aio, "Bps", b)
     capacity = facts.get("nvme_capacity_bytes")
     if capacity is None and path.exists():
         capacity = shutil.disk_usage(path).total
@@ -327,10 +349,10 @@ def _pcie_entries(pcie_doc: dict, pcie: list[dict], m: str) -> None:
     for direction in ("h2d", "d2h"):
         for memory in ("pinned", "pageable"):
             b = best(pcie, "Bps", direction=direction, memory=memory)
-            pcie_doc[f"{direction}_{memory}"] = {"value": _q(b["Bps"], "GB/s"), "source": (
+            pcie_doc[f"{direction}_{memory}"] = measured_entry(b["Bps"], "GB/s", (
                 f"{m}: torch copy_ {direction.upper()} with {memory} host memory, best at "
                 f"{_fmt_size(b['nbytes'])} over {span} (best of {_reps(pcie)} reps; curve in the "
-                f"raw data)")}
+                f"raw data)"), pcie, "Bps", b)
     small = [p for p in pcie if p["nbytes"] == sizes[0] and p["memory"] == "pinned"]
     peak = {d: best(pcie, "Bps", direction=d, memory="pinned")["Bps"] for d in ("h2d", "d2h")}
     lat = min(p["seconds"] - p["nbytes"] / peak[p["direction"]] for p in small)
@@ -394,8 +416,11 @@ def render_yaml(doc: Mapping, indent: str = "") -> str:
     """The shipped profiles' style: `key: {value: 24 GB/s, source: "..."}` one per line."""
     lines = []
     for key, value in doc.items():
-        if isinstance(value, Mapping) and set(value) == {"value", "source"}:
-            lines.append(f"{indent}{key}: {{value: {_scalar(value['value'])}, "
+        if isinstance(value, Mapping) and set(value) in ({"value", "source"},
+                                                         {"value", "range", "source"}):
+            span = (f"range: [{', '.join(_scalar(v) for v in value['range'])}], "
+                    if "range" in value else "")
+            lines.append(f"{indent}{key}: {{value: {_scalar(value['value'])}, {span}"
                          f"source: {json.dumps(str(value['source']), ensure_ascii=False)}}}")
         elif isinstance(value, Mapping):
             lines.append(f"{indent}{key}:")
