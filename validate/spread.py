@@ -1,0 +1,159 @@
+"""How far the software profile's fitted terms and the simulator itself can be trusted: the ranges
+the software profile states (issue 14).
+
+- `machine_spread`: each fitted term refitted on each machine's training runs alone (the runs of
+  one validate/cases folder among train_cases); its range is the lowest to the highest of those
+  refits and the pooled value.
+- `simulator_error`: measured / predicted steady step over the finished runs the fitted terms
+  were NOT fitted on (each on its folder's calibrated profile); its range is their 10th to 90th
+  percentile, a factor on the step time (sim/ranges.py adds it as one more input).
+
+    python -m tierlab.validate.spread validate/cases            # print
+    python -m tierlab.validate.spread validate/cases --write    # into the software profile
+
+Pure functions; main() is a developer tool that prints and (with --write) rewrites the YAML.
+"""
+from __future__ import annotations
+
+import math
+import re
+import statistics
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from tierlab.profiles.schema import Software
+
+FITTED = {"host_dispatch_per_module": "host_dispatch_s_per_module",
+          "stage0_step_per_param": "stage0_step_s_per_param",
+          "offload_grad_copy_per_param": "offload_grad_s_per_param",
+          "zero3_hook_per_module": "zero3_hook_s_per_module",
+          "multi_rank_sync": "multi_rank_sync_s",
+          "first_step_fixed": "first_step_fixed_s",
+          "first_touch_rate": "first_touch_Bps",
+          "process_baseline": "process_baseline_bytes"}
+"""YAML key -> Software field of the terms validate/fit.py fits."""
+
+
+def machine_spread(paths, base: Software) -> tuple[dict[str, tuple[float, float]], list[str]]:
+    """({field: (low, high)} over the per-machine refits and the pooled value, machines)."""
+    from tierlab.validate.fit import fit_software
+
+    machines = sorted({c.split("/")[0] for c in base.train_cases})
+    fits = []
+    for machine in machines:
+        mine = tuple(c for c in base.train_cases if c.split("/")[0] == machine)
+        fits.append(fit_software(paths, replace(base, train_cases=mine)))
+    out = {}
+    for field in FITTED.values():
+        values = [getattr(f, field) for f in fits] + [getattr(base, field)]
+        out[field] = (min(values), max(values))
+    return out, machines
+
+
+def simulator_error(paths, software: Software) -> tuple[float, float, int]:
+    """(10th, 90th percentile of measured / predicted steady step, runs) over the finished runs
+    not in software.train_cases."""
+    from tierlab.runner.measurement import load_measurement
+    from tierlab.sim.engine import simulate
+    from tierlab.validate.compare import (case_key, find_measurements, measured_metrics,
+                                          scenario_of, with_profiles)
+
+    ratios = []
+    for d, hw in with_profiles(find_measurements(paths), None, "h200-host"):
+        m = load_measurement(d)
+        if m.status != "ok" or case_key(d) in software.train_cases:
+            continue
+        measured = measured_metrics(m).get("step_time_s")
+        if measured is None:
+            continue
+        sc = scenario_of(m, hw, software)
+        ratios.append(measured / simulate(sc.hardware, sc.model, sc.strategy,
+                                          software=sc.software).step_time_s)
+    q = statistics.quantiles(ratios, n=10, method="inclusive")
+    return min(q[0], 1.0), max(q[-1], 1.0), len(ratios)
+
+
+# ----------------------------------------------------------------------------------------------
+# the YAML text
+
+_ENTRY = r"^({key}: {{value: )([^,]+)(, range: \[[^\]]*\])?,"
+
+
+def _bounds(value_text: str, low: float, high: float, dimension: str) -> str:
+    """'[0.1983 ms, 0.2497 ms]': low and high (SI) in the value's unit, rounded outward."""
+    from tierlab.profiles.load import _unit, parse_quantity
+
+    unit = _unit(value_text)
+    scale = parse_quantity(f"1 {unit}".strip(), dimension, "range")
+    out = []
+    for x, rnd in ((low / scale, math.floor), (high / scale, math.ceil)):
+        digits = 3 - int(math.floor(math.log10(abs(x)))) if x else 0
+        out.append(f"{rnd(x * 10**digits) / 10**digits:.{max(digits, 0)}f} {unit}".strip())
+    return f"[{', '.join(out)}]"
+
+
+def write_ranges(text: str, ranges: dict[str, tuple[float, float]]) -> str:
+    """The software YAML with `range: [...]` after each fitted term's value (replacing one)."""
+    from tierlab.profiles.load import _OPTIONAL_SOFTWARE_TERMS, _SOFTWARE_TERMS
+
+    dims = {key: dim for key, (dim, _) in {**_SOFTWARE_TERMS, **_OPTIONAL_SOFTWARE_TERMS}.items()}
+    for key, field in FITTED.items():
+        if field not in ranges:
+            continue
+        pattern = re.compile(_ENTRY.format(key=re.escape(key)), re.M)
+        m = pattern.search(text)
+        if m is None:
+            raise KeyError(f"{key}: not in the software profile")
+        span = _bounds(m.group(2), *ranges[field], dims[key])
+        text = pattern.sub(lambda mm: f"{mm.group(1)}{mm.group(2)}, range: {span},", text,
+                           count=1)
+    return text
+
+
+def write_error(text: str, low: float, high: float, n: int, date: str) -> str:
+    """The software YAML with its `simulator_error` line (added after train_cases, or replaced)."""
+    line = (f'simulator_error: {{value: 1, range: [{math.floor(low * 1000) / 1000:.3f}, '
+            f'{math.ceil(high * 1000) / 1000:.3f}], source: "measured {date} by python -m '
+            f'tierlab.validate.spread: 10th-90th percentile of measured / predicted steady step '
+            f'over the {n} finished runs of validate/cases not in train_cases, each on its '
+            f'folder\'s calibrated profile"}}')
+    if re.search(r"^simulator_error:", text, re.M):
+        return re.sub(r"^simulator_error:.*$", lambda _: line, text, count=1, flags=re.M)
+    return re.sub(r"^(train_cases:.*)$", lambda m: f"{m.group(1)}\n{line}", text, count=1,
+                  flags=re.M)
+
+
+def main(argv: list[str]) -> None:      # pragma: no cover - a developer tool
+    import argparse
+    import datetime
+
+    from tierlab.profiles.load import SOFTWARE_DIR, load_software
+
+    ap = argparse.ArgumentParser(prog="python -m tierlab.validate.spread")
+    ap.add_argument("paths", nargs="+")
+    ap.add_argument("--software", default="deepspeed-0.19.8")
+    ap.add_argument("--write", action="store_true")
+    args = ap.parse_args(argv)
+    sw = load_software(args.software)
+    spread, machines = machine_spread(args.paths, sw)
+    print(f"fitted terms, refitted on each of {', '.join(machines)} alone (low - pooled - high):")
+    for key, field in FITTED.items():
+        lo, hi = spread[field]
+        print(f"  {key:30s} {lo:.4g} - {getattr(sw, field):.4g} - {hi:.4g}  "
+              f"({lo / getattr(sw, field):.2f}x - {hi / getattr(sw, field):.2f}x)")
+    lo, hi, n = simulator_error(args.paths, sw)
+    print(f"simulator error: measured / predicted over {n} held-out runs, P10 {lo:.3f}, "
+          f"P90 {hi:.3f}")
+    if args.write:
+        path = Path(args.software) if args.software.endswith(".yaml") else \
+            SOFTWARE_DIR / f"{args.software}.yaml"
+        text = write_ranges(path.read_text(), spread)
+        text = write_error(text, lo, hi, n, datetime.date.today().isoformat())
+        path.write_text(text)
+        load_software(str(path))
+        print(f"wrote {path}")
+
+
+if __name__ == "__main__":      # pragma: no cover
+    main(sys.argv[1:])
