@@ -82,8 +82,30 @@ def vs_layers() -> None:
         print(f"  {layers:4d} layers: {wall * 1e3:7.1f} ms")
 
 
+def point_vs_range() -> None:
+    """What a range costs (issue 14: at most about 3x a point simulation)."""
+    print("point vs range (simulate(..., ranges=True)), wall:")
+    cases = [(p, "workstation-rtx3070", "tinyllama-1.1b", 1024, 4, None) for p in PRESETS]
+    cases += [("zero3-cpu", "dgx-a100", "gpt2-10b", None, 4, 4),
+              ("zero3-nvme", "dgx-2", "dense-1t", None, 1, 32)]
+    for preset, system, model, seq, mb, nodes in cases:
+        hw = load_hardware(system, nodes=nodes)
+        m = load_model(model, seq_len=seq)
+        sets = (("zero_optimization.offload_param.device=nvme",
+                 "zero_optimization.offload_param.nvme_path=/nvme") if model == "dense-1t" else ())
+        s = _strategy(preset, hw, m, mb, sets)
+        point = _best_of(lambda: simulate(hw, m, s), repeat=2)
+        ranged = _best_of(lambda: simulate(hw, m, s, ranges=True), repeat=2)
+        r = simulate(hw, m, s, ranges=True)
+        lo, hi = r.step_time_range_s
+        print(f"  {model} {preset} on {hw.world_size} x {system}: point {point * 1e3:7.1f} ms, "
+              f"range {ranged * 1e3:7.1f} ms ({ranged / point:.1f}x) -> {r.step_time_s:.3f} s "
+              f"({lo:.3f}-{hi:.3f}), {r.step_range.simulations} re-simulations")
+
+
 if __name__ == "__main__":
     builtin()
+    point_vs_range()
     trillion()
     vs_gpus()
     vs_layers()

@@ -148,9 +148,10 @@ def _stream(env, dev: Device, ops: list[Op], done, recs, pools, timer: _Timer):
 
 
 def run_step(hw: Hardware, model: Model, strategy: Strategy, *, first_step: bool = False,
-             software: Software | None = None) -> _Run:
-    """Build the workload of one step and time it; raise ConfigError if it cannot finish."""
-    wl = build_workload(hw, model, strategy, first_step=first_step, software=software)
+             software: Software | None = None, workload: Workload | None = None) -> _Run:
+    """Build the workload of one step (or take `workload`, built for the same scenario: it does
+    not depend on the hardware's rates) and time it; raise ConfigError if it cannot finish."""
+    wl = workload or build_workload(hw, model, strategy, first_step=first_step, software=software)
     env = simpy.Environment()
     devs = devices.make_devices(env)
     pools = {"optimizer": SwapBuffers(env, max(1, wl.optimizer_buffers), "optimizer buffers"),

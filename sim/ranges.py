@@ -208,8 +208,8 @@ def step_range(hw: Hardware, model: Model, strategy: Strategy, software: Softwar
         name, side = key
         lo_hi = next((lo, hi) for n, _, lo, hi in inputs if n == name)
         h2, s2 = perturbed(hw, software, name, lo_hi[side])
-        ends[key] = run_step(h2, model, strategy, software=s2 and host_costs.with_host_costs(
-            s2, h2)).step_s - point
+        ends[key] = run_step(h2, model, strategy, workload=steady.workload, software=(
+            s2 and host_costs.with_host_costs(s2, h2))).step_s - point
         exact.add(key)
     return combine(point, inputs, ends, exact, len(exact))
 
