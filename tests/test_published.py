@@ -176,3 +176,52 @@ def _largest_trainable(name):
 ])
 def test_zero_infinity_largest_model_per_dgx2(name, published):
     assert within(_largest_trainable(name), published)
+
+
+# ---------------------------------------------------------------------------------------------
+# Published offload runs on hosts nobody calibrated (validate/published.yaml, sources there),
+# predicted from the catalogue alone (issue 12's catalogue target: within 20% of the published
+# step, or the published step inside the predicted 80% range; issue 14's coverage). The catalogue
+# figures were sourced independently of these runs (docs/catalogue.md); bench/bench_published.py
+# prints the table.
+
+from tierlab.profiles.catalogue import TEST_MACHINES  # noqa: E402
+from tierlab.validate.published import load_published, predict  # noqa: E402
+
+PUBLISHED_RUNS = {run.name: run for run in load_published()}
+_NO_BINDING = pytest.mark.xfail(strict=True, reason=(
+    "~30% fast: the published run launches 2 ranks without --bind_cores_to_rank, so each rank's "
+    "CPU Adam OpenMP pool spans all 256 hardware threads of both EPYC sockets (oversubscribed, "
+    "memory across NUMA nodes); the same run with core binding is 13% faster (2.497 vs 2.887 s) "
+    "and lands within 20%. tierlab's CPU Adam has no thread-placement/NUMA mechanism (issue 12, "
+    "'CPU Adam on multi-socket ... NUMA hosts'); the catalogue is not bent to this run"))
+
+
+@pytest.fixture(scope="module")
+def published_predictions():
+    return {name: predict(run) for name, run in PUBLISHED_RUNS.items()}
+
+
+def test_published_runs_are_on_catalogue_hosts():
+    assert len(PUBLISHED_RUNS) >= 5
+    for run in PUBLISHED_RUNS.values():
+        assert run.system not in TEST_MACHINES, run.name
+        assert run.source.strip() and run.step_s > 0
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED_RUNS))
+def test_published_run_within_20_percent_or_inside_range(name, published_predictions):
+    p = published_predictions[name]
+    assert p.range_s is not None and p.range_s[0] < p.step_s < p.range_s[1]
+    assert within(p.step_s, *p.run.measured_range_s) or p.inside, (
+        f"{name}: predicted {p.step_s:.3f} s ({p.range_s[0]:.3f}-{p.range_s[1]:.3f}) vs "
+        f"published {p.run.step_s:.3f} s")
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=_NO_BINDING) if n == "zenflow-qwen2.5-3b-zero-offload" else n
+    for n in sorted(PUBLISHED_RUNS)])
+def test_published_run_within_20_percent(name, published_predictions):
+    p = published_predictions[name]
+    # within 20% of the published repeats' spread, as the file's other published figures
+    assert within(p.step_s, *p.run.measured_range_s), f"{name}: {p.error:+.1%}"
