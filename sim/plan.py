@@ -250,6 +250,50 @@ def _rank(per_placement: list[Candidate], failed: list[Candidate],
     return winner, ranked
 
 
+def _add_ranges(req: Request, cands: list[Candidate]) -> None:
+    """Each placement's best candidate re-simulated with its step time's 80% range
+    (sim/ranges.py): step_time_low_s / step_time_high_s in its result."""
+    from tierlab.sim.engine import simulate
+
+    for c in cands:
+        if c.result and "step_time_low_s" not in c.result:
+            hw, strategy = build(c.variant, req)
+            lo, hi = simulate(hw, req.model, strategy, ranges=True).step_time_range_s
+            c.result = {**c.result, "step_time_low_s": lo, "step_time_high_s": hi}
+
+
+def tokens_per_s_range(c: Candidate) -> tuple[float, float] | None:
+    """(low, high) tokens/s from the step time's 80% range, None without one."""
+    lo, hi, step = (c.result.get(k) for k in ("step_time_low_s", "step_time_high_s",
+                                              "step_time_s"))
+    if not (lo and hi and step):
+        return None
+    tokens = c.tokens_per_s * step
+    return tokens / hi, tokens / lo
+
+
+def _ties(winner: Candidate | None, ranked: list[Candidate]) -> list[str]:
+    """Candidates whose tokens/s range overlaps the best's are ties: their verdict says so, and
+    one note names them (the ranges share inputs, so an overlap is a tie, not a coin toss)."""
+    best = tokens_per_s_range(winner) if winner is not None else None
+    if best is None:
+        return []
+    ties = []
+    for c in ranked:
+        span = tokens_per_s_range(c) if c is not winner and c.verdict == "slower" else None
+        if span is not None and span[1] >= best[0]:
+            c.verdict = "tie"
+            c.reason = (f"{c.tokens_per_s:,.0f} tokens/s ({span[0]:,.0f}-{span[1]:,.0f}) overlaps "
+                        f"the best's 80% range ({best[0]:,.0f}-{best[1]:,.0f}); "
+                        f"{c.bottleneck} binds")
+            ties.append(c.label)
+    if not ties:
+        return []
+    return [f"{len(ties)} alternative(s) tie with the best within the 80% ranges of their "
+            f"predicted speed: {'; '.join(ties)}. The simulator cannot rank them on these "
+            f"profiles: measure the inputs `tierlab simulate` lists as range drivers."]
+
+
 def _notes(hw, winner: Candidate | None, ranked: list[Candidate], min_tps) -> list[str]:
     notes = []
     plain_fit = [c for c in ranked if not c.variant.placement.offloads and c.fits
@@ -349,8 +393,10 @@ def plan(hardware, model, *, global_batch: int | None = None, grad_accum: int | 
     per_placement.sort(key=lambda c: -c.tokens_per_s)
     tuned = [_tune(s, c) for c in per_placement[:TUNED_PLACEMENTS]]
     per_placement = tuned + per_placement[TUNED_PLACEMENTS:]
+    if simulator is None:
+        _add_ranges(req, per_placement)
     winner, ranked = _rank(per_placement, failed, min_tokens_per_s)
-    notes = _notes(hardware, winner, ranked, min_tokens_per_s)
+    notes = _notes(hardware, winner, ranked, min_tokens_per_s) + _ties(winner, ranked)
     scaling: list[dict] = []
     nv = next((c for c in ranked if c.result and c.fits and "nvme" in (
         c.variant.placement.param, c.variant.placement.optimizer)), None)
@@ -364,11 +410,13 @@ def plan(hardware, model, *, global_batch: int | None = None, grad_accum: int | 
 def format_plan(result: PlanResult) -> str:
     """The ranked alternatives as a table, then the practical notes."""
     lines = [f"plan: {result.model} on {result.hardware} ({result.simulations} simulations)",
-             f"{'#':>2s}  {'placement':58s} {'mb':>3s} {'gas':>4s} {'ckpt':>4s} {'step s':>8s} "
+             f"{'#':>2s}  {'placement':58s} {'mb':>3s} {'gas':>4s} {'ckpt':>4s} {'step s (80%)':>8s} "
              f"{'tokens/s':>10s}  verdict: why", "-" * 120]
     for i, c in enumerate(result.alternatives, 1):
         v = c.variant
         step = f"{c.step_time_s:8.3f}" if c.step_time_s else f"{'-':>8s}"
+        if c.result.get("step_time_low_s"):
+            step += f" ({c.result['step_time_low_s']:.2f}-{c.result['step_time_high_s']:.2f})"
         tps = f"{c.tokens_per_s:10,.0f}" if c.tokens_per_s else f"{'-':>10s}"
         lines.append(f"{i:2d}  {c.label:58s} {v.micro_batch:3d} {v.grad_accum:4d} "
                      f"{'on' if v.checkpointing else 'off':>4s} {step} {tps}  "

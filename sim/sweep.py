@@ -206,6 +206,9 @@ def result_columns(res) -> dict[str, Any]:
     for kind in ("exposed_s", "busy_s"):
         for resource, secs in (getattr(res, kind, None) or {}).items():
             out[f"{kind[:-2]}_{resource}_s"] = secs
+    span = getattr(res, "step_time_range_s", None)
+    if span is not None:        # the central 80% interval (sim/ranges.py)
+        out["step_time_low_s"], out["step_time_high_s"] = span
     if getattr(res, "memory", None) is not None:
         out.update(memory_columns(res.memory))
     if hasattr(res, "fits"):

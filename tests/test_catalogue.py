@@ -57,3 +57,37 @@ def test_cli_lists_test_machines_only_when_asked():
     assert out.exit_code == 0 and "h200x2-b" in out.output and "h200-host " in out.output
     # still loadable by name
     assert load_hardware("h200x2-b").name == "h200x2-b"
+
+
+def test_docs_catalogue_tables_match_the_profiles():
+    """docs/catalogue.md's tables are the profiles' figures (bench/render_catalogue.py writes them)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "bench" / "render_catalogue.py"
+    spec = importlib.util.spec_from_file_location("render_catalogue", path)
+    render = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(render)
+    text = render.DOC.read_text()
+    assert render.render(text) == text, "docs/catalogue.md is stale: run bench/render_catalogue.py"
+
+
+def test_catalogue_figures_have_ranges():
+    """Every CPU, PCIe, NVMe and network rate of a catalogue system states its range and the
+    range holds its value (issue 14: the catalogue says how sure it is)."""
+    from tierlab.profiles.catalogue import _FIGURES
+
+    for name in CATALOGUE:
+        hw = load_hardware(name)
+        for part_kind, figures in _FIGURES.items():
+            part = getattr(hw, part_kind)
+            if part is None:
+                continue
+            for field, *_ in figures:
+                value = getattr(part, field)
+                if value is None:
+                    continue
+                lo, hi = part.ranges[field]
+                assert lo <= value <= hi and hi > lo, f"{name}: {part_kind}.{field}"
+                assert "range" in part.sources[field].lower() or "rule" in \
+                    part.sources[field].lower(), f"{name}: {part_kind}.{field}: say why the width"
