@@ -203,7 +203,8 @@ class Candidate:
     result: Mapping[str, Any] = field(default_factory=dict)
     """Flattened SimResult (step_time_s, tokens_per_s, bottleneck, ...); empty if not simulated."""
     verdict: str = ""
-    """'best', "doesn't fit", 'slower', 'too slow', 'offload not needed', 'error'."""
+    """'best', "doesn't fit", 'slower', 'tie' (its 80% range overlaps the best's), 'too slow',
+    'offload not needed', 'error'."""
     reason: str = ""
     ds_config: Mapping[str, Any] = field(default_factory=dict)
 

@@ -11,7 +11,7 @@ from tierlab.cli import main
 from tierlab.errors import ConfigError
 from tierlab.profiles.load import load_hardware, load_model
 from tierlab.sim.memory import plan_memory
-from tierlab.sim.plan import format_plan, plan
+from tierlab.sim.plan import format_plan, plan, tokens_per_s_range
 from tierlab.sim.strategy import Flags, parse_ds_config
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -53,13 +53,19 @@ def test_every_alternative_says_why_it_lost(tiny_on_workstation):
     r = tiny_on_workstation
     assert r.alternatives[0] is r.best
     for c in r.alternatives[1:]:
-        assert c.verdict in ("slower", "doesn't fit", "offload not needed", "too slow", "error")
+        assert c.verdict in ("slower", "tie", "doesn't fit", "offload not needed", "too slow",
+                             "error")
         assert c.reason
         if c.verdict == "doesn't fit":
             assert c.reason.split()[0] in ("gpu", "host", "nvme") and " > " in c.reason
-        if c.verdict == "slower":
+        if c.verdict in ("slower", "tie"):
             assert "binds" in c.reason and c.tokens_per_s <= r.best.tokens_per_s
-    speeds = [c.tokens_per_s for c in r.alternatives if c.verdict in ("best", "slower")]
+        if c.verdict == "tie":     # its 80% range of tokens/s reaches into the best's
+            assert tokens_per_s_range(c)[1] >= tokens_per_s_range(r.best)[0]
+            assert any(c.label in n for n in r.notes if "tie with the best" in n)
+        elif c.verdict == "slower":
+            assert tokens_per_s_range(c)[1] < tokens_per_s_range(r.best)[0]
+    speeds = [c.tokens_per_s for c in r.alternatives if c.verdict in ("best", "slower", "tie")]
     assert speeds == sorted(speeds, reverse=True)
     text = format_plan(r)
     assert "best:" in text and "doesn't fit:" in text
