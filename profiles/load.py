@@ -462,10 +462,13 @@ def load_model(name: str, *, seq_len: int | None = None) -> Model:
 
 def load_ds_config(name: str) -> tuple[dict, str]:
     """A ds_config preset by name or a JSON file path -> (dict, where it came from)."""
+    from tierlab.safeio import check_finite, read_text
+    from tierlab.sim.ds_read import loads
+
     path = _find(CONFIGS_DIR, ".json", name, "ds_config")
-    data = read_data(path)
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{path}: the top level must be a JSON object")
+    # hjson, as DeepSpeedConfig reads a config path: comments, trailing commas, a BOM; a
+    # duplicate key is refused
+    data = check_finite(loads(read_text(path), str(path)), str(path))
     return dict(data), str(path)
 
 

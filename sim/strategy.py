@@ -16,6 +16,7 @@ from typing import Any, Literal, Mapping
 
 from tierlab.errors import ConfigError
 from tierlab.safeio import first_non_finite
+from tierlab.sim.ds_read import TOP_LEVEL_KEYS
 
 log = logging.getLogger(__name__)
 
@@ -167,35 +168,32 @@ class Strategy:
 # ----------------------------------------------------------------------------------------------
 # ds_config.json -> Strategy
 
-_SECTIONS = {"zero_optimization": Zero, "offload_param": OffloadParam,
-             "offload_optimizer": OffloadOptimizer, "aio": Aio}
-# keys DeepSpeed reads that tierlab passes through without modelling them
-_PASSTHROUGH_TOP = {
-    "optimizer", "scheduler", "fp16", "bf16", "amp", "gradient_clipping", "steps_per_print",
-    "wall_clock_breakdown", "zero_allow_untested_optimizer", "prescale_gradients",
-    "gradient_predivide_factor", "communication_data_type", "activation_checkpointing",
-    "flops_profiler", "tensorboard", "wandb", "csv_monitor", "comms_logger", "dump_state",
-    "memory_breakdown", "train_batch_size", "train_micro_batch_size_per_gpu",
-    "gradient_accumulation_steps", "zero_optimization", "aio", "checkpoint", "data_types",
-    "seed", "sparse_gradients", "disable_allgather", "zero_force_ds_cpu_optimizer",
-    "torch_autocast", "compile", "autotuning", "elasticity", "pipeline", "dataloader_drop_last",
-}
-# zero_optimization keys DeepSpeed reads but the simulator does not model (no effect on time)
+# which keys DeepSpeed reads, and how, is sim/ds_read.py's (DeepSpeed's own config models, or
+# the vendored 0.19.8 table); below is only what tierlab models of the keys DeepSpeed accepts
+_PASSTHROUGH_TOP = frozenset(TOP_LEVEL_KEYS)
 _ZERO_PASSTHROUGH = {
     "use_multi_rank_bucket_allreduce", "compute_grad_norm", "load_from_fp32_weights",
     "elastic_checkpoint", "stage3_model_persistence_threshold", "ignore_unused_parameters",
     "legacy_stage1", "parameter_alignment", "memory_efficient_linear", "log_trace_cache_warnings",
     "stage3_module_granularity_threshold", "override_module_apply", "enable_sanity_checks",
-    "stage3_gather_fp16_weights_on_model_save", "pipeline_loading_checkpoint",
+    "pipeline_loading_checkpoint", "leaf_module", "save_muon_momentum_buffer_in_memory",
 }
+"""zero_optimization keys DeepSpeed reads that do not change step time or memory here."""
 _ZERO_UNMODELLED = {
     "zero_quantized_weights", "zero_quantized_nontrainable_weights", "zero_quantized_gradients",
     "stage3_use_all_reduce_for_fetch_params", "stage3_allgather_sequential", "zenflow",
-    "mics_shard_size", "cpu_offload", "cpu_offload_param", "cpu_offload_use_pin_memory",
 }
-_OPTIMIZER_UNMODELLED = {"super_offload", "cpuadam_cores_perc"}
+"""zero_optimization keys that change time or memory in ways tierlab does not model: refused
+by name when switched on."""
+_OPTIMIZER_UNMODELLED = {"super_offload"}
+_OPTIMIZER_PASSTHROUGH = {"cpuadam_cores_perc"}
 _IGNORED_AIO = {"thread_count": "aio.thread_count is ignored by DeepSpeed since 0.16.4; "
                                 "use aio.intra_op_parallelism"}
+ACTIVATION_CHECKPOINTING_UNMODELLED = ("partition_activations", "cpu_checkpointing",
+                                       "contiguous_memory_optimization")
+"""activation_checkpointing keys refused when true: DeepSpeed applies them only to models that
+checkpoint through deepspeed.checkpointing (Megatron-DeepSpeed); neither transformers nor
+accelerate call it, and tierlab models Hugging Face gradient checkpointing (--checkpointing)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -206,6 +204,11 @@ class Flags:
     grad_accum: int | None = None
     world_size: int = 1
     precision: Precision | None = None
+    """--precision as the user gave it: fills fp16/bf16 "auto"; a config that says otherwise is
+    an error naming the flag."""
+    default_precision: Precision | None = None
+    """What fills fp16/bf16 "auto" when `precision` is None (tierlab's pick for the GPU), if the
+    config allows it; never named in a message as if the user had asked for it."""
     activation_checkpointing: bool = False
     hidden: int | None = None
     """Model hidden size, for "auto" bucket sizes (HF: hidden^2, 0.9 hidden^2, 10 hidden)."""
@@ -248,8 +251,7 @@ def _build(cls, block: Any, where: str, passthrough: set[str] = frozenset(),
         if cls is Aio and key in _IGNORED_AIO:
             warnings.append(_IGNORED_AIO[key])
             continue
-        if key not in defaults:
-            warnings.append(f"{where}.{key} is not a key DeepSpeed 0.19 reads; ignored")
+        if key not in defaults:     # ds_read has judged it (and warned where DeepSpeed ignores it)
             continue
         f = defaults[key]
         default = f.default if f.default is not None else None
@@ -278,20 +280,20 @@ def _check_blocks(cfg: Mapping[str, Any], where: str) -> None:
         if value is not None and not isinstance(value, Mapping):
             example = ' such as {"enabled": true}' if key in ("fp16", "bf16") else ""
             raise ConfigError(f"{where}: {key} must be an object{example}, got {value!r}")
-    for key in ("fp16", "bf16"):
-        enabled = (cfg.get(key) or {}).get("enabled", False)
-        if not isinstance(enabled, bool) and enabled != "auto":
-            raise ConfigError(f"{where}: {key}.enabled must be true, false or \"auto\", "
-                              f"got {enabled!r}")
 
 
-def _resolve_auto(cfg: dict, flags: Flags) -> dict:
-    """Replace HF-style "auto" values the way transformers' HfDeepSpeedConfig does."""
-    zero = cfg.get("zero_optimization") or {}
+def _resolve_auto(cfg: dict, flags: Flags, precision: Precision) -> dict:
+    """Fill the "auto" values transformers' HfTrainerDeepSpeedConfig fills (ds_read.HF_FILLED):
+    bucket sizes from the hidden size (the stage3_* pair only at stage 3, as HF does), fp16/bf16
+    from the precision, gradient_clipping from max_grad_norm's default 1.0. Any other "auto" is
+    left for ds_read, which drops it to DeepSpeed's default as DeepSpeed does."""
+    zero = cfg.get("zero_optimization")
+    zero = zero if isinstance(zero, dict) else {}
     h = flags.hidden
-    auto_zero = {"reduce_bucket_size": lambda: h * h,
-                 "stage3_prefetch_bucket_size": lambda: int(0.9 * h * h),
-                 "stage3_param_persistence_threshold": lambda: 10 * h}
+    auto_zero = {"reduce_bucket_size": lambda: h * h}
+    if zero.get("stage") in (3, "3", 3.0):
+        auto_zero.update(stage3_prefetch_bucket_size=lambda: int(0.9 * h * h),
+                         stage3_param_persistence_threshold=lambda: 10 * h)
     for key, fn in auto_zero.items():
         if zero.get(key) == "auto":
             if h is None:
@@ -299,7 +301,7 @@ def _resolve_auto(cfg: dict, flags: Flags) -> dict:
             zero[key] = fn()
     for block in ("fp16", "bf16"):
         if isinstance(cfg.get(block), dict) and cfg[block].get("enabled") == "auto":
-            cfg[block]["enabled"] = flags.precision == block
+            cfg[block]["enabled"] = precision == block
     if cfg.get("gradient_clipping") == "auto":
         cfg["gradient_clipping"] = 1.0
     return cfg
@@ -340,15 +342,63 @@ def _batch(cfg: dict, flags: Flags) -> tuple[int, int, int]:
     return (tbs if tbs is not None else mb * gas * dp), mb, gas
 
 
-def _precision(cfg: dict, flags: Flags) -> Precision:
-    fp16 = bool((cfg.get("fp16") or {}).get("enabled", False))
-    bf16 = bool((cfg.get("bf16") or {}).get("enabled", False))
-    if fp16 and bf16:
-        raise ConfigError("fp16.enabled and bf16.enabled are both true; DeepSpeed allows one")
-    found = "fp16" if fp16 else "bf16" if bf16 else "fp32"
-    if flags.precision and flags.precision != found:
-        raise ConfigError(f"--precision {flags.precision} contradicts the config's {found}")
-    return found
+def _enabled(cfg: Mapping, block: str):
+    value = cfg.get(block)
+    return value.get("enabled", False) if isinstance(value, Mapping) else False
+
+
+def _precision_why(fixed: list[str], auto: list[str]) -> str:
+    """'fp16.enabled is "auto", and it has no bf16 block' and the like."""
+    if fixed:
+        return f"{fixed[0]}.enabled is true"
+    if not auto:
+        return "neither fp16 nor bf16 is enabled"
+    text = " and ".join(f'{b}.enabled is "auto"' for b in auto)
+    if len(auto) == 1:
+        other = "bf16" if auto[0] == "fp16" else "fp16"
+        text += f", and it has no {other} block"
+    return text
+
+
+def _precision(cfg: Mapping, flags: Flags, where: str) -> tuple[Precision, list[str]]:
+    """(the precision DeepSpeed trains in, warnings), before "auto" is filled. The flag wins
+    over "auto"; a config that fixes another precision is an error naming the flag only when
+    the user gave it; tierlab's default only fills "auto" the config leaves open."""
+    from tierlab.sim.ds_schema import Rejected, _bool
+
+    states = {}
+    for block in ("fp16", "bf16"):
+        value = _enabled(cfg, block)
+        try:
+            states[block] = value if value == "auto" else _bool(value, f"{block}.enabled")
+        except Rejected:
+            states[block] = value     # ds_read names it
+    fixed = [b for b, v in states.items() if v is True]
+    auto = [b for b, v in states.items() if v == "auto"]
+    if len(fixed) == 2:
+        raise ConfigError(f"{where}: fp16.enabled and bf16.enabled are both true; DeepSpeed "
+                          "allows one")
+    implied = fixed[0] if fixed else " or ".join(auto + ["fp32"])
+    why = _precision_why(fixed, auto)
+    if flags.precision:
+        if fixed and flags.precision != fixed[0] or not fixed and flags.precision not in (
+                *auto, "fp32"):
+            raise ConfigError(f"{where}: --precision {flags.precision} contradicts the config, "
+                              f"which trains in {implied} ({why})")
+        return flags.precision, []
+    if fixed:
+        return fixed[0], []
+    if flags.default_precision in auto:
+        return flags.default_precision, []
+    if auto:
+        note = (f"{where}: {why}: simulating {auto[0]}"
+                + (f" ({flags.default_precision}, tierlab's default on this GPU, needs a "
+                   f"{flags.default_precision} block)" if flags.default_precision
+                   and flags.default_precision != "fp32" else ""))
+        return auto[0], [note]
+    if flags.default_precision not in (None, "fp32"):
+        return "fp32", [f"{where}: {why}: DeepSpeed trains in fp32"]
+    return "fp32", []
 
 
 EXPERT_PARALLEL_KEYS = ("moe", "expert_parallel_size", "ep_size", "moe_expert_parallel_size")
@@ -365,31 +415,46 @@ def _refuse_expert_parallel(cfg: Mapping[str, Any], where: str) -> None:
                               "remove the key to simulate that")
 
 
+def _refuse_activation_checkpointing(cfg: Mapping[str, Any], where: str) -> None:
+    block = cfg.get("activation_checkpointing")
+    if not isinstance(block, Mapping):
+        return
+    for key in ACTIVATION_CHECKPOINTING_UNMODELLED:
+        if block.get(key):
+            raise ConfigError(
+                f"{where}: activation_checkpointing.{key}={block[key]!r} is not modelled: DeepSpeed "
+                "applies it only to models that checkpoint through deepspeed.checkpointing "
+                "(Megatron-DeepSpeed); Hugging Face models ignore it. Set it false (tierlab's "
+                "--checkpointing models Hugging Face gradient checkpointing)")
+
+
 def parse_ds_config(cfg: Mapping[str, Any], flags: Flags = Flags(),
                     where: str = "ds_config") -> tuple[Strategy, list[str]]:
-    """ds_config dict -> (Strategy, warnings about DeepSpeed quirks). Raises ConfigError."""
+    """ds_config dict -> (Strategy, warnings about DeepSpeed quirks). Raises ConfigError.
+
+    The keys are read as DeepSpeed 0.19.8 reads them (sim/ds_read.py); "auto" is filled as the
+    Hugging Face integration fills it, from the flags."""
+    from tierlab.sim.ds_read import read
+
     if not isinstance(cfg, Mapping):
         raise ConfigError(f"{where}: the top level must be a JSON object")
     _check_blocks(cfg, where)
     _refuse_expert_parallel(cfg, where)
-    cfg = _resolve_auto(copy.deepcopy(dict(cfg)), flags)
-    warnings: list[str] = []
-    for key in cfg:
-        if key not in _PASSTHROUGH_TOP and not key.startswith("_"):
-            warnings.append(f"{where}: top-level key {key!r} is not modelled; passed through")
-    zcfg = cfg.get("zero_optimization") or {}
-    if not isinstance(zcfg, Mapping):
-        raise ConfigError(f"{where}: zero_optimization must be an object, got {zcfg!r}")
-    if "aio" in zcfg:
-        warnings.append("zero_optimization.aio is ignored by DeepSpeed: put aio at the top level")
+    precision, warnings = _precision(cfg, flags, where)
+    cfg = _resolve_auto(copy.deepcopy(dict(cfg)), flags, precision)
+    cfg, reading = read(cfg, where)
+    warnings = list(reading.warnings) + warnings
+    _refuse_activation_checkpointing(cfg, where)
+    zcfg = dict(reading.blocks["zero_optimization"])
+    cfg.update({k: dict(v) for k, v in reading.blocks.items() if k in cfg})
     op = _build(OffloadParam, zcfg.get("offload_param") or {}, "zero_optimization.offload_param",
                 warnings=warnings)
     oo = _build(OffloadOptimizer, zcfg.get("offload_optimizer") or {},
                 "zero_optimization.offload_optimizer", unmodelled=_OPTIMIZER_UNMODELLED,
-                warnings=warnings)
-    zero = _build(Zero, {k: v for k, v in zcfg.items() if k != "aio"}, "zero_optimization",
-                  passthrough=_ZERO_PASSTHROUGH, unmodelled=_ZERO_UNMODELLED, warnings=warnings,
-                  offload_param=op, offload_optimizer=oo)
+                passthrough=_OPTIMIZER_PASSTHROUGH, warnings=warnings)
+    zero = _build(Zero, zcfg, "zero_optimization", passthrough=_ZERO_PASSTHROUGH,
+                  unmodelled=_ZERO_UNMODELLED, warnings=warnings, offload_param=op,
+                  offload_optimizer=oo)
     aio = _build(Aio, cfg.get("aio") or {}, "aio", warnings=warnings)
     _check_zero(zero, warnings)
     tbs, mb, gas = _batch(cfg, flags)
@@ -398,7 +463,7 @@ def parse_ds_config(cfg: Mapping[str, Any], flags: Flags = Flags(),
         raise ConfigError(f"gradient_clipping must be a finite number, got {clip!r}")
     cfg.update(train_batch_size=tbs, train_micro_batch_size_per_gpu=mb,
                gradient_accumulation_steps=gas)
-    strategy = Strategy(zero=zero, aio=aio, precision=_precision(cfg, flags), train_batch_size=tbs,
+    strategy = Strategy(zero=zero, aio=aio, precision=precision, train_batch_size=tbs,
                         train_micro_batch_size_per_gpu=mb, gradient_accumulation_steps=gas,
                         data_parallel_size=flags.world_size,
                         activation_checkpointing=flags.activation_checkpointing,

@@ -8,16 +8,15 @@ from click.testing import CliRunner
 
 from _runnerhelp import TINY, swap_root
 from tierlab.cli import main
-from tierlab.profiles.load import load_ds_config, load_model
+from tierlab.errors import ConfigError
+from tierlab.profiles.load import load_model
 from tierlab.runner import preflight as pf
-from tierlab.sim.strategy import Flags, apply_overrides, parse_ds_config
+from tierlab.scenario import resolve
 
 
 def strategy(preset="zero3-nvme", *overrides, model=None):
-    cfg, _ = load_ds_config(preset)
-    cfg = apply_overrides(cfg, list(overrides))
-    m = model or load_model(TINY)
-    return parse_ds_config(cfg, Flags(micro_batch=1, precision="bf16", hidden=m.hidden))[0]
+    return resolve(model or TINY, "workstation-rtx3070", preset, overrides=overrides,
+                   micro_batch=1, precision="bf16").strategy
 
 
 TL = load_model("tinyllama-1.1b")
@@ -95,8 +94,11 @@ def test_param_buffer_size_and_duplicate_prefetch_warning():
 
 
 def test_ignored_keys_and_arch_list():
-    s = strategy("zero3-nvme", "aio.thread_count=8", "zero_optimization.aio={}")
-    assert len(pf.check_ignored_keys(s.raw)) == 2
+    s = strategy("zero3-nvme", "aio.thread_count=8")
+    assert [p.message for p in pf.check_ignored_keys(s.raw)] == [
+        "aio.thread_count is ignored by DeepSpeed since 0.16.4"]
+    with pytest.raises(ConfigError, match=r"zero_optimization\.aio is not a key DeepSpeed"):
+        strategy("zero3-nvme", "zero_optimization.aio={}")   # DeepSpeedZeroConfig forbids it
     probs = pf.check_arch_list({"TORCH_CUDA_ARCH_LIST": "9.0a"})
     assert probs and 'TORCH_CUDA_ARCH_LIST="9.0"' in probs[0].fix
     assert pf.check_arch_list({"TORCH_CUDA_ARCH_LIST": "8.0;9.0+PTX"}) == []
@@ -161,9 +163,10 @@ def test_memory_verdict_from_a_plan():
     plan = SimpleNamespace(fits=False, binding_tier="gpu",
                            tiers={"gpu": tier(20 << 30, 8 << 30), "host": tier(1, 2),
                                   "nvme": tier(0, 1)})
-    probs = pf.check_memory(plan)
+    s = strategy("zero3-cpu")
+    probs = pf.check_memory(plan, s)
     assert checks(probs) == ["memory"] and "gpu needs 20.00 GiB of 8.00 GiB" in probs[0].message
-    assert pf.check_memory(SimpleNamespace(fits=True)) == []
+    assert pf.check_memory(SimpleNamespace(fits=True), s) == []
 
 
 def test_cli_preflight_exit_codes(monkeypatch):

@@ -1,0 +1,317 @@
+"""A ds_config read as DeepSpeed 0.19.8 reads it.
+
+Text: hjson, as DeepSpeedConfig opens a config path (runtime/config.py): comments, trailing
+commas and a BOM are fine; a duplicate key anywhere is refused, as DeepSpeed's
+`dict_raise_error_on_duplicate_keys` hook refuses it (config_utils.py).
+
+Keys: the blocks DeepSpeed builds pydantic models from (`zero_optimization` with its offload
+blocks, `fp16`, `bf16`) are judged by DeepSpeed's own models when deepspeed is importable, else
+by the vendored table of sim/ds_schema.py, with the same verdicts: aliases (`max_live_parameters`
+for `stage3_max_live_parameters`) are read, deprecated keys mapped (`cpu_offload: true` ->
+`offload_optimizer.device: cpu`), "auto" dropped to DeepSpeed's default, an unknown key refused
+with the closest valid one named. Keys DeepSpeed 0.19.8 has removed (`amp`, `sparse_attention`,
+`zero_optimization.mics_shard_size`, ...) are refused, as DeepSpeedConfig refuses them. Top-level
+keys and `aio`/`activation_checkpointing` keys DeepSpeed does not read are ignored by DeepSpeed:
+they are warnings here, with the closest key DeepSpeed reads.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from tierlab.errors import ConfigError
+from tierlab.sim.ds_schema import Rejected, load_schema, validate_model
+
+TOP_LEVEL_KEYS = (
+    # runtime/config.py DeepSpeedConfig._initialize_params and the getters it calls
+    "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
+    "managed_gradient_accumulation", "steps_per_print", "dump_state", "disable_python_gc",
+    "disable_allgather", "communication_data_type", "seq_parallel_communication_data_type",
+    "prescale_gradients", "gradient_predivide_factor", "gradient_allreduce_op",
+    "zero_optimization", "activation_checkpointing", "comms_logger", "gradient_clipping", "fp16",
+    "bf16", "bfloat16", "torch_autocast", "optimizer", "scheduler",
+    "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer", "flops_profiler",
+    "wall_clock_breakdown", "memory_breakdown", "autotuning", "use_data_before_expert_parallelism",
+    "hybrid_engine", "pipeline", "data_efficiency", "checkpoint", "data_types", "aio",
+    "dataloader_drop_last", "log_level", "datastates", "weight_quantization", "compile", "timers",
+    "tensor_parallel", "expert_parallel", "sequence_parallel_size", "vocabulary_size",
+    # monitor/config.py
+    "tensorboard", "wandb", "csv_monitor", "comet",
+)
+HF_FILLED = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
+             "gradient_clipping", "fp16.enabled", "bf16.enabled",
+             "zero_optimization.reduce_bucket_size",
+             "zero_optimization.stage3_prefetch_bucket_size",
+             "zero_optimization.stage3_param_persistence_threshold")
+"""The "auto" keys tierlab fills (from flags and the model), as transformers' HfDeepSpeedConfig
+fills them (integrations/deepspeed.py trainer_config_process/finalize; the stage3_* pair only at
+stage 3). Every other "auto" inside a DeepSpeed config model is dropped to DeepSpeed's default."""
+
+
+@dataclass(frozen=True)
+class Reading:
+    """The blocks as DeepSpeed reads them: {canonical key: value} for the keys the config sets
+    (aliases -> DeepSpeed's documented `stage3_*` names, deprecations mapped, "auto" dropped)."""
+
+    blocks: Mapping[str, Mapping[str, Any]]
+    warnings: tuple[str, ...] = ()
+    authority: str = ""
+    """'deepspeed 0.19.8' (its own config models) or 'table 0.19.8' (sim/ds_schema.py)."""
+
+
+# ----------------------------------------------------------------------------------------------
+# text
+
+def loads(text: str, where: str) -> dict:
+    """hjson text -> dict, as DeepSpeedConfig(path) parses it. Raises ConfigError."""
+    import hjson
+
+    def no_duplicates(pairs):
+        keys = [k for k, _ in pairs]
+        dup = sorted({k for k in keys if keys.count(k) > 1})
+        if dup:
+            raise ConfigError(f"{where}: duplicate key {', '.join(map(repr, dup))} (DeepSpeed "
+                              "0.19.8 refuses a ds_config with duplicate keys)")
+        return dict(pairs)
+
+    try:
+        data = hjson.loads(text.lstrip("\ufeff"), object_pairs_hook=no_duplicates)
+    except hjson.HjsonDecodeError as e:
+        raise ConfigError(f"{where}: malformed JSON at line {e.lineno} column {e.colno}: "
+                          f"{e.msg} (read as hjson, as DeepSpeed reads it)") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: nested too deeply") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: the top level must be an object")
+    return data
+
+
+# ----------------------------------------------------------------------------------------------
+# keys
+
+def _deepspeed():
+    """DeepSpeed's config modules, or None without deepspeed (a core install)."""
+    try:
+        import deepspeed  # noqa: F401   (imports torch: ~2 s, once per process)
+        from deepspeed.runtime import config as ds_config
+        from deepspeed.runtime.precision_config import DeepSpeedBF16Config, DeepSpeedFP16Config
+        from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
+    except ImportError:
+        return None
+    return {"zero_optimization": DeepSpeedZeroConfig, "fp16": DeepSpeedFP16Config,
+            "bf16": DeepSpeedBF16Config, "removed_top_level": ds_config._REMOVED_TOP_LEVEL_CONFIG_KEYS,
+            "removed_zero": ds_config._REMOVED_ZERO_CONFIG_KEYS,
+            "version": deepspeed.__version__}
+
+
+def authority(prefer: str = "auto") -> str:
+    """'deepspeed' when importable (and not told otherwise), else 'table'."""
+    if prefer == "table":
+        return "table"
+    if prefer == "deepspeed" or _deepspeed() is not None:
+        return "deepspeed"
+    return "table"
+
+
+def _canonical(model: str, out: Mapping[str, Any], schema: Mapping) -> dict:
+    """{field name: value} -> {alias or name: value}, nested models too; overlap_comm None
+    (DeepSpeed's stage-dependent default) dropped."""
+    fields = schema["models"][model]["fields"]
+    res = {}
+    for name, value in out.items():
+        spec = fields[name]
+        if name == "overlap_comm" and value is None:
+            continue
+        if spec["kind"] == "model" and isinstance(value, Mapping):
+            value = _canonical(spec["model"], value, schema)
+        elif spec["kind"] == "path" and value is not None:
+            from pathlib import PurePath
+            value = str(PurePath(value))
+        res[spec.get("alias") or name] = value
+    return res
+
+
+def _given_fields(obj, block: Mapping) -> dict:
+    """A DeepSpeed config model instance -> {field name: value} of the fields the block set
+    (after DeepSpeed's own deprecation mapping)."""
+    from enum import Enum
+
+    from pydantic import BaseModel
+
+    cls = type(obj)
+    out = {}
+    for name in obj.model_fields_set:
+        info = cls.model_fields[name]
+        if (info.json_schema_extra or {}).get("deprecated"):
+            continue
+        if name == "overlap_comm" and block.get("overlap_comm") is None:
+            continue
+        value = getattr(obj, name)
+        if isinstance(value, BaseModel):
+            sub = block.get(info.alias or name, block.get(name))
+            value = _given_fields(value, sub if isinstance(sub, Mapping) else {})
+        elif isinstance(value, Enum):
+            value = value.value
+        out[name] = value
+    return out
+
+
+def _where_in_message(model_cls, msg: str, loc: str) -> str:
+    """A model-level error has no field in pydantic's loc: take the field its message names."""
+    if "Partial offloading" in msg:
+        return f"{loc}.offload_optimizer.ratio"
+    m = re.search(r"deprecated parameter '(\w+)'", msg)
+    if m:
+        return f"{loc}.{m.group(1)}"
+    for name in sorted(model_cls.model_fields, key=len, reverse=True):
+        if re.search(rf"\b{re.escape(name)}\b", msg):
+            return f"{loc}.{name}"
+    return loc
+
+
+def _by_deepspeed(ds, block_name: str, block: Mapping) -> dict:
+    import logging
+
+    import pydantic
+
+    cls = ds[block_name]
+    ds_log = logging.getLogger("DeepSpeed")   # its deprecation lines: ours say the same, once
+    level = ds_log.level
+    ds_log.setLevel(logging.ERROR)
+    try:
+        obj = cls(**block)
+    except pydantic.ValidationError as e:
+        err = e.errors()[0]
+        path = ".".join(str(p) for p in err["loc"])
+        msg = err["msg"].removeprefix("Assertion failed, ").removeprefix("Value error, ")
+        where = f"{block_name}.{path}" if path else _where_in_message(cls, msg, block_name)
+        raise Rejected(where, err["type"], msg) from None
+    except (AssertionError, ValueError, TypeError) as e:
+        raise Rejected(_where_in_message(cls, str(e), block_name), "assertion_error",
+                       str(e)) from None
+    finally:
+        ds_log.setLevel(level)
+    return _given_fields(obj, block)
+
+
+def _closest(key: str, options) -> str:
+    near = difflib.get_close_matches(key, list(options), n=1, cutoff=0.6)
+    return f" (did you mean {near[0]!r}?)" if near else ""
+
+
+def _message(r: Rejected, where: str, schema: Mapping) -> str:
+    if r.kind == "extra_forbidden":
+        parts = r.loc.split(".")
+        model = schema["blocks"].get(parts[0])
+        for part in parts[1:-1]:
+            if model:
+                spec = schema["models"][model]["fields"].get(part) or next(
+                    (s for s in schema["models"][model]["fields"].values()
+                     if s.get("alias") == part), {})
+                model = spec.get("model")
+        valid = []
+        if model:
+            for name, spec in schema["models"][model]["fields"].items():
+                if not spec.get("deprecated"):
+                    valid.append(spec.get("alias") or name)
+        return (f"{where}: {r.loc} is not a key DeepSpeed 0.19.8 accepts (its config model "
+                f"forbids unknown keys){_closest(parts[-1], valid)}")
+    return f"{where}: {r.loc}: {r.detail} (DeepSpeed 0.19.8 refuses it)"
+
+
+def _worded(r: Rejected, model: str, block: Mapping, name: str, schema: Mapping) -> Rejected:
+    """DeepSpeed's refusal in the table's words (one wording whichever is the authority) when
+    the table refuses the same key; else DeepSpeed's own."""
+    try:
+        validate_model(model, block, name, schema)
+    except Rejected as t:
+        if t.loc == r.loc:
+            return t
+    return r
+
+
+def _legacy_blocks(cfg: dict, warnings: list[str], where: str) -> dict:
+    """`zero_optimization: true` (DeepSpeed's old format: stage 1) and `bfloat16` (the old name
+    of bf16), as runtime/zero/config.py and precision_config.py read them."""
+    cfg = dict(cfg)
+    if isinstance(cfg.get("zero_optimization"), bool):
+        on = cfg["zero_optimization"]
+        cfg["zero_optimization"] = ({"stage": 1, "allgather_bucket_size":
+                                     cfg.get("allgather_size", 500_000_000)} if on else {})
+        warnings.append(f"{where}: zero_optimization: {str(on).lower()} is DeepSpeed's deprecated "
+                        f"format; read as stage {1 if on else 0}")
+    if "bf16" not in cfg and "bfloat16" in cfg:
+        cfg["bf16"] = cfg.pop("bfloat16")
+        warnings.append(f"{where}: bfloat16 is the old name of bf16; read as bf16")
+    return cfg
+
+
+def _unread_keys(cfg: Mapping, schema: Mapping, where: str) -> list[str]:
+    """Keys DeepSpeed does not read (it ignores them): a warning each, the closest named."""
+    out = []
+    for key in cfg:
+        if key not in TOP_LEVEL_KEYS and not key.startswith("_"):
+            out.append(f"{where}: {key} is not a key DeepSpeed 0.19.8 reads; it ignores it"
+                       f"{_closest(key, TOP_LEVEL_KEYS)}")
+    for block, defaults in schema["read_key_by_key"].items():
+        if isinstance(cfg.get(block), Mapping):
+            for key in cfg[block]:
+                if key not in defaults:
+                    out.append(f"{where}: {block}.{key} is not a key DeepSpeed 0.19.8 reads; it "
+                               f"ignores it{_closest(key, defaults)}")
+    return out
+
+
+def _deprecations(block_name: str, block: Mapping, schema: Mapping, where: str) -> list[str]:
+    out = []
+    fields = schema["models"][schema["blocks"][block_name]]["fields"]
+    for key in block:
+        dep = (fields.get(key) or {}).get("deprecated")
+        if dep and block[key] != "auto":
+            new = dep["new_param"]
+            maps = dep["maps"]
+            how = (f"read as {new}" if maps == "identity" else
+                   f"read as {new}={maps[str(bool(block[key])).lower()]}"
+                   if dep.get("set_new_param", True) else f"ignored; set {new} instead")
+            out.append(f"{where}: {block_name}.{key} is deprecated in DeepSpeed 0.19.8: {how}")
+    return out
+
+
+def read(cfg: Mapping[str, Any], where: str = "ds_config", prefer: str = "auto") -> tuple[
+        dict, Reading]:
+    """(cfg with legacy blocks renamed, Reading). `prefer`: 'auto' (DeepSpeed when importable),
+    'deepspeed' or 'table'. Raises ConfigError naming the key DeepSpeed refuses."""
+    schema = load_schema()
+    warnings: list[str] = []
+    cfg = _legacy_blocks(cfg, warnings, where)
+    ds = _deepspeed() if authority(prefer) == "deepspeed" else None
+    if prefer == "deepspeed" and ds is None:
+        raise ConfigError("deepspeed is not importable")
+    removed_top = ds["removed_top_level"] if ds else schema["removed_top_level"]
+    removed_zero = ds["removed_zero"] if ds else schema["removed_zero"]
+    for key, why in removed_top.items():
+        if key in cfg:
+            raise ConfigError(f"{where}: {key}: DeepSpeed 0.19.8 refuses it: {why.strip()}")
+    zero = cfg.get("zero_optimization")
+    for key, why in removed_zero.items():
+        if isinstance(zero, Mapping) and key in zero:
+            raise ConfigError(f"{where}: zero_optimization.{key}: DeepSpeed 0.19.8 refuses it: "
+                              f"{why.strip()}")
+    blocks = {}
+    for name, model in schema["blocks"].items():
+        block = cfg.get(name) or {}
+        if not isinstance(block, Mapping):
+            raise ConfigError(f"{where}: {name} must be an object, got {block!r}")
+        try:
+            out = (_by_deepspeed(ds, name, block) if ds else
+                   validate_model(model, block, name, schema))
+        except Rejected as r:
+            raise ConfigError(_message(_worded(r, model, block, name, schema), where,
+                                       schema)) from None
+        blocks[name] = _canonical(model, out, schema)
+        warnings += _deprecations(name, block, schema, where)
+    warnings += _unread_keys(cfg, schema, where)
+    label = f"deepspeed {ds['version']}" if ds else f"table {schema['deepspeed_version']}"
+    return cfg, Reading(blocks=blocks, warnings=tuple(warnings), authority=label)

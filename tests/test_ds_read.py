@@ -1,0 +1,257 @@
+"""ds_configs read as DeepSpeed 0.19.8 reads them (sim/ds_read.py, sim/ds_schema.py): the corpus
+of real configs (tests/data/ds_configs/ORIGINS.yaml) gets DeepSpeed's verdict; the vendored
+table and DeepSpeed's own config models agree; aliases, deprecations, "auto", hjson, duplicate
+keys, the precision message and the activation_checkpointing block."""
+import json
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tierlab.errors import ConfigError
+from tierlab.profiles.load import load_ds_config
+from tierlab.sim import ds_read
+from tierlab.sim.ds_schema import load_schema
+from tierlab.sim.strategy import (_ZERO_PASSTHROUGH, _ZERO_UNMODELLED, Flags, OffloadOptimizer,
+                                  OffloadParam, Zero, parse_ds_config)
+
+CORPUS = Path(__file__).parent / "data" / "ds_configs"
+ORIGINS = yaml.safe_load((CORPUS / "ORIGINS.yaml").read_text())
+HAS_DEEPSPEED = ds_read.authority() == "deepspeed"
+BACKENDS = ["table"] + (["deepspeed"] if HAS_DEEPSPEED else [])
+
+
+def _verdict(cfg, prefer) -> str:
+    try:
+        ds_read.read(cfg, "x", prefer=prefer)
+    except ConfigError as e:
+        return "rejected " + str(e).split(": ")[1].split(" ")[0]
+    return "accepted"
+
+
+def test_corpus_is_real_and_cited():
+    files = sorted(p.name for p in CORPUS.glob("*.json"))
+    assert len(files) >= 12 and files == sorted(ORIGINS)
+    for name, origin in ORIGINS.items():
+        assert origin["repo"].count("/") == 1 and origin["path"], name
+        assert origin["verdict"] == "accepted" or origin["verdict"].startswith("rejected "), name
+
+
+@pytest.mark.parametrize("prefer", BACKENDS)
+@pytest.mark.parametrize("name", sorted(ORIGINS))
+def test_corpus_verdict(name, prefer):
+    cfg, _ = load_ds_config(str(CORPUS / name))
+    assert _verdict(cfg, prefer) == ORIGINS[name]["verdict"]
+
+
+def _hf_filled(cfg: dict, gpus: int) -> dict:
+    """The dict the HF Trainer hands DeepSpeed: "auto" filled (batch 8 per GPU, no fp16/bf16
+    flag, max_grad_norm 1, hidden 4096)."""
+    cfg = json.loads(json.dumps(cfg))
+    for key, value in (("train_micro_batch_size_per_gpu", 8), ("gradient_accumulation_steps", 1),
+                       ("train_batch_size", 8 * gpus), ("gradient_clipping", 1.0)):
+        if cfg.get(key) == "auto":
+            cfg[key] = value
+    if "train_batch_size" not in cfg and "train_micro_batch_size_per_gpu" not in cfg:
+        cfg["train_micro_batch_size_per_gpu"] = 8
+    for block in ("fp16", "bf16"):
+        if isinstance(cfg.get(block), dict) and cfg[block].get("enabled") == "auto":
+            cfg[block]["enabled"] = False
+    zero = cfg.get("zero_optimization") or {}
+    if zero.get("reduce_bucket_size") == "auto":
+        zero["reduce_bucket_size"] = 4096 * 4096
+    if zero.get("stage") == 3:
+        for key, value in (("stage3_prefetch_bucket_size", int(0.9 * 4096 * 4096)),
+                           ("stage3_param_persistence_threshold", 40960)):
+            if zero.get(key) == "auto":
+                zero[key] = value
+    return cfg
+
+
+@pytest.mark.skipif(not HAS_DEEPSPEED, reason="needs deepspeed (pip install 'tierlab[runner]')")
+@pytest.mark.parametrize("name", sorted(ORIGINS))
+def test_corpus_verdict_is_real_deepspeeds(name, monkeypatch):
+    """DeepSpeedConfig itself, on the file as DeepSpeed opens it (hjson, duplicate keys
+    refused), with "auto" filled as the HF Trainer fills it."""
+    import hjson
+    from deepspeed.runtime import config as dsc
+    from deepspeed.runtime.config_utils import dict_raise_error_on_duplicate_keys
+
+    gpus = ORIGINS[name].get("gpus", 1)
+    monkeypatch.setattr(dsc.dist, "get_rank", lambda *a, **k: 0)
+    monkeypatch.setattr(dsc.dist, "get_world_size", lambda *a, **k: gpus)
+    with open(CORPUS / name) as f:
+        cfg = hjson.load(f, object_pairs_hook=dict_raise_error_on_duplicate_keys)
+    try:
+        dsc.DeepSpeedConfig(_hf_filled(cfg, gpus))
+        verdict = "accepted"
+    except Exception as e:   # noqa: BLE001 - DeepSpeed raises ValidationError, its own, asserts
+        text = str(e)
+        key = ORIGINS[name]["verdict"].split(" ")[-1]
+        assert key.split(".")[-1] in text, text
+        verdict = f"rejected {key}"
+    assert verdict == ORIGINS[name]["verdict"]
+
+
+@pytest.mark.parametrize("name", sorted(n for n, o in ORIGINS.items() if "tierlab" in o))
+def test_corpus_tierlab(name):
+    """An accepted config is simulated, or the feature tierlab does not model is named."""
+    cfg, where = load_ds_config(str(CORPUS / name))
+    flags = Flags(world_size=ORIGINS[name].get("gpus", 1), hidden=4096, default_precision="bf16")
+    want = ORIGINS[name]["tierlab"]
+    if want == "simulated":
+        strategy, _ = parse_ds_config(cfg, flags, where=where)
+        assert strategy.zero.stage == (cfg.get("zero_optimization") or {}).get("stage", 0)
+    else:
+        with pytest.raises(ConfigError, match=want.split(" ")[1].replace(".", r"\.")):
+            parse_ds_config(cfg, flags, where=where)
+
+
+SYNTHETIC = [{"zero_optimization": z} for z in (
+    {"stage": 3, "aio": {}}, {"stage": 3, "stage3_param_persitance_threshold": 5},
+    {"stage": 3, "max_live_parameters": 5, "stage3_max_reuse_distance": 7},
+    {"stage": 3, "max_live_parameters": 5, "stage3_max_live_parameters": 7},
+    {"cpu_offload": True, "stage": 2}, {"cpu_offload": False, "stage": 2}, {"stage": "3"},
+    {"stage": 3.0}, {"stage": True}, {"stage": None}, {"stage": 4},
+    {"reduce_bucket_size": "auto", "stage": 3},
+    {"offload_param": {"device": "cpu", "buffer_size": "auto"}, "stage": 3},
+    {"offload_param": {"device": "cpu", "foo": 1}, "stage": 3}, {"reduce_bucket_size": "5e8"},
+    {"reduce_bucket_size": "12.0"}, {"reduce_bucket_size": 5e8}, {"reduce_bucket_size": 5.5},
+    {"reduce_bucket_size": True}, {"reduce_bucket_size": 0}, {"contiguous_gradients": "yes"},
+    {"contiguous_gradients": 1}, {"contiguous_gradients": 2}, {"overlap_comm": None},
+    {"overlap_comm": False}, {"offload_optimizer": None}, {"offload_optimizer": {"device": "CPU"}},
+    {"offload_optimizer": {"device": "cpu", "ratio": 0.5}, "stage": 2},
+    {"offload_optimizer": {"device": "cpu", "ratio": 0.5}, "stage": 3},
+    {"stage3_gather_fp16_weights_on_model_save": True}, {"cpu_offload_param": True, "stage": 3},
+    {"cpu_offload_use_pin_memory": True}, {"sub_group_size": -1},
+    {"cpu_offload": True, "offload_optimizer": {"device": "cpu"}},
+    {"compute_grad_norm": False, "stage": 3}, {"compute_grad_norm": False, "stage": 2},
+    {"round_robin_gradients": None}, {"offload_param": {"device": "nvme", "nvme_path": "/x/y/"}},
+    {"zenflow": {"topk_ratio": 0.1, "bogus": 1}}, {"mics_shard_size": 4},
+    {"stage3_module_granularity_threshold": -5})] + [
+    {"fp16": {"enabled": True, "loss_scale_window": 0}}, {"fp16": {"enabled": True,
+                                                                   "loss_scale": True}},
+    {"fp16": {"enabled": "auto", "bogus": 1}}, {"bf16": {"enabled": "yes"}},
+    {"amp": {"enabled": False}}, {"bfloat16": {"enabled": True}}, {"zero_optimization": True}]
+
+
+def _outcome(cfg, prefer):
+    try:
+        return "ok", ds_read.read(cfg, "x", prefer=prefer)[1].blocks
+    except ConfigError as e:
+        return "refused", str(e).split(": ")[1]
+
+
+@pytest.mark.skipif(not HAS_DEEPSPEED, reason="needs deepspeed (pip install 'tierlab[runner]')")
+@pytest.mark.parametrize("cfg", SYNTHETIC + [load_ds_config(str(CORPUS / n))[0]
+                                             for n in sorted(ORIGINS)], ids=repr)
+def test_table_gives_deepspeeds_verdict(cfg):
+    """Same blocks (canonical keys, coerced values, deprecations mapped, "auto" dropped) or the
+    same key refused, whether DeepSpeed's models or the vendored table judge."""
+    assert _outcome(cfg, "table") == _outcome(cfg, "deepspeed")
+
+
+@pytest.mark.skipif(not HAS_DEEPSPEED, reason="needs deepspeed (pip install 'tierlab[runner]')")
+def test_vendored_table_is_a_fresh_dump():
+    from tierlab.sim.ds_schema import schema_from_deepspeed
+
+    assert json.loads(json.dumps(schema_from_deepspeed())) == load_schema(), \
+        "run bench/vendor_ds_schema.py"
+
+
+def test_strategy_defaults_are_deepspeeds():
+    """Every key tierlab models has DeepSpeed 0.19.8's default; every zero_optimization key
+    DeepSpeed accepts is modelled, passed through, or refused by name when on."""
+    models = load_schema()["models"]
+    for cls, model in ((Zero, "DeepSpeedZeroConfig"), (OffloadParam,
+                                                       "DeepSpeedZeroOffloadParamConfig"),
+                       (OffloadOptimizer, "DeepSpeedZeroOffloadOptimizerConfig")):
+        by_key = {spec.get("alias") or name: spec for name, spec in models[model]["fields"].items()}
+        for f in fields(cls):
+            if f.name in ("offload_param", "offload_optimizer"):
+                continue
+            assert f.name in by_key, f"{cls.__name__}.{f.name}"
+            ds_default = by_key[f.name].get("default")
+            assert f.default == ds_default, f"{f.name}: {f.default} != DeepSpeed's {ds_default}"
+    zero_keys = {spec.get("alias") or name for name, spec in
+                 models["DeepSpeedZeroConfig"]["fields"].items() if not spec.get("deprecated")}
+    known = {f.name for f in fields(Zero)} | _ZERO_PASSTHROUGH | _ZERO_UNMODELLED
+    assert zero_keys <= known, zero_keys - known
+
+
+def test_aliases_deprecations_and_auto():
+    flags = Flags(hidden=2048)
+    s, w = parse_ds_config({"zero_optimization": {"stage": 3, "max_live_parameters": 0,
+                                                  "max_reuse_distance": 7}}, flags)
+    assert s.zero.stage3_max_live_parameters == 0 and s.zero.stage3_max_reuse_distance == 7
+    s, w = parse_ds_config({"zero_optimization": {"stage": 2, "cpu_offload": True}}, flags)
+    assert s.optimizer_device == "cpu"      # not "switched off"
+    assert any("cpu_offload is deprecated" in x and "offload_optimizer={'device': 'cpu'}" in x
+               for x in w)
+    # "auto" where HF does not fill it: DeepSpeed drops it to its default
+    s, _ = parse_ds_config({"zero_optimization": {
+        "stage": 3, "stage3_max_live_parameters": "auto", "sub_group_size": "auto",
+        "offload_param": {"device": "nvme", "nvme_path": "/n", "buffer_size": "auto"}}}, flags)
+    assert (s.zero.stage3_max_live_parameters, s.zero.sub_group_size,
+            s.zero.offload_param.buffer_size) == (1_000_000_000, 1_000_000_000, 100_000_000)
+    # "auto" HF fills: from the hidden size (the stage3_* pair at stage 3 only)
+    s, _ = parse_ds_config({"zero_optimization": {"stage": 3, "reduce_bucket_size": "auto",
+                                                  "stage3_prefetch_bucket_size": "auto"}}, flags)
+    assert (s.zero.reduce_bucket_size, s.zero.stage3_prefetch_bucket_size) == (
+        2048 * 2048, int(0.9 * 2048 * 2048))
+    s, _ = parse_ds_config({"zero_optimization": {"stage": 2,
+                                                  "stage3_prefetch_bucket_size": "auto"}}, flags)
+    assert s.zero.stage3_prefetch_bucket_size == 50_000_000
+
+
+def test_unknown_keys_name_the_closest():
+    with pytest.raises(ConfigError, match=r"zero_optimization\.stage3_param_persitance_threshold "
+                       r"is not a key .*did you mean 'stage3_param_persistence_threshold'"):
+        parse_ds_config({"zero_optimization": {"stage": 3,
+                                               "stage3_param_persitance_threshold": 10}})
+    with pytest.raises(ConfigError, match=r"offload_param\.pin_memroy is not a key .*did you "
+                       r"mean 'pin_memory'"):
+        parse_ds_config({"zero_optimization": {"stage": 3, "offload_param": {
+            "device": "cpu", "pin_memroy": True}}})
+    _, w = parse_ds_config({"zero_optimization": {"stage": 2}, "gradient_clippping": 1.0,
+                            "aio": {"queue_dept": 8}})
+    assert any("gradient_clippping is not a key DeepSpeed 0.19.8 reads; it ignores it (did you "
+               "mean 'gradient_clipping'?)" in x for x in w)
+    assert any("aio.queue_dept" in x and "'queue_depth'" in x for x in w)
+
+
+def test_hjson_and_duplicates(tmp_path):
+    p = tmp_path / "c.json"
+    p.write_text('\ufeff{\n // ZeRO-2\n "zero_optimization": {"stage": 2,},\n}', encoding="utf-8")
+    assert load_ds_config(str(p))[0] == {"zero_optimization": {"stage": 2}}
+    p.write_text('{"zero_optimization": {"stage": 2, "stage": 3}}')
+    with pytest.raises(ConfigError, match=r"c\.json: duplicate key 'stage' \(DeepSpeed 0\.19\.8 "
+                       r"refuses"):
+        load_ds_config(str(p))
+
+
+def test_precision_message_says_what_the_config_implies():
+    cfg = {"fp16": {"enabled": "auto"}, "zero_optimization": {"stage": 2}}
+    # tierlab's default (bf16 on this GPU) is no flag the user passed
+    s, w = parse_ds_config(cfg, Flags(default_precision="bf16"))
+    assert s.precision == "fp16" and not any("--precision" in x for x in w)
+    assert any('fp16.enabled is "auto", and it has no bf16 block: simulating fp16' in x
+               for x in w)
+    with pytest.raises(ConfigError, match=r'--precision bf16 contradicts the config, which trains '
+                       r'in fp16 or fp32 \(fp16\.enabled is "auto", and it has no bf16 block\)'):
+        parse_ds_config(cfg, Flags(precision="bf16"))
+    s, _ = parse_ds_config(cfg, Flags(precision="fp16"))
+    assert s.precision == "fp16"
+    s, w = parse_ds_config({"zero_optimization": {"stage": 2}}, Flags(default_precision="bf16"))
+    assert s.precision == "fp32" and any("DeepSpeed trains in fp32" in x for x in w)
+
+
+@pytest.mark.parametrize("key", ["partition_activations", "cpu_checkpointing",
+                                 "contiguous_memory_optimization"])
+def test_activation_checkpointing_block_refused_by_name(key):
+    cfg = {"zero_optimization": {"stage": 2}, "activation_checkpointing": {key: True}}
+    with pytest.raises(ConfigError, match=rf"activation_checkpointing\.{key}=True is not modelled"):
+        parse_ds_config(cfg)
+    cfg["activation_checkpointing"][key] = False
+    parse_ds_config(cfg)
