@@ -15,82 +15,40 @@ until a function is called — `import tierlab` never imports torch, SimPy, pand
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:  # pragma: no cover
     from tierlab.sim.plan_config import PlanResult
     from tierlab.sim.result import SimResult
 
+from tierlab.scenario import DEFAULT_CONFIG, DEFAULT_HARDWARE, DEFAULT_MODEL
+
 __version__ = "0.1.0"
-__all__ = ["simulate", "sweep", "plan", "plot", "scenario", "__version__"]
-
-DEFAULT_MODEL = "tinyllama-1.1b"
-DEFAULT_HARDWARE = "workstation-rtx3070"
-DEFAULT_CONFIG = "zero3-cpu"
-
-
-def _base(model, hardware, ds_config, *, overrides=(), micro_batch=None, grad_accum=None,
-          seq=None, gpus=None, nodes=None, precision=None, checkpointing=True):
-    """A sweep Base from names or objects (a Strategy is turned back into its ds_config)."""
-    from tierlab.sim.strategy import Strategy, to_ds_config
-    from tierlab.sim.sweep import Base
-
-    if isinstance(ds_config, Strategy):
-        strategy = ds_config
-        ds_config = to_ds_config(strategy)
-        checkpointing = strategy.activation_checkpointing
-    if isinstance(overrides, Mapping):
-        overrides = [f"{k}={_json(v)}" for k, v in overrides.items()]
-    _check_kinds(model, hardware)
-    return Base(model=model, hardware=hardware, ds_config=ds_config, overrides=tuple(overrides),
-                micro_batch=micro_batch, grad_accum=grad_accum, seq=seq, gpus=gpus, nodes=nodes,
-                precision=precision, checkpointing=checkpointing)
-
-
-def _json(value) -> str:
-    import json
-
-    return value if isinstance(value, str) else json.dumps(value)
-
-
-def _check_kinds(model, hardware) -> None:
-    from tierlab.errors import ConfigError
-    from tierlab.profiles.schema import Hardware, Model
-
-    if not isinstance(model, (str, Model)):
-        raise ConfigError(f"model: expected a profile name/path or a Model, got "
-                          f"{type(model).__name__} (the order is model, hardware, ds_config)")
-    if not isinstance(hardware, (str, Hardware)):
-        raise ConfigError(f"hardware: expected a profile name/path or a Hardware, got "
-                          f"{type(hardware).__name__} (the order is model, hardware, ds_config)")
+__all__ = ["simulate", "memory", "sweep", "plan", "plot", "scenario", "__version__"]
 
 
 def scenario(model: Any = DEFAULT_MODEL, hardware: Any = DEFAULT_HARDWARE,
              ds_config: Any = DEFAULT_CONFIG, **options):
-    """(hardware, model, strategy) objects, resolved as the CLI does. Options as `simulate`."""
-    from tierlab.sim.sweep import resolve
+    """The tierlab.scenario.Scenario the CLI would build (hardware, model, strategy, software;
+    `.memory()`, `.simulate()`). Options as `simulate`, plus gpu_mem_cap and swap_dir."""
+    from tierlab.scenario import resolve
 
-    sc = resolve(_base(model, hardware, ds_config, **options))
-    return sc.hardware, sc.model, sc.strategy
+    return resolve(model, hardware, ds_config, **options)
 
 
 def simulate(model: Any = DEFAULT_MODEL, hardware: Any = DEFAULT_HARDWARE,
-             ds_config: Any = DEFAULT_CONFIG, *, micro_batch: int | None = None,
-             grad_accum: int | None = None, seq: int | None = None, gpus: int | None = None,
-             nodes: int | None = None, precision: str | None = None, checkpointing: bool = True,
-             overrides: Mapping[str, Any] | Iterable[str] = (), strict: bool = False
-             ) -> "SimResult":
+             ds_config: Any = DEFAULT_CONFIG, *, strict: bool = False, **options) -> "SimResult":
     """Simulate one step. `model`/`hardware`: profile names, paths or profile objects;
-    `ds_config`: a preset name, a path, a dict or a Strategy; `overrides`: {"dotted.key": value}
-    or ["dotted.key=value"] applied to the ds_config. Raises ConfigError on bad input."""
-    from tierlab.sim.engine import simulate as run
-    from tierlab.sim.sweep import resolve
+    `ds_config`: a preset name, a path, a dict or a Strategy. Options: micro_batch, grad_accum,
+    seq, gpus, nodes, precision, checkpointing, gpu_mem_cap, overrides ({"dotted.key": value}
+    or ["dotted.key=value"]). Raises ConfigError on bad input."""
+    return scenario(model, hardware, ds_config, **options).simulate(strict=strict)
 
-    base = _base(model, hardware, ds_config, overrides=overrides, micro_batch=micro_batch,
-                 grad_accum=grad_accum, seq=seq, gpus=gpus, nodes=nodes, precision=precision,
-                 checkpointing=checkpointing)
-    sc = resolve(base)
-    return run(sc.hardware, sc.model, sc.strategy, strict=strict)
+
+def memory(model: Any = DEFAULT_MODEL, hardware: Any = DEFAULT_HARDWARE,
+           ds_config: Any = DEFAULT_CONFIG, **options):
+    """The per-tier MemoryPlan (GPU per rank, host and NVMe per node). Options as `simulate`."""
+    return scenario(model, hardware, ds_config, **options).memory()
 
 
 def sweep(vary: Mapping[str, Any], model: Any = DEFAULT_MODEL, hardware: Any = DEFAULT_HARDWARE,
@@ -102,12 +60,15 @@ def sweep(vary: Mapping[str, Any], model: Any = DEFAULT_MODEL, hardware: Any = D
     `tierlab sweep --list-keys`. `out`: a .csv/.parquet file to resume from and write
     (atomically). Other options (micro_batch, seq, gpus, ...) as `simulate`."""
     from tierlab.errors import ConfigError
-    from tierlab.sim.sweep import default_simulator, make_axis, run_sweep
+    from tierlab.scenario import resolve
+    from tierlab.sim.engine import simulate as run
+    from tierlab.sim.sweep import Base, make_axis, run_sweep
 
     if not isinstance(vary, Mapping) or not vary:
         raise ConfigError("empty grid: sweep(vary={key: [values], ...}) needs at least one key")
     axes = [make_axis(k, v) for k, v in vary.items()]
-    base = _base(model, hardware, ds_config, **options)
+    resolve(model, hardware, ds_config, **options)      # a broken base: one error, not N rows
+    base = Base(model=model, hardware=hardware, ds_config=ds_config, **options)
     bar = {}
 
     def start(todo, skipped):
@@ -120,7 +81,7 @@ def sweep(vary: Mapping[str, Any], model: Any = DEFAULT_MODEL, hardware: Any = D
             bar["bar"].update(len(batch))
 
     try:
-        outcome = run_sweep(base, axes, simulator=None if memory_only else default_simulator(),
+        outcome = run_sweep(base, axes, simulator=None if memory_only else run,
                             strict=strict, jobs=jobs, out=out, on_start=start, on_rows=rows)
     finally:
         if "bar" in bar:
@@ -135,20 +96,12 @@ def plan(model: Any, hardware: Any, *, gpus: int | None = None, nodes: int | Non
     practical notes, and the winner's ds_config (`.ds_config`). Options: global_batch,
     grad_accum, micro_batch, checkpointing, precision, min_tokens_per_s, nvme_path,
     max_micro_batch, jobs (see tierlab.sim.plan.plan)."""
-    from dataclasses import replace
-
-    from tierlab.profiles.load import load_hardware, load_model, parse_quantity
+    from tierlab.scenario import machine_and_model, parse_bytes
     from tierlab.sim.plan import plan as run
 
-    _check_kinds(model, hardware)
-    hw = load_hardware(hardware, gpus_per_node=gpus, nodes=nodes) if isinstance(hardware, str) \
-        else replace(hardware, gpus_per_node=gpus or hardware.gpus_per_node,
-                     nodes=nodes or hardware.nodes)
-    mdl = load_model(model, seq_len=seq) if isinstance(model, str) else (
-        replace(model, seq_len=seq) if seq else model)
-    if isinstance(max_gpu_mem, str):
-        max_gpu_mem = parse_quantity(max_gpu_mem, "bytes", "max_gpu_mem")
-    return run(hw, mdl, max_gpu_mem_bytes=max_gpu_mem, **options)
+    hw, mdl, _ = machine_and_model(model, hardware, seq=seq, gpus=gpus, nodes=nodes)
+    cap = parse_bytes(max_gpu_mem, "max_gpu_mem") if max_gpu_mem is not None else None
+    return run(hw, mdl, max_gpu_mem_bytes=cap, **options)
 
 
 def plot(kind: str, data, **options):

@@ -1,6 +1,9 @@
-"""tierlab's command line: the only module that prints, writes files or exits.
+"""tierlab's command line: parse, call one library function, print. The only module that prints,
+writes files or exits.
 
-User errors (`ConfigError`) print one line `error: ...` and exit 2; never a traceback.
+Every verb resolves its scenario through `tierlab.scenario.resolve` (one resolver, defaults
+written once); memory is printed in GiB. User errors (`ConfigError`) print one line
+`error: ...` and exit 2; never a traceback.
 """
 from __future__ import annotations
 
@@ -9,18 +12,17 @@ import json
 import logging
 import signal
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
+from tierlab import __version__
 from tierlab.errors import ConfigError, Interrupted
+from tierlab.safeio import check_writable, write_json, write_text
+from tierlab.scenario import DEFAULT_CONFIG, DEFAULT_HARDWARE, DEFAULT_MODEL, resolve
+from tierlab.units import fmt_gib
 
 log = logging.getLogger("tierlab")
-
-DEFAULT_MODEL = "tinyllama-1.1b"
-DEFAULT_HARDWARE = "workstation-rtx3070"
-DEFAULT_CONFIG = "zero3-cpu"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -41,123 +43,91 @@ class TierlabGroup(click.Group):
             ctx.exit(2)
 
 
-def parse_bytes(text: str, what: str) -> float:
-    """'8GiB' / '8 GB' / '8e9' -> bytes (> 0)."""
-    from tierlab.profiles.load import parse_quantity
-
-    import math
-    import re
-
-    given = text = str(text).strip()
-    try:
-        value = float(text)
-    except ValueError:
-        m = re.fullmatch(r"(.*?\d)\s*([kKmMgGtTpP])(i?)[bB]?", text)
-        if m:     # 8g, 8G, 8gb, 8Gi -> 8GB / 8GiB (the prefix's case does not matter)
-            text = f"{m.group(1)}{m.group(2).upper()}{m.group(3)}B"
-        value = parse_quantity(text, "bytes", f"{what} {given!r}")
-    if not math.isfinite(value) or not value > 0:
-        raise ConfigError(f"{what} must be > 0 (a finite number of bytes), got {given!r}")
-    return value
+def options(*opts):
+    """Apply a group of click options (declared once, below) in the order given."""
+    def apply(fn):
+        for opt in reversed(opts):
+            fn = opt(fn)
+        return fn
+    return apply
 
 
-@dataclass(frozen=True)
-class Scenario:
-    """What every simulate/memory/run command needs, resolved from the shared options."""
+SCENARIO_KEYS = ("model", "hardware", "ds_config", "overrides", "gpus", "nodes", "micro_batch",
+                 "grad_accum", "seq", "checkpointing", "precision")
+"""The scenario options' parameter names, as tierlab.scenario.resolve takes them."""
 
-    hardware: object
-    model: object
-    strategy: object
-    warnings: tuple[str, ...]
-    config_where: str
-
-
-def scenario_options(fn):
-    """The options shared by memory/simulate/run/preflight (model, hardware, config, batch)."""
-    opts = [
-        click.option("--model", "-m", default=DEFAULT_MODEL, show_default=True,
-                     help="Model profile name (see `tierlab profiles models`), a profile YAML, "
-                          "or a Hugging Face config.json path."),
-        click.option("--hardware", "-H", default=DEFAULT_HARDWARE, show_default=True,
-                     help="System profile name (see `tierlab profiles hardware`) or YAML path."),
-        click.option("--ds-config", "-c", default=DEFAULT_CONFIG, show_default=True,
-                     help="DeepSpeed config: preset name (see `tierlab profiles configs`) or a "
-                          "ds_config.json path."),
-        click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
-                     help="Override a ds_config key, e.g. --set zero_optimization.stage=3 "
-                          "(repeatable; values parsed as JSON, 1e8 allowed)."),
-        click.option("--gpus", type=int, default=None,
-                     help="GPUs per node (default: the hardware profile's)."),
-        click.option("--nodes", type=int, default=None,
-                     help="Number of nodes (default: the hardware profile's)."),
-        click.option("--micro-batch", type=int, default=None,
-                     help="train_micro_batch_size_per_gpu; overrides the config and fills \"auto\"."),
-        click.option("--grad-accum", type=int, default=None,
-                     help="gradient_accumulation_steps; overrides the config and fills \"auto\"."),
-        click.option("--seq", type=int, default=None,
-                     help="Sequence length in tokens (default: the model's context length)."),
-        click.option("--checkpointing/--no-checkpointing", default=True, show_default=True,
-                     help="Activation (gradient) checkpointing: recompute each block in backward."),
-        click.option("--precision", type=click.Choice(["fp16", "bf16", "fp32"]), default=None,
-                     help="Fills fp16/bf16 \"auto\"; must agree with the config if it sets one."),
-    ]
-    for opt in reversed(opts):
-        fn = opt(fn)
-    return fn
-
-
-def build_scenario(model, hardware, ds_config, overrides, gpus, nodes, micro_batch, grad_accum,
-                   seq, checkpointing, precision) -> Scenario:
-    from tierlab.profiles.load import load_ds_config, load_hardware, load_model
-    from tierlab.sim.strategy import Flags, apply_overrides, parse_ds_config
-
-    for flag, value in (("--micro-batch", micro_batch), ("--grad-accum", grad_accum)):
-        if value is not None and value < 1:
-            raise ConfigError(f"{flag} must be >= 1, got {value}")
-    hw = load_hardware(hardware, gpus_per_node=gpus, nodes=nodes)
-    mdl = load_model(model, seq_len=seq)
-    cfg, where = load_ds_config(ds_config)
-    cfg = apply_overrides(cfg, list(overrides))
-    if precision is None:   # fills fp16/bf16 "auto": bf16 where the GPU has it, else fp16
-        precision = "bf16" if "bf16" in hw.gpu.peak_flops else "fp16"
-        if _explicit_precision(cfg):
-            precision = None
-    flags = Flags(micro_batch=micro_batch, grad_accum=grad_accum, world_size=hw.world_size,
-                  precision=precision, activation_checkpointing=checkpointing, hidden=mdl.hidden)
-    strategy, warnings = parse_ds_config(cfg, flags, where=where)
-    return Scenario(hw, mdl, strategy, tuple(warnings), where)
+model_option = click.option(
+    "--model", "-m", default=DEFAULT_MODEL, show_default=True,
+    help="Model profile name (see `tierlab profiles models`), a profile YAML, or a Hugging Face "
+         "config.json path.")
+hardware_option = click.option(
+    "--hardware", "-H", default=DEFAULT_HARDWARE, show_default=True,
+    help="System profile name (see `tierlab profiles hardware`) or YAML path.")
+gpus_option = click.option("--gpus", type=int, default=None,
+                           help="GPUs per node (default: the hardware profile's).")
+nodes_option = click.option("--nodes", type=int, default=None,
+                            help="Number of nodes (default: the hardware profile's).")
+seq_option = click.option(
+    "--seq", type=int, default=None,
+    help="Sequence length in tokens (default: the model profile's, at most 4096; a note says "
+         "when it was capped).")
+scenario_options = options(
+    model_option, hardware_option,
+    click.option("--ds-config", "-c", default=DEFAULT_CONFIG, show_default=True,
+                 help="DeepSpeed config: preset name (see `tierlab profiles configs`) or a "
+                      "ds_config.json path."),
+    click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+                 help="Override a ds_config key, e.g. --set zero_optimization.stage=3 "
+                      "(repeatable; values parsed as JSON, 1e8 allowed)."),
+    gpus_option, nodes_option,
+    click.option("--micro-batch", type=int, default=None,
+                 help="train_micro_batch_size_per_gpu; overrides the config and fills \"auto\"."),
+    click.option("--grad-accum", type=int, default=None,
+                 help="gradient_accumulation_steps; overrides the config and fills \"auto\"."),
+    seq_option,
+    click.option("--checkpointing/--no-checkpointing", default=True, show_default=True,
+                 help="Activation (gradient) checkpointing: recompute each block in backward."),
+    click.option("--precision", type=click.Choice(["fp16", "bf16", "fp32"]), default=None,
+                 help="Fills fp16/bf16 \"auto\" (default: bf16 where the GPU has it, else fp16); "
+                      "must agree with the config if it sets one."),
+)
+gpu_mem_cap_option = click.option(
+    "--gpu-mem-cap", default=None, metavar="BYTES",
+    help="Cap the GPU's memory, e.g. 8GiB: the what-if of a smaller card (`run` enforces it "
+         "with torch.cuda.set_per_process_memory_fraction).")
+json_option = click.option("--json", "as_json", is_flag=True,
+                           help="Print JSON instead of a table (sizes in GiB, keys ending _GiB).")
+quiet_option = click.option("--quiet", "-q", is_flag=True,
+                            help="Do not print warnings and notes about the config.")
+swap_dir_option = click.option("--swap-dir", default=None, metavar="DIR",
+                               help="Point every NVMe offload (nvme_path) at this directory.")
 
 
-def _explicit_precision(cfg) -> bool:
-    return any(isinstance(cfg.get(b), dict) and cfg[b].get("enabled") is True
-               for b in ("fp16", "bf16"))
+def scenario_of(kw: dict, **extra):
+    """The Scenario of a verb's scenario options (+ gpu_mem_cap, swap_dir, ...)."""
+    return resolve(**{k: kw[k] for k in SCENARIO_KEYS}, **extra)
 
 
-def echo_warnings(warnings, quiet: bool = False) -> None:
+def echo_warnings(warnings=(), notes=(), quiet: bool = False) -> None:
+    """A scenario's warnings (DeepSpeed quirks) and notes (defaults chosen) on stderr."""
     if not quiet:
         for w in warnings:
             click.echo(f"warning: {w}", err=True)
-
-
-def _write_text_atomic(path: Path, text: str) -> None:
-    """Write text via a temp file + rename: a reader never sees a half-written profile."""
-    from tierlab.safeio import write_text
-
-    write_text(path, text)
-
-
-def write_json(path: str | Path, obj) -> None:
-    """Write JSON atomically (temp file + rename): never a half-written file."""
-    from tierlab.safeio import write_json as write
-
-    write(path, obj)
+        for n in notes:
+            click.echo(f"note: {n}", err=True)
 
 
 def writable(path, what: str, folder: bool = False):
     """Refuse an output that cannot be written now, before the long work (tierlab.safeio)."""
-    from tierlab.safeio import check_writable
-
     return check_writable(path, what, folder=folder) if path is not None else None
+
+
+def save_figure(fig, out) -> None:
+    """Save a figure atomically (PNG/SVG/PDF by suffix) and say where."""
+    from tierlab.validate.plot_style import save
+
+    for path in save(fig, out):
+        click.echo(f"wrote {path}")
 
 
 def _finite(minimum: float | None = None, open_min: bool = False):
@@ -176,6 +146,13 @@ def _finite(minimum: float | None = None, open_min: bool = False):
     return check
 
 
+def _given(ctx, *params) -> bool:
+    """True if any of these options was given on the command line (not its default)."""
+    from click.core import ParameterSource
+
+    return any(ctx.get_parameter_source(p) != ParameterSource.DEFAULT for p in params)
+
+
 @contextlib.contextmanager
 def signals_raise():
     """SIGTERM raises Interrupted (as Ctrl-C raises KeyboardInterrupt) for the block, so the
@@ -191,6 +168,8 @@ def signals_raise():
 
 
 @click.group(cls=TierlabGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="tierlab",
+                      message="%(prog)s %(version)s")
 @click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
 def main(verbose: int) -> None:
     """tierlab: will a DeepSpeed ZeRO offload run fit, how fast is a step, which tier binds?"""
@@ -221,195 +200,129 @@ def profiles(kind, test_machines):
 
 
 # ----------------------------------------------------------------------------------------------
-# memory
-
-def _gb(nbytes: float) -> str:
-    return f"{nbytes / 1e9:,.2f} GB"
-
-
-def format_memory_plan(plan, title: str) -> str:
-    """The plan as a table: per tier used / capacity / fits, then the breakdown."""
-    lines = [title, f"{'tier':8s} {'used':>14s} {'capacity':>14s}  fits",
-             "-" * 46]
-    for name, tier in plan.tiers.items():
-        scope = "per GPU" if name == "gpu" else "per node"
-        lines.append(f"{name:8s} {_gb(tier.used_bytes):>14s} {_gb(tier.capacity_bytes):>14s}  "
-                     f"{'yes' if tier.fits else 'NO'}   ({scope})")
-        for item, nbytes in sorted(tier.breakdown.items(), key=lambda kv: -kv[1]):
-            lines.append(f"    {item:34s} {_gb(nbytes):>14s}")
-    states = plan.model_states
-    total = sum(states.values())
-    parts = " + ".join(f"{k} {_gb(v)}" for k, v in states.items())
-    lines.append(f"model states (whole model, {plan.n_params / 1e9:.2f} B params): {parts} = "
-                 f"{_gb(total)} ({total / plan.n_params:.0f} B/param)")
-    verdict = "fits" if plan.fits else f"does NOT fit: {plan.binding_tier} tier is over capacity"
-    lines.append(f"verdict: {verdict}; binding tier: {plan.binding_tier}")
-    return "\n".join(lines)
-
+# memory / simulate
 
 @main.command()
 @scenario_options
-@click.option("--gpu-mem-cap", default=None, metavar="BYTES",
-              help="Pretend the GPU has this much memory, e.g. 8GiB (emulates a smaller card).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
-@click.option("--quiet", "-q", is_flag=True, help="Do not print DeepSpeed-quirk warnings.")
-def memory(gpu_mem_cap, as_json, quiet, **scenario):
+@options(gpu_mem_cap_option, json_option, quiet_option)
+def memory(gpu_mem_cap, as_json, quiet, **kw):
     """Per-tier memory plan: GPU (per rank), host RAM and NVMe (per node), fits, binding tier."""
-    from dataclasses import replace
+    from tierlab.sim.memory import format_memory
 
-    from tierlab.sim.memory import plan_memory
-
-    sc = build_scenario(**scenario)
-    hw = sc.hardware
-    if gpu_mem_cap is not None:
-        hw = replace(hw, gpu=replace(hw.gpu, hbm_bytes=parse_bytes(gpu_mem_cap, "--gpu-mem-cap")))
-    echo_warnings(sc.warnings, quiet or as_json)
-    plan = plan_memory(hw, sc.model, sc.strategy)
+    sc = scenario_of(kw, gpu_mem_cap=gpu_mem_cap)
+    echo_warnings(sc.warnings, sc.notes, quiet or as_json)
+    plan = sc.memory()
     if as_json:
-        click.echo(json.dumps({"model": sc.model.name, "hardware": hw.name,
-                               "ds_config": sc.config_where, "seq_len": sc.model.seq_len,
-                               "micro_batch": sc.strategy.train_micro_batch_size_per_gpu,
-                               **plan.to_dict()}, indent=2))
+        click.echo(json.dumps({**sc.header(), **plan.to_dict()}, indent=2))
     else:
-        s = sc.strategy
-        title = (f"{sc.model.name} on {hw.name} ({hw.world_size} GPU), {Path(sc.config_where).stem}: "
-                 f"ZeRO-{s.zero.stage}, params on {s.param_device}, optimizer on "
-                 f"{s.optimizer_device}, micro-batch {s.train_micro_batch_size_per_gpu}, seq "
-                 f"{sc.model.seq_len}, {s.precision}")
-        click.echo(format_memory_plan(plan, title))
+        click.echo(format_memory(plan, sc.describe()))
 
-# ----------------------------------------------------------------------------------------------
-# simulate
 
 BUILTIN_PRESETS = ("no-offload", "zero2-cpu", "zero3-cpu", "zero3-nvme")
-"""The built-in scenario of `tierlab simulate` with no arguments: TinyLlama-1.1B on the RTX 3070
-workstation, micro-batch 4, seq 1024, one row per preset."""
+"""The built-in comparison of `simulate`/`plot` with no --model/--hardware/--ds-config:
+TinyLlama-1.1B on the RTX 3070 workstation, micro-batch 4, seq 1024, one row per preset."""
 
 
-def _gib(nbytes) -> str:
-    return "-" if nbytes is None else f"{nbytes / 2**30:.2f} GiB"
-
-
-def _simulate_one(kw: dict, gpu_mem_cap, strict: bool):
-    from dataclasses import replace
-
-    from tierlab.sim import simulate
-
-    sc = build_scenario(**kw)
-    hw = sc.hardware
-    if gpu_mem_cap is not None:
-        hw = replace(hw, gpu=replace(hw.gpu, hbm_bytes=parse_bytes(gpu_mem_cap, "--gpu-mem-cap")))
-    return sc, simulate(hw, sc.model, sc.strategy, strict=strict)
-
-
-def _table_row(name: str, r) -> dict:
-    tiers = r.memory.tiers if r.memory is not None else {}
-    used = {k: (tiers[k].used_bytes if k in tiers else None) for k in ("gpu", "host", "nvme")}
-    return {"config": name, "gpu_mem": _gib(used["gpu"]), "host_mem": _gib(used["host"]),
-            "nvme": _gib(used["nvme"]), "step_s": f"{r.step_time_s:.3f}",
-            "tokens/s": f"{r.tokens_per_s:,.0f}", "bottleneck": r.bottleneck,
-            "fits": "yes" if r.fits else f"NO ({r.binding_tier})"}
-
-
-def _echo_table(rows: list[dict]) -> None:
-    cols = list(rows[0])
-    width = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in cols}
-    click.echo("  ".join(c.ljust(width[c]) for c in cols))
-    for r in rows:
-        click.echo("  ".join(str(r[c]).ljust(width[c]) for c in cols))
+def builtin_configs(ctx, kw: dict, compare: tuple[str, ...] = ()) -> list[str]:
+    """The configs to run: --ds-config + --compare; with neither --model/--hardware/--ds-config
+    nor --compare, the built-in presets at micro-batch 4, seq 1024 (kw is filled in)."""
+    if _given(ctx, "model", "hardware", "ds_config") or compare:
+        return [kw["ds_config"], *compare]
+    kw["micro_batch"] = kw["micro_batch"] or 4
+    kw["seq"] = kw["seq"] or 1024
+    return list(BUILTIN_PRESETS)
 
 
 @main.command()
 @scenario_options
-@click.option("--gpu-mem-cap", default=None, metavar="BYTES",
-              help="Cap the GPU's memory, e.g. 8GiB (what-if for a smaller card).")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (one object; a list in the "
-              "built-in comparison).")
+@options(gpu_mem_cap_option, json_option, quiet_option)
 @click.option("--trace", "trace_path", default=None, metavar="FILE",
               help="Write a Chrome/Perfetto trace of the steady-state step (one track per "
                    "resource; open in ui.perfetto.dev).")
 @click.option("--strict", is_flag=True, help="Fail (exit 2) when the config does not fit memory.")
 @click.pass_context
-def simulate(ctx, gpu_mem_cap, as_json, trace_path, strict, **kw):
+def simulate(ctx, gpu_mem_cap, as_json, quiet, trace_path, strict, **kw):
     """Simulate one training step: time, phases, exposed time per resource, memory, bottleneck.
 
     With no --model/--hardware/--ds-config it compares the presets no-offload, zero2-cpu,
     zero3-cpu and zero3-nvme for TinyLlama-1.1B on the RTX 3070 workstation (micro-batch 4,
     seq 1024)."""
-    from click.core import ParameterSource
+    from tierlab.sim.result import format_result, format_table
 
     writable(trace_path, "--trace")
-    given = [p for p in ("model", "hardware", "ds_config")
-             if ctx.get_parameter_source(p) != ParameterSource.DEFAULT]
-    if not given:
-        kw["micro_batch"] = kw["micro_batch"] or 4
-        kw["seq"] = kw["seq"] or 1024
-        rows, results = [], []
-        for preset in BUILTIN_PRESETS:
-            sc, r = _simulate_one({**kw, "ds_config": preset}, gpu_mem_cap, strict)
-            results.append({"config": preset, **r.to_dict()})
-            rows.append(_table_row(preset, r))
-        if trace_path:
-            write_json(trace_path, r.trace_events())
-        if as_json:
-            click.echo(json.dumps(results, indent=2, default=str))
-        else:
-            click.echo(f"{sc.model.name} on {sc.hardware.name}, micro-batch {kw['micro_batch']}, "
-                       f"seq {kw['seq']}:")
-            _echo_table(rows)
-        return
-    sc, r = _simulate_one(kw, gpu_mem_cap, strict)
-    echo_warnings(sc.warnings, quiet=as_json)
+    configs = builtin_configs(ctx, kw)
+    runs = []
+    for cfg in configs:
+        sc = scenario_of({**kw, "ds_config": cfg}, gpu_mem_cap=gpu_mem_cap)
+        echo_warnings(sc.warnings, sc.notes, quiet or as_json)
+        runs.append((sc, sc.simulate(strict=strict)))
     if trace_path:
-        write_json(trace_path, r.trace_events())
-    if as_json:
-        click.echo(json.dumps(r.to_dict(), indent=2, default=str))
-        return
-    _echo_result(sc, r)
+        write_json(trace_path, runs[-1][1].trace_events())
+    if len(runs) == 1:
+        sc, r = runs[0]
+        click.echo(json.dumps(r.to_dict(), indent=2, default=str) if as_json
+                   else format_result(r, sc.describe()))
+    elif as_json:
+        click.echo(json.dumps([{"config": sc.config_name, **r.to_dict()} for sc, r in runs],
+                              indent=2, default=str))
+    else:
+        sc = runs[0][0]
+        click.echo(format_table([(sc.config_name, r) for sc, r in runs],
+                                f"{sc.model.name} on {sc.hardware.name}, micro-batch "
+                                f"{sc.strategy.train_micro_batch_size_per_gpu}, seq "
+                                f"{sc.model.seq_len}:"))
 
-
-def _echo_result(sc, r) -> None:
-    click.echo(f"{sc.model.name} on {sc.hardware.name} x{sc.hardware.world_size} "
-               f"({sc.config_where}), micro-batch {sc.strategy.train_micro_batch_size_per_gpu}, "
-               f"seq {sc.model.seq_len}")
-    p = r.phases
-    click.echo(f"step {r.step_time_s:.3f} s (step 1: {r.first_step_time_s:.3f} s): forward "
-               f"{p['forward_s']:.3f} s, backward {p['backward_s']:.3f} s, optimizer "
-               f"{p['optimizer_s']:.3f} s")
-    click.echo(f"{r.tokens_per_s:,.0f} tokens/s, {r.tflops_per_gpu:.1f} TFLOP/s per GPU, "
-               f"roofline {r.lower_bound_s:.3f} s (efficiency {r.efficiency:.0%})")
-    click.echo("resource       busy s   exposed s")
-    for name, busy in r.busy_s.items():
-        if busy or r.exposed_s[name]:
-            click.echo(f"{name:13s} {busy:8.3f}  {r.exposed_s[name]:9.3f}")
-    click.echo(f"bottleneck: {r.bottleneck}")
-    if r.memory is not None:
-        for name, t in r.memory.tiers.items():
-            click.echo(f"memory {name:5s} {_gib(t.used_bytes)} of {_gib(t.capacity_bytes)}"
-                       f"{'' if t.fits else '  DOES NOT FIT'}")
-    click.echo(f"fits: {'yes' if r.fits else 'no (' + str(r.binding_tier) + ')'}")
 
 # ----------------------------------------------------------------------------------------------
 # run / compare / preflight
 
-def _runner_scenario(model, model_path, hardware, ds_config, overrides, gpus, nodes, micro_batch,
-                     grad_accum, seq, checkpointing, precision, swap_dir=None):
-    """build_scenario for a real run: --model-path's config.json wins over --model; a run on one
-    machine defaults to one GPU (not the profile's count); --swap-dir sets every nvme_path."""
-    if swap_dir:
-        overrides = [*overrides, *(f"zero_optimization.{b}.nvme_path={swap_dir}"
-                                   for b in ("offload_param", "offload_optimizer"))]
-    if model_path:
-        cfg_json = Path(model_path).expanduser() / "config.json"
+runner_options = options(
+    click.option("--model-path", default=None, metavar="DIR",
+                 help="Local Hugging Face model directory (config.json + weights) to train "
+                      "instead of a random init; local files only."),
+    click.option("--steps", type=click.IntRange(min=1), default=10, show_default=True,
+                 help="Optimizer steps to train."),
+    click.option("--warmup-steps", type=click.IntRange(min=0), default=2, show_default=True,
+                 help="Leading steps dropped from the steady-state statistics (ZeRO-3's "
+                      "first step has no prefetch trace)."),
+    click.option("--dataset", default=None, metavar="FILE",
+                 help="Alpaca-format JSON/JSONL (instruction/input/output); default: "
+                      "synthetic tokens."),
+    click.option("--tokenizer", default=None, metavar="DIR",
+                 help="Local tokenizer directory for --dataset (default: built-in "
+                      "byte-level tokenizer)."),
+    gpu_mem_cap_option,
+    swap_dir_option,
+    click.option("--seed", type=int, default=0, show_default=True,
+                 help="Seed of the random init and the synthetic data."),
+    click.option("--skip-preflight", is_flag=True,
+                 help="Launch even if the pre-flight check finds errors."),
+)
+
+
+def runner_scenario(kw: dict, ds_config=None, gpu_mem_cap=None):
+    """The scenario of a real run: --model-path's config.json wins over --model; a run on one
+    machine defaults to one GPU and one node (not the profile's counts)."""
+    model = kw["model"]
+    if kw["model_path"]:
+        cfg_json = Path(kw["model_path"]).expanduser() / "config.json"
         if not cfg_json.is_file():
-            raise ConfigError(f"--model-path {model_path}: no config.json there")
+            raise ConfigError(f"--model-path {kw['model_path']}: no config.json there")
         model = str(cfg_json)
-    return build_scenario(model, hardware, ds_config, overrides, gpus or 1, nodes or 1,
-                          micro_batch, grad_accum, seq, checkpointing, precision)
+    return scenario_of({**kw, "model": model, "ds_config": ds_config or kw["ds_config"],
+                        "gpus": kw["gpus"] or 1, "nodes": kw["nodes"] or 1},
+                       gpu_mem_cap=gpu_mem_cap, swap_dir=kw["swap_dir"])
 
 
-def _cap_bytes(gpu_mem_cap):
-    return parse_bytes(gpu_mem_cap, "--gpu-mem-cap") if gpu_mem_cap else None
+def runner_spec(sc, kw: dict, out_dir, label: str, **extra):
+    """The RunSpec of a scenario with the runner options."""
+    from tierlab.runner.train import spec_from_strategy
+
+    return spec_from_strategy(sc.model, sc.strategy, out_dir=str(out_dir), steps=kw["steps"],
+                              warmup_steps=kw["warmup_steps"], model_path=kw["model_path"],
+                              dataset=kw["dataset"], tokenizer=kw["tokenizer"],
+                              gpu_mem_cap_bytes=sc.gpu_mem_cap_bytes, seed=kw["seed"],
+                              label=label, **extra)
 
 
 def _echo_problems(problems) -> bool:
@@ -419,50 +332,9 @@ def _echo_problems(problems) -> bool:
     return any(p.severity == "error" for p in problems)
 
 
-def _runner_options(fn):
-    opts = [
-        click.option("--model-path", default=None, metavar="DIR",
-                     help="Local Hugging Face model directory (config.json + weights) to train "
-                          "instead of a random init; local files only."),
-        click.option("--steps", type=click.IntRange(min=1), default=10, show_default=True,
-                     help="Optimizer steps to train."),
-        click.option("--warmup-steps", type=click.IntRange(min=0), default=2, show_default=True,
-                     help="Leading steps dropped from the steady-state statistics (ZeRO-3's "
-                          "first step has no prefetch trace)."),
-        click.option("--dataset", default=None, metavar="FILE",
-                     help="Alpaca-format JSON/JSONL (instruction/input/output); default: "
-                          "synthetic tokens."),
-        click.option("--tokenizer", default=None, metavar="DIR",
-                     help="Local tokenizer directory for --dataset (default: built-in "
-                          "byte-level tokenizer)."),
-        click.option("--gpu-mem-cap", default=None, metavar="BYTES",
-                     help="Emulate a smaller GPU, e.g. 8GiB "
-                          "(torch.cuda.set_per_process_memory_fraction)."),
-        click.option("--swap-dir", default=None, metavar="DIR",
-                     help="Point every NVMe offload (nvme_path) at this directory."),
-        click.option("--seed", type=int, default=0, show_default=True,
-                     help="Seed of the random init and the synthetic data."),
-        click.option("--skip-preflight", is_flag=True,
-                     help="Launch even if the pre-flight check finds errors."),
-    ]
-    for opt in reversed(opts):
-        fn = opt(fn)
-    return fn
-
-
-def _preflight_or_exit(sc, cap, ctx, memory: bool = True) -> None:
-    from tierlab.runner.preflight import run_preflight
-
-    problems = run_preflight(sc.hardware, sc.model, sc.strategy, gpu_mem_cap_bytes=cap,
-                             check_memory_plan=memory)
-    if _echo_problems(problems):
-        click.echo("error: pre-flight failed (use --skip-preflight to launch anyway)", err=True)
-        ctx.exit(2)
-
-
 @main.command()
 @scenario_options
-@_runner_options
+@runner_options
 @click.option("--breakdown", is_flag=True,
               help="Synchronised forward/backward/optimizer timing (adds device syncs; the "
                    "record says so). Default: wall time only, no extra synchronisation.")
@@ -473,11 +345,9 @@ def _preflight_or_exit(sc, cap, ctx, memory: bool = True) -> None:
 @click.option("--keep-swap", is_flag=True, help="Leave the swap files after the run.")
 @click.option("--overwrite", is_flag=True,
               help="Replace the measurement already in --out (refused without it).")
-@click.option("--quiet", "-q", is_flag=True, help="No warnings about the ds_config.")
+@quiet_option
 @click.pass_context
-def run(ctx, model, hardware, ds_config, overrides, gpus, nodes, micro_batch, grad_accum, seq,
-        checkpointing, precision, model_path, steps, warmup_steps, dataset, tokenizer, gpu_mem_cap,
-        swap_dir, seed, skip_preflight, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet):
+def run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, **kw):
     """Train a Llama model with DeepSpeed for real and write a Measurement.
 
     One GPU (or the CPU) runs in this process; --gpus N > 1 or --hostfile goes through
@@ -491,33 +361,31 @@ def run(ctx, model, hardware, ds_config, overrides, gpus, nodes, micro_batch, gr
     require("torch", "deepspeed", "transformers", "psutil", what="tierlab run")
     from tierlab.runner.launch import launch_deepspeed
     from tierlab.runner.measurement import MEASUREMENT_FILE, load_measurement
-    from tierlab.runner.train import EXIT_CODES, run as run_training, spec_from_strategy
+    from tierlab.runner.preflight import run_preflight
+    from tierlab.runner.train import EXIT_CODES, run as run_training
 
     if out_dir and (Path(out_dir) / MEASUREMENT_FILE).exists() and not overwrite:
         raise ConfigError(f"--out {out_dir}: holds a measurement already; choose another folder "
                           "or pass --overwrite to replace it")
     writable(out_dir, "--out", folder=True)
-    sc = _runner_scenario(model, model_path, hardware, ds_config, overrides, gpus, nodes,
-                          micro_batch, grad_accum, seq, checkpointing, precision, swap_dir)
-    echo_warnings(sc.warnings, quiet)
-    cap = _cap_bytes(gpu_mem_cap)
+    sc = runner_scenario(kw, gpu_mem_cap=kw["gpu_mem_cap"])
+    echo_warnings(sc.warnings, sc.notes, quiet)
     out_dir = out_dir or str(free_folder(f"runs/{_time.strftime('%Y%m%d-%H%M%S')}-"
                                          f"{sc.model.name}"))
     writable(out_dir, "--out", folder=True)
-    spec = spec_from_strategy(sc.model, sc.strategy, out_dir=out_dir, steps=steps,
-                              warmup_steps=warmup_steps, swap_dir=swap_dir,
-                              model_path=model_path, dataset=dataset, tokenizer=tokenizer,
-                              gpu_mem_cap_bytes=cap, breakdown=breakdown, seed=seed,
-                              keep_swap=keep_swap, label=sc.config_where)
-    if dataset:   # a bad dataset is a one-line error now, not a failed run later
+    spec = runner_spec(sc, kw, out_dir, sc.config_where, breakdown=breakdown,
+                       keep_swap=keep_swap)
+    if kw["dataset"]:   # a bad dataset is a one-line error now, not a failed run later
         from tierlab.runner.data import make_batches
 
-        make_batches(vocab=sc.model.vocab, micro_batch=1, seq=sc.model.seq_len, dataset=dataset,
-                     tokenizer=tokenizer)
-    if not skip_preflight:
-        _preflight_or_exit(sc, cap, ctx)
+        make_batches(vocab=sc.model.vocab, micro_batch=1, seq=sc.model.seq_len,
+                     dataset=kw["dataset"], tokenizer=kw["tokenizer"])
+    if not kw["skip_preflight"] and _echo_problems(run_preflight(
+            sc.hardware, sc.model, sc.strategy, gpu_mem_cap_bytes=sc.gpu_mem_cap_bytes)):
+        click.echo("error: pre-flight failed (use --skip-preflight to launch anyway)", err=True)
+        ctx.exit(2)
     if sc.strategy.data_parallel_size > 1 or hostfile:
-        _write_text_atomic(Path(out_dir) / "spec.json", spec.to_json())
+        write_text(Path(out_dir) / "spec.json", spec.to_json())
         launch_deepspeed(Path(out_dir) / "spec.json", sc.hardware.gpus_per_node, hostfile)
         m = load_measurement(out_dir)
     else:
@@ -535,7 +403,7 @@ def run(ctx, model, hardware, ds_config, overrides, gpus, nodes, micro_batch, gr
 
 @main.command()
 @scenario_options
-@_runner_options
+@runner_options
 @click.option("--variants", multiple=True, default=None,
               type=click.Choice(["no-offload", "zero2-cpu", "zero3-cpu", "zero3-nvme"]),
               help="Variants to run (repeatable; default: all four).")
@@ -550,11 +418,7 @@ def run(ctx, model, hardware, ds_config, overrides, gpus, nodes, micro_batch, gr
                    "short keeps its finished steps; one with no time left is skipped).")
 @click.option("--out", "out_dir", default="runs/compare", show_default=True, metavar="DIR",
               help="Directory of the per-variant Measurements, compare.csv and compare.png.")
-@click.pass_context
-def compare(ctx, model, hardware, ds_config, overrides, gpus, nodes, micro_batch, grad_accum, seq,
-            checkpointing, precision, model_path, steps, warmup_steps, dataset, tokenizer,
-            gpu_mem_cap, swap_dir, seed, skip_preflight, variants, uncapped_baseline, timeout_s,
-            budget_s, out_dir):
+def compare(variants, uncapped_baseline, timeout_s, budget_s, out_dir, **kw):
     """Offload vs baseline: the same model and data with no offload, ZeRO-2 CPU, ZeRO-3 CPU and
     ZeRO-3 NVMe, each in its own subprocess (an OOM is a row). Prints one table and writes
     compare.csv, compare.png and compare.json under --out. --ds-config is not used: each
@@ -563,85 +427,56 @@ def compare(ctx, model, hardware, ds_config, overrides, gpus, nodes, micro_batch
 
     writable(out_dir, "--out", folder=True)
     require("torch", "deepspeed", "transformers", "psutil", what="tierlab compare")
-    from tierlab.runner.compare import (VARIANTS, figure, format_table, row, rows_to_csv,
-                                        run_variant)
-    from tierlab.runner.preflight import run_preflight
-    from tierlab.runner.train import spec_from_strategy
+    from tierlab.runner.compare import (VARIANTS, Planned, figure, format_table, rows_to_csv,
+                                        run_comparison)
 
-    import time as _time
-
-    t_start = _time.monotonic()
-    cap = _cap_bytes(gpu_mem_cap)
-    plan = [(v, cap) for v in (variants or VARIANTS)]
+    cap = kw["gpu_mem_cap"]
+    todo = [(v, cap) for v in (variants or VARIANTS)]
     if uncapped_baseline:
-        plan.insert(0, ("no-offload", None))
-    rows = []
-    for variant, vcap in plan:
+        todo.insert(0, ("no-offload", None))
+    planned = []
+    for variant, vcap in todo:
         label = f"{variant}-uncapped" if cap is not None and vcap is None else variant
-        sc = _runner_scenario(model, model_path, hardware, VARIANTS[variant][0], overrides, gpus,
-                              nodes, micro_batch, grad_accum, seq, checkpointing, precision,
-                              swap_dir)
-        spec = spec_from_strategy(sc.model, sc.strategy, out_dir=str(Path(out_dir) / label),
-                                  steps=steps, warmup_steps=warmup_steps, swap_dir=swap_dir,
-                                  model_path=model_path, dataset=dataset, tokenizer=tokenizer,
-                                  gpu_mem_cap_bytes=vcap, seed=seed, label=label)
-        problems = [] if skip_preflight else run_preflight(
-            sc.hardware, sc.model, sc.strategy, gpu_mem_cap_bytes=vcap, check_memory_plan=False)
-        if _echo_problems(problems):
-            rows.append({"variant": label, "status": "preflight", "reason":
-                         "; ".join(p.message for p in problems if p.severity == "error")})
-            continue
-        limit = timeout_s
-        if budget_s is not None:
-            left = budget_s - (_time.monotonic() - t_start) - 15
-            if left < 30:
-                rows.append({"variant": label, "status": "skipped", "reason": "budget spent"})
-                continue
-            limit = min(limit or left, left)
-        click.echo(f"running {label} ...", err=True)
-        m = run_variant(spec, limit)
-        rows.append(row(label, m))
-        click.echo(f"  {label}: {rows[-1]['status']} step {rows[-1]['step_time_s']} s "
-                   f"{m.reason}".rstrip(), err=True)
+        sc = runner_scenario(kw, VARIANTS[variant][0], gpu_mem_cap=vcap)
+        planned.append(Planned(label, sc, runner_spec(sc, kw, Path(out_dir) / label, label)))
+    rows = run_comparison(planned, preflight=not kw["skip_preflight"], timeout_s=timeout_s,
+                          budget_s=budget_s, say=lambda text: click.echo(text, err=True))
     click.echo(format_table(rows))
     out = Path(out_dir)
-    _write_text_atomic(out / "compare.csv", rows_to_csv(rows))
+    write_text(out / "compare.csv", rows_to_csv(rows))
     write_json(out / "compare.json", rows)
-    fig = figure(rows, title=f"{sc.model.name}, micro-batch {sc.strategy.train_micro_batch_size_per_gpu}"
-                 f", seq {sc.model.seq_len}" + (f", GPU cap {cap / 2**30:.0f} GiB" if cap else ""))
-    from tierlab.safeio import atomic_target
-
-    with atomic_target(out / "compare.png", "--out") as tmp:
-        fig.savefig(tmp, dpi=120, format="png")
-    click.echo(f"wrote {out / 'compare.csv'}, {out / 'compare.png'}")
+    sc = planned[-1].scenario
+    title = (f"{sc.model.name}, micro-batch {sc.strategy.train_micro_batch_size_per_gpu}, "
+             f"seq {sc.model.seq_len}" + (f", GPU cap {fmt_gib(sc.gpu_mem_cap_bytes, 0)}"
+                                          if cap else ""))
+    save_figure(figure(rows, title=title), out / "compare.png")
+    click.echo(f"wrote {out / 'compare.csv'}, {out / 'compare.json'}")
 
 
 @main.command()
 @scenario_options
-@click.option("--gpu-mem-cap", default=None, metavar="BYTES",
-              help="Judge GPU memory against this cap (e.g. 8GiB) instead of the profile's card.")
+@options(gpu_mem_cap_option, swap_dir_option)
 @click.option("--no-probe", is_flag=True,
-              help="Skip the machine probes (libaio/async_io, swap path O_DIRECT and space).")
+              help="Probe nothing on this machine (libaio/async_io, swap path O_DIRECT and "
+                   "space, RAM): judge the named hardware profile only.")
 @click.option("--no-memory", is_flag=True, help="Skip the memory planner's per-tier verdict.")
-@click.option("--swap-dir", default=None, metavar="DIR",
-              help="Point every NVMe offload (nvme_path) at this directory, as `run` does.")
 @click.pass_context
-def preflight(ctx, model, hardware, ds_config, overrides, gpus, nodes, micro_batch, grad_accum,
-              seq, checkpointing, precision, gpu_mem_cap, no_probe, no_memory, swap_dir):
+def preflight(ctx, gpu_mem_cap, swap_dir, no_probe, no_memory, **kw):
     """Check a launch before it is made: memory per tier, libaio/async_io, the swap path
     (exists, writable, O_DIRECT, free space), pinned memory, swap buffer counts and sizes,
-    ignored keys, TORCH_CUDA_ARCH_LIST. One line per problem with its fix; exit 2 on errors."""
+    ignored keys, TORCH_CUDA_ARCH_LIST. One line per problem with its fix; exit 2 on errors.
+
+    Host RAM is this machine's unless -H names a profile or --no-probe is given: then the
+    profile's RAM is judged."""
     from tierlab.runner.preflight import run_preflight
 
-    if swap_dir:
-        overrides = [*overrides, *(f"zero_optimization.{b}.nvme_path={swap_dir}"
-                                   for b in ("offload_param", "offload_optimizer"))]
-    sc = build_scenario(model, hardware, ds_config, overrides, gpus, nodes, micro_batch,
-                        grad_accum, seq, checkpointing, precision)
-    problems = run_preflight(sc.hardware, sc.model, sc.strategy,
-                             gpu_mem_cap_bytes=_cap_bytes(gpu_mem_cap),
-                             check_memory_plan=not no_memory, probe=not no_probe)
-    echo_warnings(sc.warnings)      # ignored or misspelled keys: DeepSpeed would run without them
+    sc = scenario_of(kw, gpu_mem_cap=gpu_mem_cap, swap_dir=swap_dir)
+    local = not no_probe and not _given(ctx, "hardware")
+    problems = run_preflight(sc.hardware, sc.model, sc.strategy, software=sc.software,
+                             gpu_mem_cap_bytes=sc.gpu_mem_cap_bytes,
+                             check_memory_plan=not no_memory, probe=not no_probe,
+                             local_ram=local)
+    echo_warnings(sc.warnings, sc.notes)    # ignored/misspelled keys: DeepSpeed runs without them
     if _echo_problems(problems):
         ctx.exit(2)
     if not problems and not sc.warnings:
@@ -752,7 +587,7 @@ def _write_calibration(result, paths: dict, raw: str | None) -> None:
         write_json(raw, result.raw)
         click.echo(f"wrote {raw}")
     for kind, text in result.texts.items():
-        _write_text_atomic(paths[kind], text)
+        write_text(paths[kind], text)
         click.echo(f"wrote {paths[kind]}")
     hw = result.hardware
     click.echo(f"{hw.name}: PCIe H2D/D2H pinned {hw.pcie.h2d_pinned_Bps / 1e9:.1f}/"
@@ -764,20 +599,6 @@ def _write_calibration(result, paths: dict, raw: str | None) -> None:
                   f"{hw.nvme.write_bandwidth_Bps / 1e9:.2f} GB/s" if hw.nvme else ""))
     for group, why in result.skipped.items():
         click.echo(f"skipped {group}: {why}")
-
-
-def _pct(value) -> str:
-    return "-" if value is None else f"{value:+.1f}%"
-
-
-def _fmt_metric(metric: str, value) -> str:
-    if value is None:
-        return "-"
-    if metric.endswith("_bytes"):
-        return f"{value / 2**30:.2f} GiB"
-    if metric == "oom":
-        return "OOM" if value else "ok"
-    return f"{value:.3f} s"
 
 
 @main.command()
@@ -819,70 +640,34 @@ def validate(cases, hardware, out, max_error, as_json, train, software, loco, cl
     predicted vs measured per run and metric (steady step time, step 1, forward/backward/optimizer,
     GPU peak allocated, host RSS, swap bytes, OOM), the mean absolute percentage error and the
     max per metric; writes CSV, JSON and PNG figures to --out."""
-    import pandas as pd
-
     from tierlab.profiles.load import load_software
-    from tierlab.runner.measurement import load_measurement
-    from tierlab.validate.compare import (case_key, compare_measurement, find_measurements,
-                                          summarize, summarize_split, with_profiles)
-    from tierlab.validate.report import phase_bars_figure, scatter_figure
+    from tierlab.validate.compare import DEFAULT_CASES, validate_cases
+    from tierlab.validate.report import format_validation, phase_bars_figure, scatter_figure
 
     writable(out, "--out", folder=True)
     sw = load_software(software)
-    default = Path(__file__).resolve().parent / "validate" / "cases"
     if loco or classes or strict or pool != "train":
-        return _validate_loco(cases or [default], sw, hardware, out, max_error, as_json,
+        return _validate_loco(cases or [DEFAULT_CASES], sw, hardware, out, max_error, as_json,
                               pool if pool == "all" or not train else list(train),
                               classes, strict, loco)
-    rows, unfinished = [], []
-    for d, hw in with_profiles(find_measurements(cases or [default]), hardware, "h200-host"):
-        case_rows = compare_measurement(hw, load_measurement(d), name=case_key(d), software=sw)
-        rows += case_rows
-        if not case_rows:
-            unfinished.append(case_key(d))
-    if unfinished:
-        click.echo(f"warning: {len(unfinished)} run(s) neither finished nor ran out of memory "
-                   f"(killed, interrupted or failed otherwise); left out: {', '.join(unfinished)}",
-                   err=True)
-    summary = summarize(rows)
-    split = summarize_split(rows, train or sw.train_cases)
+    report = validate_cases(cases or [DEFAULT_CASES], sw, hardware=hardware,
+                            train=train or sw.train_cases)
+    if report.unfinished:
+        click.echo(f"warning: {len(report.unfinished)} run(s) neither finished nor ran out of "
+                   f"memory (killed, interrupted or failed otherwise); left out: "
+                   f"{', '.join(report.unfinished)}", err=True)
     out_dir = Path(out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    df = pd.DataFrame([r.to_dict() for r in rows])
-    _write_text_atomic(out_dir / "validate.csv", df.to_csv(index=False))
-    write_json(out_dir / "summary.json", summary)
-    write_json(out_dir / "split.json", split)
-    for name, fig in (("scatter.png", scatter_figure(rows)), ("phases.png", phase_bars_figure(rows))):
-        from tierlab.safeio import atomic_target
-
-        with atomic_target(out_dir / name, "--out") as tmp:
-            fig.savefig(tmp, dpi=120, format="png")
+    write_text(out_dir / "validate.csv", report.csv())
+    write_json(out_dir / "summary.json", report.summary)
+    write_json(out_dir / "split.json", report.split)
+    save_figure(scatter_figure(report.rows), out_dir / "scatter.png")
+    save_figure(phase_bars_figure(report.rows), out_dir / "phases.png")
     if as_json:
-        click.echo(json.dumps({**summary, "split": split}, indent=2))
+        click.echo(json.dumps({**report.summary, "split": report.split}, indent=2))
     else:
-        click.echo(f"{'case':44s} {'metric':26s} {'predicted':>12s} {'measured':>12s} {'error':>8s}")
-        for r in rows:
-            click.echo(f"{r.case:44s} {r.metric:26s} {_fmt_metric(r.metric, r.predicted):>12s} "
-                       f"{_fmt_metric(r.metric, r.measured):>12s} {_pct(r.error_pct):>8s}")
-        click.echo("")
-        for metric, s in summary.items():
-            if metric == "oom":
-                click.echo(f"{'oom':26s} {s['n']} runs, mismatches: {', '.join(s['mismatches']) or 'none'}")
-            else:
-                click.echo(f"{metric:26s} n={s['n']:<3d} MAPE {s['mape_pct']:5.1f}%  max "
-                           f"{s['max_pct']:5.1f}% ({s['worst_case']})")
-        click.echo(f"\ntrain ({len(set(train or sw.train_cases))} cases, where {sw.name}'s fitted "
-                   f"terms were fitted) vs held-out:")
-        for metric in summary:
-            if metric == "oom":
-                continue
-            t, h = split["train"].get(metric), split["held_out"].get(metric)
-            fmt = lambda x: f"n={x['n']:<3d} MAPE {x['mape_pct']:5.1f}% max {x['max_pct']:5.1f}%" \
-                if x else "-"
-            click.echo(f"{metric:26s} train {fmt(t):34s} held-out {fmt(h)}")
-        click.echo(f"wrote {out_dir}/validate.csv, summary.json, split.json, scatter.png, "
-                   "phases.png")
-    step = summary.get("step_time_s")
+        click.echo(format_validation(report.rows, report.summary, report.split, sw.name,
+                                     len(set(train or sw.train_cases))))
+    step = report.summary.get("step_time_s")
     if max_error is not None and step and step["mape_pct"] > max_error:
         click.echo(f"error: steady step time MAPE {step['mape_pct']:.1f}% > --max-error "
                    f"{max_error}%", err=True)
@@ -897,9 +682,7 @@ def _validate_loco(cases, sw, hardware, out, max_error, as_json, pool, classes, 
         raise ConfigError("--class, --pool and --strict need --loco")
     report = run_loco(cases, sw, pool=pool, classes=list(classes) or None, hardware=hardware,
                       strict=strict)
-    out_dir = Path(out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_json(out_dir / "loco.json", report.to_dict())
+    write_json(Path(out) / "loco.json", report.to_dict())
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else format_table(report))
     step = report.overall.get("step_time_s")
     if max_error is not None and step and step["mape_pct"] > max_error:
@@ -911,20 +694,6 @@ def _validate_loco(cases, sw, hardware, out, max_error, as_json, pool, classes, 
 # plot / sweep / plan
 
 PLOT_KINDS = ("bottleneck", "timeline", "memory", "sweep")
-
-
-def _builtin(ctx, kw: dict, compare: tuple[str, ...]) -> list[str]:
-    """The configs to plot: --ds-config + --compare; with neither --model/--hardware/--ds-config
-    nor --compare, the built-in scenario (the four presets, micro-batch 4, seq 1024)."""
-    from click.core import ParameterSource
-
-    given = [p for p in ("model", "hardware", "ds_config")
-             if ctx.get_parameter_source(p) != ParameterSource.DEFAULT]
-    if given or compare:
-        return [kw["ds_config"], *compare]
-    kw["micro_batch"] = kw["micro_batch"] or 4
-    kw["seq"] = kw["seq"] or 1024
-    return list(BUILTIN_PRESETS)
 
 
 def _read_measurement(path: str):
@@ -970,13 +739,6 @@ def _read_measurement(path: str):
     return read_data(p)
 
 
-def _save_figure(fig, out: str) -> None:
-    from tierlab.validate.plots import save
-
-    for path in save(fig, out):
-        click.echo(f"wrote {path}")
-
-
 @main.command()
 @click.argument("kind", type=click.Choice(PLOT_KINDS))
 @scenario_options
@@ -984,8 +746,7 @@ def _save_figure(fig, out: str) -> None:
               help="bottleneck/memory: another ds_config preset or path drawn side by side "
                    "(repeatable). With no --model/--hardware/--ds-config/--compare: the four "
                    "built-in presets at micro-batch 4, seq 1024.")
-@click.option("--gpu-mem-cap", default=None, metavar="BYTES",
-              help="Cap the GPU's memory, e.g. 8GiB (what-if for a smaller card).")
+@gpu_mem_cap_option
 @click.option("--measurement", default=None, metavar="PATH",
               help="timeline: a measured run (Measurement JSON, JSONL, a samples CSV, or its "
                    "folder); its sampled GPU utilisation and PCIe/disk throughput are drawn "
@@ -1024,14 +785,14 @@ def plot(ctx, kind, compare, gpu_mem_cap, measurement, results, x_key, by, title
         df = read_results(results)
         if df.empty:
             raise ConfigError(f"{results}: no such file or no rows")
-        _save_figure(_sweep_figure(df, x_key, by, title), out)
+        save_figure(_sweep_figure(df, x_key, by, title), out)
         return
-    configs = _builtin(ctx, kw, compare) if kind != "timeline" else [kw["ds_config"]]
+    configs = builtin_configs(ctx, kw, compare) if kind != "timeline" else [kw["ds_config"]]
     sims = []
     for cfg in configs:
-        sc, r = _simulate_one({**kw, "ds_config": cfg}, gpu_mem_cap, strict=False)
-        echo_warnings(sc.warnings)
-        sims.append((Path(cfg).stem, r))
+        sc = scenario_of({**kw, "ds_config": cfg}, gpu_mem_cap=gpu_mem_cap)
+        echo_warnings(sc.warnings, sc.notes)
+        sims.append((sc.config_name, sc.simulate()))
     if kind == "bottleneck":
         fig = plots.bottleneck(sims, title=title)
     elif kind == "memory":
@@ -1039,7 +800,7 @@ def plot(ctx, kind, compare, gpu_mem_cap, measurement, results, x_key, by, title
     else:
         meas = _read_measurement(measurement) if measurement else None
         fig = plots.timeline(sims[0][1], meas, title=title)
-    _save_figure(fig, out)
+    save_figure(fig, out)
 
 
 def _sweep_figure(df, x_key, by, title):
@@ -1087,7 +848,7 @@ def _sweep_figure(df, x_key, by, title):
               help="One plot line per value of this column (default: the other --vary keys).")
 @click.option("--list-keys", is_flag=True, help="List every key --vary accepts and exit.")
 @click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
-@click.option("--quiet", "-q", is_flag=True, help="Do not print DeepSpeed-quirk warnings.")
+@quiet_option
 @click.pass_context
 def sweep(ctx, varies, out, jobs, memory_only, strict, plot_path, x_key, by, list_keys,
           no_progress, quiet, **kw):
@@ -1098,7 +859,8 @@ def sweep(ctx, varies, out, jobs, memory_only, strict, plot_path, x_key, by, lis
     --vary zero_optimization.sub_group_size=1e8,1e9 --out drives.csv --plot drives.png"""
     from tqdm import tqdm
 
-    from tierlab.sim.sweep import Base, default_simulator, parse_vary, resolve, run_sweep
+    from tierlab.sim.engine import simulate
+    from tierlab.sim.sweep import Base, parse_vary, resolve, run_sweep, summary
     from tierlab.sim.sweep_keys import all_keys
 
     if list_keys:
@@ -1114,15 +876,13 @@ def sweep(ctx, varies, out, jobs, memory_only, strict, plot_path, x_key, by, lis
 
         for target in image_targets(writable(plot_path, "--plot")):
             writable(target, "--plot")
-    base = Base(model=kw["model"], hardware=kw["hardware"], ds_config=kw["ds_config"],
-                overrides=tuple(kw["overrides"]), micro_batch=kw["micro_batch"],
-                grad_accum=kw["grad_accum"], seq=kw["seq"], gpus=kw["gpus"], nodes=kw["nodes"],
-                precision=kw["precision"], checkpointing=kw["checkpointing"])
+    base = Base(**{**kw, "overrides": tuple(kw["overrides"])})
     try:
-        echo_warnings(resolve(base).warnings, quiet)
+        base_sc = resolve(base)
+        echo_warnings(base_sc.warnings, base_sc.notes, quiet)
     except ValueError as e:          # the base itself is broken: say so once
         raise ConfigError(str(e)) from None
-    simulator = None if memory_only else default_simulator()
+    simulator = None if memory_only else simulate
     bars = []
 
     def start(todo, skipped):
@@ -1150,47 +910,15 @@ def sweep(ctx, varies, out, jobs, memory_only, strict, plot_path, x_key, by, lis
     df = outcome.frame
     if out is None:
         click.echo(df.to_csv(index=False), nl=False)
-    click.echo(_sweep_summary(outcome, out), err=out is None)
+    click.echo(summary(outcome, out), err=out is None)
     if plot_path and not memory_only:
-        _save_figure(_sweep_figure(df, x_key or axes[0].key, by, None), plot_path)
+        save_figure(_sweep_figure(df, x_key or axes[0].key, by, None), plot_path)
     elif plot_path:
         raise ConfigError("--plot needs simulated rows (drop --memory-only)")
 
 
-def _num(value) -> str:
-    """1000000000 -> 1e9; other values as they are."""
-    import numbers
-
-    if isinstance(value, numbers.Real) and not isinstance(value, bool) and abs(value) >= 1e5:
-        return f"{value:.4g}".replace("e+0", "e").replace("e+", "e")
-    return str(value)
-
-
-def _sweep_summary(outcome, out) -> str:
-    df = outcome.frame
-    where = f" -> {out}" if out else ""
-    text = (f"{len(df)} rows{where}: {outcome.computed} computed, {outcome.skipped} already "
-            f"there, {outcome.errors} with an error")
-    if "step_time_s" in df.columns and "fits" in df.columns:
-        ok = df[(df["error"] == "") & (df["fits"].astype(str).str.lower() == "true")]
-        if not ok.empty:
-            best = ok.loc[ok["step_time_s"].idxmin()]
-            keys = [c for c in df.columns[1:df.columns.get_loc("config_name")]]
-            point = ", ".join(f"{k}={_num(best[k])}" for k in keys)
-            text += (f"\nfastest that fits: {point}: {best['step_time_s']:.3f} s/step, "
-                     f"{best['tokens_per_s']:,.0f} tokens/s, {best['bottleneck']} binds")
-    return text
-
-
 @main.command()
-@click.option("--model", "-m", default=DEFAULT_MODEL, show_default=True,
-              help="Model profile name, a profile YAML, or a Hugging Face config.json path.")
-@click.option("--hardware", "-H", default=DEFAULT_HARDWARE, show_default=True,
-              help="System profile name or YAML path.")
-@click.option("--gpus", type=int, default=None, help="GPUs per node (default: the profile's).")
-@click.option("--nodes", type=int, default=None, help="Nodes (default: the profile's).")
-@click.option("--seq", type=int, default=None,
-              help="Sequence length in tokens (default: the model's context length).")
+@options(model_option, hardware_option, gpus_option, nodes_option, seq_option)
 @click.option("--global-batch", type=int, default=None,
               help="Sequences per optimizer step over all GPUs; the planner trades micro-batch "
                    "against gradient accumulation at this size.")
@@ -1212,20 +940,20 @@ def _sweep_summary(outcome, out) -> str:
               help="nvme_path written into the ds_config for NVMe offload.")
 @click.option("--out", "-o", default=None, metavar="FILE",
               help="Write the winner's ds_config.json here (atomically), ready for deepspeed.")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print the whole plan (ranked alternatives, notes, ds_config) as JSON.")
+@json_option
+@quiet_option
 @click.option("--jobs", "-j", type=int, default=1, show_default=True,
               help="Worker processes for the simulations.")
 @click.pass_context
 def plan(ctx, model, hardware, gpus, nodes, seq, global_batch, grad_accum, micro_batch,
          max_micro_batch, checkpointing, precision, min_tokens_per_s, max_gpu_mem, nvme_path,
-         out, as_json, jobs):
+         out, as_json, quiet, jobs):
     """The fastest DeepSpeed configuration that fits every tier, and why the others lost.
 
     Searches ZeRO stage, CPU/NVMe offload of parameters and optimizer, micro-batch, gradient
     accumulation, checkpointing, sub_group_size, swap buffers and aio settings. Exits 1 when
-    nothing fits (or nothing reaches --min-tokens-per-s)."""
-    from tierlab.profiles.load import load_hardware, load_model
+    nothing fits (or nothing reaches --min-tokens-per-s). The ranking is by tokens/s."""
+    from tierlab.scenario import machine_and_model, parse_bytes
     from tierlab.sim.plan import format_plan, plan as run_plan
 
     for flag, value in (("--micro-batch", micro_batch), ("--grad-accum", grad_accum),
@@ -1236,8 +964,8 @@ def plan(ctx, model, hardware, gpus, nodes, seq, global_batch, grad_accum, micro
     if global_batch is not None and grad_accum is not None:
         raise ConfigError("give --global-batch or --grad-accum, not both")
     writable(out, "--out")
-    hw = load_hardware(hardware, gpus_per_node=gpus, nodes=nodes)
-    mdl = load_model(model, seq_len=seq)
+    hw, mdl, notes = machine_and_model(model, hardware, seq=seq, gpus=gpus, nodes=nodes)
+    echo_warnings((), notes, quiet or as_json)
     result = run_plan(hw, mdl, global_batch=global_batch, grad_accum=grad_accum,
                       micro_batch=micro_batch, checkpointing=checkpointing, precision=precision,
                       min_tokens_per_s=min_tokens_per_s,

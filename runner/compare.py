@@ -11,9 +11,9 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from tierlab.runner.measurement import Measurement, MeasurementWriter, load_measurement
 from tierlab.runner.train import RunSpec
@@ -91,17 +91,54 @@ def _last_line(path: Path) -> str:
     return lines[-1][:200] if lines else "no output"
 
 
-def run_comparison(specs: Iterable[RunSpec], timeout_s: float | None = None,
-                   on_done: Callable[[RunSpec, Measurement], None] | None = None
-                   ) -> list[tuple[str, Measurement]]:
-    """Run the variants one after another (never two trainings at once)."""
-    results = []
-    for spec in specs:
-        m = run_variant(spec, timeout_s)
-        results.append((spec.label, m))
-        if on_done:
-            on_done(spec, m)
-    return results
+@dataclass(frozen=True)
+class Planned:
+    """One variant to run: its row label, resolved scenario (tierlab.scenario) and RunSpec."""
+
+    label: str
+    scenario: Any
+    spec: RunSpec
+
+
+BUDGET_MARGIN_S = 15.0
+"""Seconds of --budget kept back for closing records and writing the table."""
+MIN_VARIANT_S = 30.0
+"""A variant with less budget left than this is skipped (it could not finish a step)."""
+
+
+def run_comparison(planned: Iterable[Planned], *, preflight: bool = True,
+                   timeout_s: float | None = None, budget_s: float | None = None,
+                   say: Callable[[str], None] = lambda text: None) -> list[dict]:
+    """Run the variants one after another (never two trainings at once), each after its
+    pre-flight check, within `timeout_s` each and `budget_s` for all; one row per variant
+    (`row`), a failed pre-flight or a spent budget a row too. `say` gets progress lines."""
+    from tierlab.runner.preflight import run_preflight
+
+    t_start, rows = time.monotonic(), []
+    for p in planned:
+        sc = p.scenario
+        problems = run_preflight(sc.hardware, sc.model, sc.strategy,
+                                 gpu_mem_cap_bytes=p.spec.gpu_mem_cap_bytes,
+                                 check_memory_plan=False) if preflight else []
+        for problem in problems:
+            say(problem.line())
+        if any(x.severity == "error" for x in problems):
+            rows.append({"variant": p.label, "status": "preflight", "reason":
+                         "; ".join(x.message for x in problems if x.severity == "error")})
+            continue
+        limit = timeout_s
+        if budget_s is not None:
+            left = budget_s - (time.monotonic() - t_start) - BUDGET_MARGIN_S
+            if left < MIN_VARIANT_S:
+                rows.append({"variant": p.label, "status": "skipped", "reason": "budget spent"})
+                continue
+            limit = min(limit or left, left)
+        say(f"running {p.label} ...")
+        m = run_variant(p.spec, limit)
+        rows.append(row(p.label, m))
+        say(f"  {p.label}: {rows[-1]['status']} step {rows[-1]['step_time_s']} s "
+            f"{m.reason}".rstrip())
+    return rows
 
 
 def _g(x, scale):
@@ -186,6 +223,3 @@ def figure(rows: list[dict], title: str = ""):
     fig.tight_layout()
     return fig
 
-
-def with_label(spec: RunSpec, label: str, out_root: str | Path) -> RunSpec:
-    return replace(spec, label=label, out_dir=str(Path(out_root) / label))

@@ -144,26 +144,32 @@ def pinned_bytes(model: Model, strategy: Strategy) -> int:
 # ----------------------------------------------------------------------------------------------
 # checks (pure)
 
-_TIER_FIX = {
-    "gpu": "offload more (--ds-config zero3-cpu or zero3-nvme), lower --micro-batch, or keep "
-           "--checkpointing on",
-    "host": "move the optimizer to NVMe (--ds-config zero3-nvme) or set pin_memory false",
-    "nvme": "free disk space or point nvme_path at a larger drive",
-}
+def tier_fix(tier: str, strategy: Strategy) -> str:
+    """What to change when `tier` is over capacity, given where the states already are."""
+    if tier == "gpu":
+        return ("offload more (--ds-config zero3-cpu or zero3-nvme), lower --micro-batch, or "
+                "keep --checkpointing on")
+    if tier == "nvme":
+        return "free disk space or point nvme_path at a larger drive"
+    moves = [f"move the {what} to NVMe" for what, device in
+             (("optimizer", strategy.optimizer_device), ("parameters", strategy.param_device))
+             if device == "cpu" and (what == "optimizer" or strategy.zero.stage == 3)]
+    pinned = any(b.pin_memory for b, device in
+                 ((strategy.zero.offload_optimizer, strategy.optimizer_device),
+                  (strategy.zero.offload_param, strategy.param_device)) if device != "none")
+    fixes = ["; ".join(moves) + " (--ds-config zero3-nvme)" if moves else "",
+             "set pin_memory false (pinned buffers round up to a power of two)" if pinned else "",
+             "use a host with more RAM or fewer GPUs per node"]
+    return ", or ".join(f for f in fixes if f)
 
 
-def check_memory(plan) -> list[Problem]:
+def check_memory(plan, strategy: Strategy) -> list[Problem]:
     """The memory planner's verdict, one problem per tier that does not fit."""
-    if plan is None or getattr(plan, "fits", True):
+    if plan.fits:
         return []
-    out = []
-    for tier, t in plan.tiers.items():
-        if not t.fits:
-            out.append(Problem("memory", f"{tier} needs {_gib(t.used_bytes)} of "
-                               f"{_gib(t.capacity_bytes)} (binding tier: {plan.binding_tier})",
-                               _TIER_FIX.get(tier, "change the config")))
-    return out or [Problem("memory", f"does not fit (binding tier {plan.binding_tier})",
-                           _TIER_FIX.get(plan.binding_tier, "change the config"))]
+    return [Problem("memory", f"{tier} needs {_gib(t.used_bytes)} of {_gib(t.capacity_bytes)} "
+                    f"(binding tier: {plan.binding_tier})", tier_fix(tier, strategy))
+            for tier, t in plan.tiers.items() if not t.fits]
 
 
 @dataclass(frozen=True)
@@ -443,15 +449,6 @@ def _o_direct_roundtrip(test_file: Path, nbytes: int) -> tuple[bool, str]:
 # ----------------------------------------------------------------------------------------------
 # all together
 
-def memory_plan(hardware, model: Model, strategy: Strategy):
-    """The planner's MemoryPlan, or None if tierlab.sim.memory is not there yet."""
-    try:
-        from tierlab.sim.memory import plan_memory
-    except ImportError:
-        return None
-    return plan_memory(hardware, model, strategy)
-
-
 def effective_hardware(hardware, *, gpu_mem_cap_bytes: float | None = None,
                        host_ram_bytes: float | None = None):
     """The profile with the emulated card size (--gpu-mem-cap) and this host's real RAM."""
@@ -464,20 +461,20 @@ def effective_hardware(hardware, *, gpu_mem_cap_bytes: float | None = None,
 
 def run_preflight(hardware, model: Model, strategy: Strategy, *, env: Mapping[str, str] | None = None,
                   host_ram_bytes: float | None = None, gpu_mem_cap_bytes: float | None = None,
-                  check_memory_plan: bool = True, probe: bool = True) -> list[Problem]:
-    """Every check for one launch. `probe=False` skips the machine probes (aio, swap path)."""
+                  check_memory_plan: bool = True, probe: bool = True, local_ram: bool = True,
+                  software=None) -> list[Problem]:
+    """Every check for one launch. `probe=False` skips the machine probes (aio, swap path).
+    Host RAM: `host_ram_bytes`, else this machine's when `local_ram` (and probing), else the
+    profile's. `software`: as the simulator's (default: the shipped one, sim/host_costs)."""
     from tierlab.runner.probes import ram_bytes
+    from tierlab.sim.memory import plan_memory
 
     env = os.environ if env is None else env
-    ram = host_ram_bytes or ram_bytes()
+    ram = host_ram_bytes or (ram_bytes() if probe and local_ram else hardware.dram_bytes)
     problems: list[Problem] = []
     if check_memory_plan:
         hw = effective_hardware(hardware, gpu_mem_cap_bytes=gpu_mem_cap_bytes, host_ram_bytes=ram)
-        plan = memory_plan(hw, model, strategy)
-        if plan is None:
-            problems.append(Problem("memory", "memory planner (tierlab.sim.memory) not available; "
-                                    "no per-tier verdict", "update tierlab", "warning"))
-        problems += check_memory(plan)
+        problems += check_memory(plan_memory(hw, model, strategy, software=software), strategy)
     problems += check_ignored_keys(strategy.raw)
     problems += check_arch_list(env)
     problems += check_pinned(model, strategy, ram, hardware.gpus_per_node)

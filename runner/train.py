@@ -67,12 +67,10 @@ class RunSpec:
 
 
 def spec_from_strategy(model, strategy, *, out_dir: str, steps: int, warmup_steps: int,
-                       swap_dir: str | None = None, **kw) -> RunSpec:
-    """A RunSpec from a tierlab Model and a parsed Strategy (batch, precision and checkpointing
-    come from the Strategy; `swap_dir` redirects every NVMe offload)."""
+                       **kw) -> RunSpec:
+    """A RunSpec from a tierlab Model and a parsed Strategy (batch, precision, checkpointing and
+    the swap paths come from the Strategy: tierlab.scenario applies --swap-dir)."""
     cfg = dsc.runner_ds_config(strategy)
-    if swap_dir:
-        cfg = dsc.with_swap_dir(cfg, swap_dir)
     if warmup_steps >= steps:
         from tierlab.errors import ConfigError
 

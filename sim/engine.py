@@ -12,7 +12,6 @@ step time can only grow when any op gets slower (no scheduling anomalies); it is
 """
 from __future__ import annotations
 
-import functools
 import logging
 from dataclasses import dataclass
 
@@ -22,6 +21,7 @@ from tierlab.errors import ConfigError
 from tierlab.profiles.schema import Hardware, Model, Software
 from tierlab.sim import collectives, devices, flops, host_costs
 from tierlab.sim.devices import RESOURCES, Device, SwapBuffers
+from tierlab.sim.memory import plan_memory
 from tierlab.sim.result import SimResult
 from tierlab.sim.strategy import Strategy
 from tierlab.sim.workload import Op, Workload, build_workload
@@ -231,16 +231,6 @@ def phase_times(run: _Run) -> dict[str, float]:
     return {"forward_s": fwd, "backward_s": bwd, "optimizer_s": run.step_s - start}
 
 
-def _memory(hw: Hardware, model: Model, strategy: Strategy, software: Software | None = None):
-    """The planner's MemoryPlan (imported lazily: the planner is optional for timing)."""
-    try:
-        from tierlab.sim.memory import plan_memory
-    except ImportError:        # pragma: no cover - planner ships with the package
-        log.warning("tierlab.sim.memory not available: memory and fits not checked")
-        return None
-    return plan_memory(hw, model, strategy, software=software)
-
-
 def _bytes_moved(run: _Run) -> dict[str, float]:
     out = dict.fromkeys(("pcie_h2d", "pcie_d2h", "nvme_read", "nvme_write", "gpu_comm",
                          "network"), 0.0)
@@ -275,15 +265,6 @@ def first_step_extra_s(hw: Hardware, model: Model, strategy: Strategy,
     return software.first_step_fixed_s + touch / software.first_touch_Bps
 
 
-@functools.lru_cache(maxsize=1)
-def default_software() -> Software:
-    """profiles/software/deepspeed-0.19.8.yaml, read once per process (a sweep simulates
-    hundreds of points; parsing it took ~3 ms of a ~12 ms small simulation)."""
-    from tierlab.profiles.load import load_software
-
-    return load_software()
-
-
 def simulate(hardware: Hardware, model: Model, strategy: Strategy, *,
              strict: bool = False, software: Software | None = None,
              ranges: bool = False) -> SimResult:
@@ -296,12 +277,9 @@ def simulate(hardware: Hardware, model: Model, strategy: Strategy, *,
     `ranges` adds the step time's central 80% interval and the fits margin (sim/ranges.py, about
     3x the cost).
     """
-    if software is None:
-        software = default_software()
-    software = host_costs.with_host_costs(software, hardware)
-    plan = _memory(hardware, model, strategy, software)
-    fits = plan.fits if plan is not None else True
-    binding = plan.binding_tier if plan is not None else None
+    software = host_costs.software_for(hardware, software)
+    plan = plan_memory(hardware, model, strategy, software=software)
+    fits, binding = plan.fits, plan.binding_tier
     if strict and not fits:
         t = plan.tiers[binding]
         raise ConfigError(f"does not fit: {binding} tier needs {t.used_bytes / 1e9:.2f} GB of "

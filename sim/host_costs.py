@@ -8,10 +8,27 @@ calibration's own derivation (runner/calibrate_host.py) read one rule.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 from tierlab.profiles.schema import Hardware, Software
 from tierlab.sim.strategy import Strategy
+
+
+@functools.lru_cache(maxsize=1)
+def default_software() -> Software:
+    """profiles/software/deepspeed-0.19.8.yaml, read once per process (a sweep simulates
+    hundreds of points; parsing it took ~3 ms of a ~12 ms small simulation)."""
+    from tierlab.profiles.load import load_software
+
+    return load_software()
+
+
+def software_for(hardware: Hardware, software: Software | None = None) -> Software:
+    """The software profile every verb uses on `hardware`: `software` (default: the shipped
+    one) with the host costs the hardware's CPU profile measured. The one place the default is
+    chosen, so memory, simulate, plan, sweep and preflight agree."""
+    return with_host_costs(default_software() if software is None else software, hardware)
 
 
 def with_host_costs(software: Software, hardware: Hardware) -> Software:

@@ -23,6 +23,7 @@ from tierlab.profiles.schema import Hardware, Model, Software
 from tierlab.sim.memory_host import (host_breakdown, largest_param_numel,  # noqa: F401
                                      pinned_bytes)   # pinned_bytes: re-exported for callers
 from tierlab.sim.strategy import Strategy
+from tierlab.units import fmt_gib, gib, gib_dict
 
 # Allocator slack: PyTorch's caching allocator rounds blocks and fragments; reserved exceeds
 # allocated by ~5-10% in steady training (PyTorch CUDA memory docs; estimate, to be validated).
@@ -56,8 +57,9 @@ class TierUsage:
         return sum(v for k, v in self.breakdown.items() if k.startswith(prefix))
 
     def to_dict(self) -> dict:
-        return {"used_bytes": self.used_bytes, "capacity_bytes": self.capacity_bytes,
-                "fits": self.fits, "breakdown": dict(self.breakdown)}
+        """The JSON view, in GiB (tierlab.units)."""
+        return {"used_GiB": gib(self.used_bytes), "capacity_GiB": gib(self.capacity_bytes),
+                "fits": self.fits, "breakdown_GiB": gib_dict(self.breakdown)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,11 +81,13 @@ class MemoryPlan:
         return max(pool, key=lambda t: t.utilisation).tier if pool else None
 
     def to_dict(self) -> dict:
+        """The JSON view (`tierlab memory --json`), sizes in GiB (tierlab.units)."""
         states = dict(self.model_states)
+        total = sum(states.values())
         return {"n_params": self.n_params, "fits": self.fits, "binding_tier": self.binding_tier,
                 "tiers": {name: t.to_dict() for name, t in self.tiers.items()},
-                "model_states": {**states, "total_bytes": sum(states.values()),
-                                 "bytes_per_param": sum(states.values()) / self.n_params}}
+                "model_states_GiB": {**gib_dict(states), "total": gib(total)},
+                "bytes_per_param": total / self.n_params}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -325,3 +329,23 @@ def plan_memory(hardware: Hardware, model: Model, strategy: Strategy, *,
     }
     return MemoryPlan(tiers=tiers, model_states=model_state_bytes(model, strategy),
                       n_params=model.n_params)
+
+
+def format_memory(plan: MemoryPlan, title: str) -> str:
+    """`tierlab memory`'s table: per tier used / capacity / fits and the breakdown, in GiB."""
+    lines = [title, f"{'tier':8s} {'used':>14s} {'capacity':>14s}  fits", "-" * 46]
+    for name, tier in plan.tiers.items():
+        scope = "per GPU" if name == "gpu" else "per node"
+        lines.append(f"{name:8s} {fmt_gib(tier.used_bytes):>14s} "
+                     f"{fmt_gib(tier.capacity_bytes):>14s}  {'yes' if tier.fits else 'NO'}   "
+                     f"({scope})")
+        for item, nbytes in sorted(tier.breakdown.items(), key=lambda kv: -kv[1]):
+            lines.append(f"    {item:34s} {fmt_gib(nbytes):>14s}")
+    states = plan.model_states
+    total = sum(states.values())
+    parts = " + ".join(f"{k} {fmt_gib(v)}" for k, v in states.items())
+    lines.append(f"model states (whole model, {plan.n_params / 1e9:.2f} B params): {parts} = "
+                 f"{fmt_gib(total)} ({total / plan.n_params:.0f} B/param)")
+    verdict = "fits" if plan.fits else f"does NOT fit: {plan.binding_tier} tier is over capacity"
+    lines.append(f"verdict: {verdict}; binding tier: {plan.binding_tier}")
+    return "\n".join(lines)

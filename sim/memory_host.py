@@ -11,12 +11,10 @@ import math
 
 from tierlab.profiles.layout import largest_matrix_numel
 from tierlab.profiles.schema import Hardware, Model, Software
+from tierlab.sim.host_costs import software_for
 from tierlab.sim.modules import Module, modules, nvme_param_fraction, sub_groups
 from tierlab.sim.strategy import Strategy
 
-# Host RSS of one training process before model states: Python + torch + DeepSpeed + CUDA host
-# side (estimate, ~2.5 GB per rank for a CUDA build; to be validated against measured runs).
-PROCESS_BASELINE_BYTES = 2.5e9
 # DeepSpeed's aio tensors smaller than max(1 MiB, block_size) are not swapped (swap_tensor/utils.py)
 MIN_AIO_BYTES = 1 << 20
 # aio read/write alignment per intra-op thread (swap_tensor/utils.py AIO_ALIGNED_BYTES)
@@ -42,7 +40,7 @@ def host_breakdown(hw: Hardware, model: Model, strategy: Strategy,
     E.g. TinyLlama ZeRO-2 + CPU Adam: 2.2 GB baseline + 8.59 (fp32
     master) + 4.29 (16-bit copy-back) + 8.59 (fp32 grads) + 0.13 (temp grad) + 8.8 (m, v)
     = 32.6 GB, measured 32.5 GB (30.29 GiB)."""
-    base = software.process_baseline_bytes if software else PROCESS_BASELINE_BYTES
+    base = software_for(hw, software).process_baseline_bytes     # the fitted one, every verb
     out = {"pageable:process_baseline": base, **rank_offload_items(model, strategy)}
     return {k: v * hw.gpus_per_node for k, v in out.items() if v}
 

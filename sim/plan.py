@@ -362,17 +362,17 @@ def plan(hardware, model, *, global_batch: int | None = None, grad_accum: int | 
     (profile objects). `global_batch`: sequences per optimizer step over all GPUs (the planner
     then trades micro-batch against gradient accumulation); without it gradient accumulation
     is `grad_accum` (default 1). `checkpointing` None tries both."""
-    from tierlab.sim.sweep import default_simulator
+    from tierlab.scenario import default_precision
+    from tierlab.sim.engine import simulate
 
     if max_gpu_mem_bytes is not None:
         if max_gpu_mem_bytes <= 0:
             raise ConfigError(f"--max-gpu-mem must be > 0, got {max_gpu_mem_bytes}")
         hardware = replace(hardware, gpu=replace(
             hardware.gpu, hbm_bytes=min(hardware.gpu.hbm_bytes, max_gpu_mem_bytes)))
-    if precision is None:
-        precision = "bf16" if "bf16" in hardware.gpu.peak_flops else "fp16"
+    precision = precision or default_precision(hardware)
     req = Request(hardware=hardware, model=model, precision=precision, nvme_path=nvme_path)
-    s = _Search(req, simulator or default_simulator(), jobs)
+    s = _Search(req, simulator or simulate, jobs)
     batches = _batches(hardware.world_size, global_batch, grad_accum, micro_batch, max_micro_batch)
     ckpts = (True, False) if checkpointing is None else (checkpointing,)
     per_placement, failed = [], []

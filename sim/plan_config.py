@@ -109,7 +109,7 @@ class Request:
 
 def ds_config_dict(v: Variant, req: Request) -> dict:
     """The ds_config of a variant (before DeepSpeed defaults are written out by to_ds_config)."""
-    from tierlab.sim.sweep import _set_ds
+    from tierlab.scenario import set_dotted
 
     p, hw, model = v.placement, req.hardware, req.model
     zero: dict[str, Any] = {"stage": p.stage, "overlap_comm": p.stage > 0,
@@ -148,19 +148,18 @@ def ds_config_dict(v: Variant, req: Request) -> dict:
         zero["offload_optimizer"].update(pipeline_read=read, pipeline_write=write,
                                          buffer_count=4 * (1 + read + write))
     for key, value in knobs.items():
-        _set_ds(cfg, key, int(value) if isinstance(value, float) and value.is_integer() else value)
+        set_dotted(cfg, key, int(value) if isinstance(value, float) and value.is_integer() else value)
     return cfg
 
 
 def build(v: Variant, req: Request):
-    """(hardware, strategy) of a variant. Raises ConfigError."""
-    from tierlab.sim.strategy import Flags, parse_ds_config
+    """(hardware, strategy) of a variant, resolved by tierlab.scenario. Raises ConfigError."""
+    from tierlab.scenario import resolve
 
     hw = req.hardware if v.nvme_drives is None else replace(req.hardware, nvme_drives=v.nvme_drives)
-    flags = Flags(world_size=hw.world_size, precision=req.precision,
-                  activation_checkpointing=v.checkpointing, hidden=req.model.hidden)
-    strategy, _ = parse_ds_config(ds_config_dict(v, req), flags, where="plan")
-    return hw, strategy
+    sc = resolve(req.model, hw, ds_config_dict(v, req), seq=req.model.seq_len,
+                 precision=req.precision, checkpointing=v.checkpointing, where="plan")
+    return sc.hardware, sc.strategy
 
 
 def to_deepspeed(strategy) -> dict:

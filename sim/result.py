@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from tierlab.sim.devices import RESOURCES, Span
+from tierlab.units import fmt_gib, gib
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,7 +65,8 @@ class SimResult:
             "exposed_s": dict(self.exposed_s),
             "busy_s": dict(self.busy_s),
             "bottleneck": self.bottleneck,
-            "memory": ({name: t.used_bytes for name, t in mem.tiers.items()} if mem else {}),
+            "memory_GiB": ({name: gib(t.used_bytes) for name, t in mem.tiers.items()}
+                           if mem else {}),
             "fits": self.fits,
             "binding_tier": self.binding_tier,
             "tokens_per_s": self.tokens_per_s,
@@ -98,3 +100,45 @@ class SimResult:
                            "tid": tid.get(s.resource, len(tid)), "ts": s.start_s * 1e6,
                            "dur": (s.end_s - s.start_s) * 1e6})
         return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+
+def format_result(r: SimResult, title: str) -> str:
+    """`tierlab simulate`'s text: step and phases, throughput, busy/exposed time per resource,
+    bottleneck, memory per tier (GiB) and the verdict."""
+    p = r.phases
+    lines = [title,
+             f"step {r.step_time_s:.3f} s (step 1: {r.first_step_time_s:.3f} s): forward "
+             f"{p['forward_s']:.3f} s, backward {p['backward_s']:.3f} s, optimizer "
+             f"{p['optimizer_s']:.3f} s",
+             f"{r.tokens_per_s:,.0f} tokens/s, {r.tflops_per_gpu:.1f} TFLOP/s per GPU, "
+             f"roofline {r.lower_bound_s:.3f} s (efficiency {r.efficiency:.0%})",
+             "resource       busy s   exposed s"]
+    for name, busy in r.busy_s.items():
+        if busy or r.exposed_s[name]:
+            lines.append(f"{name:13s} {busy:8.3f}  {r.exposed_s[name]:9.3f}")
+    lines.append(f"bottleneck: {r.bottleneck}")
+    for name, t in r.memory.tiers.items():
+        lines.append(f"memory {name:5s} {fmt_gib(t.used_bytes)} of {fmt_gib(t.capacity_bytes)}"
+                     f"{'' if t.fits else '  DOES NOT FIT'}")
+    lines.append(f"fits: {'yes' if r.fits else 'no (' + str(r.binding_tier) + ')'}")
+    return "\n".join(lines)
+
+
+def table_row(name: str, r: SimResult) -> dict:
+    """One row of the comparison table (memory in GiB)."""
+    tiers = r.memory.tiers
+    return {"config": name, "gpu_mem": fmt_gib(tiers["gpu"].used_bytes),
+            "host_mem": fmt_gib(tiers["host"].used_bytes),
+            "nvme": fmt_gib(tiers["nvme"].used_bytes), "step_s": f"{r.step_time_s:.3f}",
+            "tokens/s": f"{r.tokens_per_s:,.0f}", "bottleneck": r.bottleneck,
+            "fits": "yes" if r.fits else f"NO ({r.binding_tier})"}
+
+
+def format_table(results: list[tuple[str, SimResult]], title: str) -> str:
+    """Several results side by side, one row each (`tierlab simulate`'s built-in comparison)."""
+    rows = [table_row(name, r) for name, r in results]
+    cols = list(rows[0])
+    width = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in cols}
+    lines = [title, "  ".join(c.ljust(width[c]) for c in cols).rstrip()]
+    lines += ["  ".join(str(r[c]).ljust(width[c]) for c in cols).rstrip() for r in rows]
+    return "\n".join(lines)

@@ -16,7 +16,6 @@ mid-row by another tool or a full disk) are ignored, reported and recomputed.
 """
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import logging
@@ -26,12 +25,13 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from tierlab.errors import ConfigError
-from tierlab.sim.sweep_keys import (DEFAULT_CONFIG, DEFAULT_HARDWARE, DEFAULT_MODEL, HARDWARE_KEYS,
-                                    Axis, _load, key_kind, make_axis, make_grid, parse_vary)
+from tierlab.scenario import DEFAULT_CONFIG, DEFAULT_HARDWARE, DEFAULT_MODEL
+from tierlab.sim.sweep_keys import (HARDWARE_KEYS, Axis, _load, key_kind, make_axis, make_grid,
+                                    parse_vary)
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Base", "Scenario", "Evaluator", "resolve", "run_points", "run_sweep", "read_results",
+__all__ = ["Base", "Evaluator", "resolve", "run_points", "run_sweep", "read_results",
            "write_results", "make_axis", "make_grid", "parse_vary", "SweepOutcome"]
 
 # ----------------------------------------------------------------------------------------------
@@ -76,14 +76,6 @@ class Base:
                           sort_keys=True, default=str)
 
 
-@dataclass(frozen=True)
-class Scenario:
-    hardware: Any
-    model: Any
-    strategy: Any
-    warnings: tuple[str, ...]
-
-
 def _set_path(obj, path: tuple[str, ...], value):
     """dataclasses.replace along an attribute path (mappings replaced by an updated copy)."""
     head, rest = path[0], path[1:]
@@ -108,73 +100,32 @@ def _apply_hardware(hw, point: Mapping[str, Any]):
     return hw
 
 
-def _set_ds(cfg: dict, key: str, value) -> None:
-    node = cfg
-    parts = key.split(".")
-    for part in parts[:-1]:
-        child = node.get(part)
-        if not isinstance(child, dict):
-            child = node[part] = {}
-        node = child
-    node[parts[-1]] = value
-
-
-def resolve(base: Base, point: Mapping[str, Any] = {}) -> Scenario:
-    """The (hardware, model, strategy) of one point. Raises ConfigError / ValueError."""
-    from tierlab.sim.strategy import Flags, apply_overrides, parse_ds_config
+def resolve(base: Base, point: Mapping[str, Any] = {}):
+    """The tierlab.scenario.Scenario of one point: the point's hardware keys applied to the
+    profile, its model.* keys to the model, its ds_config keys after --set; the rest is
+    tierlab.scenario.resolve's. Raises ConfigError."""
+    from tierlab.scenario import resolve as resolve_scenario
 
     get = lambda k: point[k] if k in point else getattr(base, k)    # noqa: E731
     hw = point.get("hardware", base.hardware)
-    hw = _load("hardware", hw) if isinstance(hw, str) else hw
-    gpus, nodes = get("gpus"), get("nodes")
-    if gpus is not None or nodes is not None:
-        hw = replace(hw, gpus_per_node=gpus or hw.gpus_per_node, nodes=nodes or hw.nodes)
-    hw = _apply_hardware(hw, point)
+    hw = _apply_hardware(_load("hardware", hw) if isinstance(hw, str) else hw, point)
     model = point.get("model", base.model)
     model = _load("model", model) if isinstance(model, str) else model
-    seq = get("seq")
     mpoint = {k.split(".", 1)[1]: v for k, v in point.items() if k.startswith("model.")}
-    if seq is not None and "seq_len" not in mpoint:
-        mpoint["seq_len"] = seq
     if mpoint:
         model = replace(model, **mpoint)
-    cfg = point.get("config", base.ds_config)
-    where = cfg if isinstance(cfg, str) else "ds_config"
-    cfg = _load("config", cfg)[0] if isinstance(cfg, str) else copy.deepcopy(dict(cfg))
-    cfg = apply_overrides(cfg, list(base.overrides))
-    for key, value in point.items():
-        if key_kind(key) == "ds":
-            _set_ds(cfg, key, value)
-    precision = get("precision")
-    explicit = any(isinstance(cfg.get(b), dict) and cfg[b].get("enabled") is True
-                   for b in ("fp16", "bf16"))
-    if precision is None and not explicit:   # as the CLI: bf16 where the GPU has it, else fp16
-        precision = "bf16" if "bf16" in hw.gpu.peak_flops else "fp16"
-    flags = Flags(micro_batch=get("micro_batch"), grad_accum=get("grad_accum"),
-                  world_size=hw.world_size, precision=precision,
-                  activation_checkpointing=get("checkpointing"), hidden=model.hidden)
-    strategy, warnings = parse_ds_config(cfg, flags, where=where)
-    return Scenario(hw, model, strategy, tuple(warnings))
+    return resolve_scenario(
+        model, hw, point.get("config", base.ds_config),
+        overrides=base.overrides, ds_keys={k: v for k, v in point.items() if key_kind(k) == "ds"},
+        micro_batch=get("micro_batch"), grad_accum=get("grad_accum"),
+        seq=None if "seq_len" in mpoint else get("seq"), gpus=get("gpus"), nodes=get("nodes"),
+        precision=get("precision"), checkpointing=get("checkpointing"))
 
 
 # ----------------------------------------------------------------------------------------------
 # evaluation: one point -> one row
 
-def default_simulator() -> Callable:
-    """The simulator's entry point; ConfigError if it is not there yet."""
-    try:
-        from tierlab.sim.engine import simulate
-    except ImportError as e:
-        raise ConfigError(f"the simulator (tierlab.sim.engine.simulate) is not available: {e}")
-    return simulate
-
-
-def config_name(cfg: Any) -> str:
-    """'zero3-nvme' for a preset, the file stem for a path, 'custom' for a dict."""
-    return Path(cfg).stem if isinstance(cfg, str) else "custom"
-
-
-def scenario_columns(sc: Scenario) -> dict[str, Any]:
+def scenario_columns(sc) -> dict[str, Any]:
     s, hw, m = sc.strategy, sc.hardware, sc.model
     return {"model_name": m.name, "hardware_name": hw.name, "n_params": m.n_params,
             "stage": s.zero.stage, "offload_param": s.param_device,
@@ -225,17 +176,16 @@ class Evaluator:
     strict: bool = False
 
     def __call__(self, point: Mapping[str, Any]) -> dict[str, Any]:
-        from tierlab.sim.memory import plan_memory
-
         row: dict[str, Any] = {"point_id": point_id(self.base, point), **point, "error": ""}
         try:
             sc = resolve(self.base, point)
-            row["config_name"] = config_name(point.get("config", self.base.ds_config))
+            row["config_name"] = sc.config_name
             row.update(scenario_columns(sc))
             if self.simulator is None:
-                row.update(memory_columns(plan_memory(sc.hardware, sc.model, sc.strategy)))
+                row.update(memory_columns(sc.memory()))
             else:
-                res = self.simulator(sc.hardware, sc.model, sc.strategy, strict=self.strict)
+                res = self.simulator(sc.hardware, sc.model, sc.strategy, strict=self.strict,
+                                     software=sc.software)
                 row.update(result_columns(res))
         except (ConfigError, ValueError, KeyError) as e:
             row["error"] = str(e).splitlines()[0] if str(e) else type(e).__name__
@@ -583,3 +533,29 @@ def _open_journal(out: Path):
         return open(journal_path(out), "a", encoding="utf-8")
     except OSError as e:
         raise ConfigError(f"--out {out}: cannot write its row journal: {e.strerror}") from None
+
+
+def _num(value) -> str:
+    """1000000000 -> 1e9; other values as they are."""
+    import numbers
+
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and abs(value) >= 1e5:
+        return f"{value:.4g}".replace("e+0", "e").replace("e+", "e")
+    return str(value)
+
+
+def summary(outcome: "SweepOutcome", out: str | None = None) -> str:
+    """Rows computed / skipped / failed, and the point with the most tokens/s that fits."""
+    df = outcome.frame
+    where = f" -> {out}" if out else ""
+    text = (f"{len(df)} rows{where}: {outcome.computed} computed, {outcome.skipped} already "
+            f"there, {outcome.errors} with an error")
+    if "tokens_per_s" in df.columns and "fits" in df.columns:
+        ok = df[(df["error"] == "") & (df["fits"].astype(str).str.lower() == "true")]
+        if not ok.empty:
+            best = ok.loc[ok["tokens_per_s"].idxmax()]
+            keys = [c for c in df.columns[1:df.columns.get_loc("config_name")]]
+            point = ", ".join(f"{k}={_num(best[k])}" for k in keys)
+            text += (f"\nfastest that fits (most tokens/s): {point}: {best['tokens_per_s']:,.0f} "
+                     f"tokens/s, {best['step_time_s']:.3f} s/step, {best['bottleneck']} binds")
+    return text

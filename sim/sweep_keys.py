@@ -35,9 +35,6 @@ from tierlab.safeio import first_non_finite
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MODEL = "tinyllama-1.1b"
-DEFAULT_HARDWARE = "workstation-rtx3070"
-DEFAULT_CONFIG = "zero3-cpu"
 MAX_POINTS = 1_000_000
 
 # ----------------------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ class FakeResult:
         return {"step_time_s": self.step_time_s, "bottleneck": self.bottleneck}
 
 
-def simulate(hardware, model, strategy, *, strict=False):
+def simulate(hardware, model, strategy, *, strict=False, software=None):
     n, dp = model.n_params, strategy.data_parallel_size
     part = n / dp
     mb, gas = strategy.train_micro_batch_size_per_gpu, strategy.gradient_accumulation_steps

@@ -46,8 +46,8 @@ def test_simulate_with_objects_dicts_and_overrides():
 
 
 def test_scenario_strategy_round_trip():
-    hw, m, s = tierlab.scenario(ds_config="zero2-cpu", micro_batch=2, seq=512,
-                                checkpointing=False)
+    sc = tierlab.scenario(ds_config="zero2-cpu", micro_batch=2, seq=512, checkpointing=False)
+    hw, m, s = sc.hardware, sc.model, sc.strategy
     assert s.train_micro_batch_size_per_gpu == 2 and not s.activation_checkpointing
     again = tierlab.simulate(m, hw, s)
     direct = tierlab.simulate("tinyllama-1.1b", "workstation-rtx3070", "zero2-cpu",

@@ -26,13 +26,13 @@ def test_memory_table_and_json():
     assert "does NOT fit: gpu tier" in out.output
     out = run("memory", "-c", "zero3-nvme", "--micro-batch", "4", "--seq", "1024", "--json")
     d = json.loads(out.output)
-    assert d["fits"] and d["tiers"]["nvme"]["used_bytes"] > 0 and d["micro_batch"] == 4
+    assert d["fits"] and d["tiers"]["nvme"]["used_GiB"] > 0 and d["micro_batch"] == 4
 
 
 def test_gpu_mem_cap():
     out = run("memory", "-c", "zero3-cpu", "--gpu-mem-cap", "1GiB", "--json")
     d = json.loads(out.output)
-    assert d["tiers"]["gpu"]["capacity_bytes"] == 2**30 and not d["fits"]
+    assert d["tiers"]["gpu"]["capacity_GiB"] == 1.0 and not d["fits"]
 
 
 def test_missing_config_file(tmp_path):

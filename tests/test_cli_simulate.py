@@ -34,10 +34,10 @@ def test_single_json_object_and_trace(run, tmp_path):
             "--seq", "512", "--json", "--trace", str(trace))
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
-    assert {"step_time_s", "first_step_time_s", "phases", "exposed_s", "bottleneck", "memory",
+    assert {"step_time_s", "first_step_time_s", "phases", "exposed_s", "bottleneck", "memory_GiB",
             "fits", "tokens_per_s", "tflops_per_gpu", "lower_bound_s"} <= set(d)
     assert set(d["phases"]) == {"forward_s", "backward_s", "optimizer_s"}
-    assert set(d["memory"]) == {"gpu", "host", "nvme"}
+    assert set(d["memory_GiB"]) == {"gpu", "host", "nvme"}
     events = json.loads(trace.read_text())["traceEvents"]
     assert any(e.get("cat") == "nvme_read" for e in events)
 

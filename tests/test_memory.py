@@ -26,14 +26,15 @@ def test_70b_model_states_are_16_bytes_per_param():
     out = CliRunner().invoke(main, ["memory", "--model", "llama-2-70b", "--json"])
     assert out.exit_code == 0, out.output
     d = json.loads(out.output)
-    ms = d["model_states"]
-    n = d["n_params"]
-    assert ms["bytes_per_param"] == 16
-    assert ms["params_16bit"] == ms["grads_16bit"] == 2 * n
-    assert ms["adam_m"] + ms["adam_v"] == 8 * n and ms["master_fp32"] == 4 * n
-    # 69 B x (2 + 2 + 8) = 828 GB without master weights; x 16 = 1.10 TB with them
-    assert ms["total_bytes"] - ms["master_fp32"] == pytest.approx(12 * n)
-    assert ms["total_bytes"] == pytest.approx(1.10e12, rel=0.01)
+    ms = d["model_states_GiB"]
+    n = d["n_params"] / 2**30        # GiB per byte per parameter
+    assert d["bytes_per_param"] == 16
+    assert ms["params_16bit"] == ms["grads_16bit"] == pytest.approx(2 * n)
+    assert ms["adam_m"] + ms["adam_v"] == pytest.approx(8 * n)
+    assert ms["master_fp32"] == pytest.approx(4 * n)
+    # 69 B x (2 + 2 + 8) = 828 GB without master weights; x 16 = 1.10 TB (1,025 GiB) with them
+    assert ms["total"] - ms["master_fp32"] == pytest.approx(12 * n)
+    assert ms["total"] == pytest.approx(1.10e12 / 2**30, rel=0.01)
 
 
 def test_tinyllama_no_offload_does_not_fit_an_8gb_card():

@@ -28,7 +28,8 @@ def _case(name):
     if path is None:
         pytest.skip(f"case {name} not committed")
     m = load_measurement(path)
-    return m, scenario_of(m, load_hardware("h200x2-host"))
+    sc = scenario_of(m, load_hardware("h200x2-host"))
+    return m, (sc.hardware, sc.model, sc.strategy)
 
 
 def _host_items_per_rank(hw, model, strategy) -> float:

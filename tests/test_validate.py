@@ -40,19 +40,19 @@ def write_case(root, name, *, config="zero3-cpu", step_s=1.0, status="ok", kind=
 
 def test_scenario_of_reproduces_the_run(tmp_path):
     d = write_case(tmp_path, "a", cap=8 * 2**30, seq=512)
-    hw, model, strategy = scenario_of(load_measurement(d), load_hardware("h200-host"))
+    sc = scenario_of(load_measurement(d), load_hardware("h200-host"))
+    hw, model, strategy = sc.hardware, sc.model, sc.strategy
     assert hw.gpu.hbm_bytes == 8 * 2**30 and model.seq_len == 512
     assert strategy.zero.stage == 3 and strategy.param_device == "cpu"
     assert strategy.train_micro_batch_size_per_gpu == 4 and strategy.activation_checkpointing
 
 
 def test_rows_and_error(tmp_path):
-    from tierlab.sim import simulate
 
     d = write_case(tmp_path, "a", step_s=2.0)
     hw = load_hardware("h200-host")
     rows = {r.metric: r for r in compare_measurement(hw, load_measurement(d))}
-    predicted = simulate(*scenario_of(load_measurement(d), hw)).step_time_s
+    predicted = scenario_of(load_measurement(d), hw).simulate().step_time_s
     assert rows["step_time_s"].measured == 2.0
     assert rows["step_time_s"].predicted == pytest.approx(predicted)
     assert rows["step_time_s"].error_pct == pytest.approx(100 * (predicted - 2.0) / 2.0)
@@ -130,8 +130,8 @@ def test_a_runs_own_module_call_time_does_not_change_the_scenario(tmp_path):
     m = load_measurement(tmp_path / "cases" / "a")
     hw = load_hardware("h200x2-b")
     probed = dc_replace(m, host={**m.host, "module_call_s": 6e-5})
-    assert scenario_of(probed, hw)[0] == scenario_of(m, hw)[0]
-    assert scenario_of(probed, hw)[0].cpu == hw.cpu
+    assert scenario_of(probed, hw).hardware == scenario_of(m, hw).hardware
+    assert scenario_of(probed, hw).hardware.cpu == hw.cpu
 
 
 def test_scatter_labels_keep_apart_and_stay_on_the_axis():

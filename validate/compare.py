@@ -7,13 +7,12 @@ and max per metric. Nothing here prints or writes files (cli.py does).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from tierlab.errors import ConfigError
 from tierlab.profiles.schema import Hardware, Model
-from tierlab.sim.strategy import Flags, Strategy, parse_ds_config
 
 # metric -> (what the simulator predicts, where the Measurement keeps it)
 TIME_METRICS = ("step_time_s", "first_step_time_s", "forward_s", "backward_s", "optimizer_s")
@@ -48,26 +47,25 @@ def _run(m, *keys, default=None):
     return default
 
 
-def scenario_of(measurement, hardware: Hardware) -> tuple[Hardware, Model, Strategy]:
-    """The exact Hardware (GPU count, memory cap), Model (seq) and Strategy a Measurement ran."""
+def scenario_of(measurement, hardware: Hardware, software=None):
+    """The exact scenario (tierlab.scenario.Scenario) a Measurement ran: its GPU count, memory
+    cap, model, sequence length and resolved ds_config, on `hardware`, with `software`."""
+    from tierlab.scenario import resolve
+
     where = f"measurement {measurement.run_id}"
     model_fields = {k: v for k, v in (measurement.model or {}).items()
                     if k in Model.__dataclass_fields__}
     if not model_fields:
         raise ConfigError(f"{where}: no model recorded")
     seq = _run(measurement, "seq", "seq_len")
-    model = Model(**{**model_fields, **({"seq_len": int(seq)} if seq else {})})
     world = int(_run(measurement, "world_size", default=1))
-    gpus = int(_run(measurement, "gpus", "gpus_per_node", default=world))
-    hw = replace(hardware, gpus_per_node=max(1, gpus), nodes=max(1, world // max(1, gpus)))
-    cap = _run(measurement, "gpu_mem_cap_bytes")
-    if cap:
-        hw = replace(hw, gpu=replace(hw.gpu, hbm_bytes=float(cap)))
-    ckpt = bool(_run(measurement, "activation_checkpointing", "checkpointing", default=True))
-    strategy, _ = parse_ds_config(measurement.ds_config, Flags(world_size=world,
-                                                               activation_checkpointing=ckpt),
-                                  where=where)
-    return hw, model, strategy
+    gpus = max(1, int(_run(measurement, "gpus", "gpus_per_node", default=world)))
+    return resolve(Model(**model_fields), hardware, measurement.ds_config,
+                   seq=int(seq) if seq else None, gpus=gpus, nodes=max(1, world // gpus),
+                   gpu_mem_cap=_run(measurement, "gpu_mem_cap_bytes") or None,
+                   checkpointing=bool(_run(measurement, "activation_checkpointing",
+                                           "checkpointing", default=True)),
+                   software=software, where=where)
 
 
 def _median(summary: Mapping[str, Any], key: str) -> float | None:
@@ -117,13 +115,10 @@ def compare_measurement(hardware: Hardware, measurement, name: str | None = None
     """Rows predicted vs measured for one Measurement (a failed run: only the OOM verdict). A
     run that neither finished nor ran out of memory (killed, interrupted, another failure) says
     nothing about OOM: no rows, rather than an "ok" verdict it never earned."""
-    from tierlab.sim import simulate
-
     case = name or measurement.run_id
     if measurement.status != "ok" and measurement.failure_kind != "oom":
         return []
-    hw, model, strategy = scenario_of(measurement, hardware)
-    result = simulate(hw, model, strategy, software=software)
+    result = scenario_of(measurement, hardware, software).simulate()
     oom_measured = 1.0 if measurement.failure_kind == "oom" else 0.0
     rows = [Row(case=case, metric="oom", predicted=0.0 if result.fits else 1.0,
                 measured=oom_measured)]
@@ -224,3 +219,48 @@ def find_measurements(paths: Iterable[str | Path]) -> list[Path]:
     if not found:
         raise ConfigError(f"no measurement.json under {', '.join(map(str, paths))}")
     return sorted(set(found))
+
+
+DEFAULT_CASES = Path(__file__).resolve().parent / "cases"
+"""The measured runs `tierlab validate` reads when given no CASES."""
+DEFAULT_HARDWARE = "h200-host"
+"""The profile runs are simulated on when neither -H nor their folder's validate.yaml names one."""
+
+
+@dataclass(frozen=True)
+class Validation:
+    """`tierlab validate`'s result: rows, per-metric summary, train/held-out split, and the runs
+    left out because they neither finished nor ran out of memory."""
+
+    rows: list[Row]
+    summary: dict
+    split: dict
+    unfinished: list[str]
+
+    def csv(self) -> str:
+        import csv
+        import io
+
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=["case", "metric", "predicted", "measured",
+                                            "error_pct"])
+        w.writeheader()
+        for r in self.rows:
+            w.writerow(r.to_dict())
+        return buf.getvalue()
+
+
+def validate_cases(paths: Iterable[str | Path], software, *, hardware: str | None = None,
+                   train: Iterable[str] = ()) -> Validation:
+    """Every measurement under `paths` simulated on its profile with `software`, against what
+    was measured; `train`: the case names the software's fitted terms were fitted on."""
+    from tierlab.runner.measurement import load_measurement
+
+    rows, unfinished = [], []
+    for d, hw in with_profiles(find_measurements(paths), hardware, DEFAULT_HARDWARE):
+        case_rows = compare_measurement(hw, load_measurement(d), name=case_key(d),
+                                        software=software)
+        rows += case_rows
+        if not case_rows:
+            unfinished.append(case_key(d))
+    return Validation(rows, summarize(rows), summarize_split(rows, train), unfinished)

@@ -42,11 +42,10 @@ def _cases(paths, keys, hardware: Hardware | None = None):
 
 
 def _sim(hw, m, sw):
-    from tierlab.sim import simulate
     from tierlab.validate.compare import scenario_of
 
-    h, model, s = scenario_of(m, hw)
-    return h, model, s, simulate(h, model, s, software=sw)
+    sc = scenario_of(m, hw, sw)
+    return sc.hardware, sc.model, sc.strategy, sc.simulate()
 
 
 def _zero(m) -> dict:

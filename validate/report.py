@@ -111,3 +111,52 @@ def phase_bars_figure(rows: Sequence[Row]):
     ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
     return fig
+
+
+# ----------------------------------------------------------------------------------------------
+# the text table of `tierlab validate`
+
+def _pct(value) -> str:
+    return "-" if value is None else f"{value:+.1f}%"
+
+
+def format_metric(metric: str, value) -> str:
+    """A predicted or measured figure as the table shows it (sizes in GiB)."""
+    from tierlab.units import fmt_gib
+
+    if value is None:
+        return "-"
+    if metric.endswith("_bytes"):
+        return fmt_gib(value)
+    if metric == "oom":
+        return "OOM" if value else "ok"
+    return f"{value:.3f} s"
+
+
+def _summary_line(x: dict | None) -> str:
+    return f"n={x['n']:<3d} MAPE {x['mape_pct']:5.1f}% max {x['max_pct']:5.1f}%" if x else "-"
+
+
+def format_validation(rows: Sequence[Row], summary: dict, split: dict, software: str,
+                      n_train: int) -> str:
+    """Predicted vs measured per run and metric, the per-metric MAPE and max, and the split into
+    the runs the software profile was fitted on and the held-out rest."""
+    lines = [f"{'case':44s} {'metric':26s} {'predicted':>12s} {'measured':>12s} {'error':>8s}"]
+    for r in rows:
+        lines.append(f"{r.case:44s} {r.metric:26s} {format_metric(r.metric, r.predicted):>12s} "
+                     f"{format_metric(r.metric, r.measured):>12s} {_pct(r.error_pct):>8s}")
+    lines.append("")
+    for metric, s in summary.items():
+        if metric == "oom":
+            lines.append(f"{'oom':26s} {s['n']} runs, mismatches: "
+                         f"{', '.join(s['mismatches']) or 'none'}")
+        else:
+            lines.append(f"{metric:26s} n={s['n']:<3d} MAPE {s['mape_pct']:5.1f}%  max "
+                         f"{s['max_pct']:5.1f}% ({s['worst_case']})")
+    lines.append(f"\ntrain ({n_train} cases, where {software}'s fitted terms were fitted) vs "
+                 "held-out:")
+    for metric in summary:
+        if metric != "oom":
+            lines.append(f"{metric:26s} train {_summary_line(split['train'].get(metric)):34s} "
+                         f"held-out {_summary_line(split['held_out'].get(metric))}")
+    return "\n".join(lines)

@@ -1,0 +1,255 @@
+"""One resolver: names or objects plus flags -> one Scenario.
+
+Every verb (`memory`, `simulate`, `plan`, `sweep`, `preflight`, `run`, `compare`, `plot`), the
+Python API (`tierlab.simulate`/`sweep`/`scenario`), the planner, the validator and the tests
+build their (hardware, model, strategy, software) here, so the defaults below are written once:
+the precision that fills fp16/bf16 "auto", the sequence length when --seq is not given, the
+software profile with the host's measured DeepSpeed costs, the GPU memory cap and the swap
+directory.
+
+    sc = resolve("tinyllama-1.1b", "workstation-rtx3070", "zero3-cpu", micro_batch=4, seq=1024)
+    sc.memory().fits, sc.simulate().step_time_s
+"""
+from __future__ import annotations
+
+import copy
+import math
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from tierlab.errors import ConfigError
+
+DEFAULT_MODEL = "tinyllama-1.1b"
+DEFAULT_HARDWARE = "workstation-rtx3070"
+DEFAULT_CONFIG = "zero3-cpu"
+DEFAULT_SEQ_CAP = 4096
+"""--seq when not given: the model's sequence length, at most this many tokens (Llama-3.1's
+131,072-token context would otherwise be simulated as one sequence)."""
+PRECISIONS = ("fp16", "bf16", "fp32")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scenario:
+    """What every verb needs, resolved once."""
+
+    hardware: Any
+    """profiles.schema.Hardware; GPU count, nodes and the GPU memory cap applied."""
+    model: Any
+    """profiles.schema.Model; seq_len resolved."""
+    strategy: Any
+    """sim.strategy.Strategy parsed from the ds_config with the flags."""
+    software: Any
+    """profiles.schema.Software: the fitted DeepSpeed host terms, with the host costs the
+    hardware's CPU profile measured (sim/host_costs.software_for)."""
+    warnings: tuple[str, ...] = ()
+    """DeepSpeed quirks in the ds_config (ignored or misspelled keys, ...)."""
+    notes: tuple[str, ...] = ()
+    """Defaults the resolver chose that change the answer (e.g. the sequence length cap)."""
+    config_where: str = "ds_config"
+    """Where the ds_config came from: a preset path, a file, or what the caller named a dict."""
+    config_name: str = "custom"
+    """'zero3-nvme' for a preset, the file stem for a path, 'custom' for a dict or Strategy."""
+    gpu_mem_cap_bytes: float | None = None
+    """The GPU memory cap (already applied to hardware.gpu.hbm_bytes), or None."""
+    swap_dir: str | None = None
+    """The directory every nvme_path points at (already applied to the strategy), or None."""
+
+    def describe(self) -> str:
+        """One line: model, hardware, GPUs, config and what it does, batch, seq, precision."""
+        s, hw = self.strategy, self.hardware
+        return (f"{self.model.name} on {hw.name} ({hw.world_size} GPU), {self.config_name}: "
+                f"ZeRO-{s.zero.stage}, params on {s.param_device}, optimizer on "
+                f"{s.optimizer_device}, micro-batch {s.train_micro_batch_size_per_gpu}, "
+                f"grad accum {s.gradient_accumulation_steps}, seq {self.model.seq_len}, "
+                f"{s.precision}")
+
+    def header(self) -> dict:
+        """The scenario's names and sizes for a JSON output."""
+        return {"model": self.model.name, "hardware": self.hardware.name,
+                "ds_config": self.config_where, "world_size": self.hardware.world_size,
+                "seq_len": self.model.seq_len,
+                "micro_batch": self.strategy.train_micro_batch_size_per_gpu,
+                "grad_accum": self.strategy.gradient_accumulation_steps,
+                "precision": self.strategy.precision}
+
+    def memory(self):
+        """The per-tier MemoryPlan (sim/memory.plan_memory) with this scenario's software."""
+        from tierlab.sim.memory import plan_memory
+
+        return plan_memory(self.hardware, self.model, self.strategy, software=self.software)
+
+    def simulate(self, *, strict: bool = False):
+        """The SimResult (sim/engine.simulate) with this scenario's software."""
+        from tierlab.sim.engine import simulate
+
+        return simulate(self.hardware, self.model, self.strategy, strict=strict,
+                        software=self.software)
+
+
+def default_precision(hardware) -> str:
+    """The precision that fills fp16/bf16 "auto": bf16 where the GPU has it, else fp16."""
+    return "bf16" if "bf16" in hardware.gpu.peak_flops else "fp16"
+
+
+def auto_precision(cfg: Mapping[str, Any]) -> bool:
+    """True when the ds_config leaves fp16 or bf16 "auto" (only then a default is filled in;
+    a config that says its precision keeps it, and --precision must agree with it)."""
+    return any(isinstance(cfg.get(b), Mapping) and cfg[b].get("enabled") == "auto"
+               for b in ("fp16", "bf16"))
+
+
+def parse_bytes(text: Any, what: str) -> float:
+    """'8GiB' / '8 GB' / '8g' / '8e9' / 8e9 -> bytes (> 0, finite); ConfigError naming `what`."""
+    from tierlab.profiles.load import parse_quantity
+
+    given = text = str(text).strip()
+    try:
+        value = float(text)
+    except ValueError:
+        m = re.fullmatch(r"(.*?\d)\s*([kKmMgGtTpP])(i?)[bB]?", text)
+        if m:     # 8g, 8G, 8gb, 8Gi -> 8GB / 8GiB (the prefix's case does not matter)
+            text = f"{m.group(1)}{m.group(2).upper()}{m.group(3)}B"
+        value = parse_quantity(text, "bytes", f"{what} {given!r}")
+    if not math.isfinite(value) or not value > 0:
+        raise ConfigError(f"{what} must be > 0 (a finite number of bytes), got {given!r}")
+    return value
+
+
+def _check_counts(**values) -> None:
+    for name, value in values.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            raise ConfigError(f"--{name.replace('_', '-')} must be >= 1 (an integer), "
+                              f"got {value!r}")
+
+
+def _hardware(hardware, gpus, nodes, cap_bytes):
+    from tierlab.profiles.load import load_hardware
+    from tierlab.profiles.schema import Hardware
+
+    if isinstance(hardware, str):
+        hw = load_hardware(hardware, gpus_per_node=gpus, nodes=nodes)
+    elif isinstance(hardware, Hardware):
+        hw = hardware
+        if gpus is not None or nodes is not None:
+            hw = replace(hw, gpus_per_node=gpus or hw.gpus_per_node, nodes=nodes or hw.nodes)
+    else:
+        raise ConfigError(f"hardware: expected a profile name/path or a Hardware, got "
+                          f"{type(hardware).__name__} (the order is model, hardware, ds_config)")
+    if cap_bytes is not None:
+        hw = replace(hw, gpu=replace(hw.gpu, hbm_bytes=cap_bytes))
+    return hw
+
+
+def _model(model, seq):
+    """(Model, notes): a name/path is loaded; without --seq its sequence length is capped at
+    DEFAULT_SEQ_CAP (the context length itself is kept for position tables)."""
+    from tierlab.profiles.load import load_model
+    from tierlab.profiles.schema import Model
+
+    if isinstance(model, str):
+        m = load_model(model, seq_len=seq)
+    elif isinstance(model, Model):
+        m = replace(model, seq_len=seq) if seq is not None else model
+    else:
+        raise ConfigError(f"model: expected a profile name/path or a Model, got "
+                          f"{type(model).__name__} (the order is model, hardware, ds_config)")
+    if seq is None and m.seq_len > DEFAULT_SEQ_CAP:
+        note = (f"--seq not given: simulating {DEFAULT_SEQ_CAP:,} tokens per sequence, not "
+                f"{m.name}'s {m.seq_len:,} (pass --seq to change)")
+        return replace(m, seq_len=DEFAULT_SEQ_CAP, max_seq_len=m.max_seq_len or m.seq_len), \
+            (note,)
+    return m, ()
+
+
+def _ds_config(ds_config) -> tuple[dict, str]:
+    from tierlab.profiles.load import load_ds_config
+    from tierlab.sim.strategy import Strategy, to_ds_config
+
+    if isinstance(ds_config, str):
+        return load_ds_config(ds_config)
+    if isinstance(ds_config, Strategy):
+        return to_ds_config(ds_config), "ds_config"
+    if isinstance(ds_config, Mapping):
+        return copy.deepcopy(dict(ds_config)), "ds_config"
+    raise ConfigError(f"ds_config: expected a preset name, a JSON path, a dict or a Strategy, "
+                      f"got {type(ds_config).__name__}")
+
+
+def _overrides(overrides) -> list[str]:
+    """`--set` items from a list of 'key=value' texts or a {dotted.key: value} mapping."""
+    import json
+
+    if isinstance(overrides, Mapping):
+        return [f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in overrides.items()]
+    return list(overrides)
+
+
+def machine_and_model(model: Any = DEFAULT_MODEL, hardware: Any = DEFAULT_HARDWARE, *,
+                      seq: int | None = None, gpus: int | None = None, nodes: int | None = None,
+                      gpu_mem_cap: Any = None):
+    """(Hardware, Model, notes) from names or objects: the part of `resolve` that the planner,
+    which searches the strategy itself, needs."""
+    _check_counts(seq=seq, gpus=gpus, nodes=nodes)
+    cap = parse_bytes(gpu_mem_cap, "--gpu-mem-cap") if gpu_mem_cap is not None else None
+    mdl, notes = _model(model, seq)
+    return _hardware(hardware, gpus, nodes, cap), mdl, notes
+
+
+def resolve(model: Any = DEFAULT_MODEL, hardware: Any = DEFAULT_HARDWARE,
+            ds_config: Any = DEFAULT_CONFIG, *, overrides: Iterable[str] | Mapping = (),
+            ds_keys: Mapping[str, Any] | None = None, micro_batch: int | None = None,
+            grad_accum: int | None = None, seq: int | None = None, gpus: int | None = None,
+            nodes: int | None = None, precision: str | None = None,
+            checkpointing: bool | None = True, gpu_mem_cap: Any = None,
+            swap_dir: str | None = None, software: Any = None,
+            where: str | None = None) -> Scenario:
+    """One Scenario from names (profile name or path) or objects (Hardware, Model, a ds_config
+    dict or a Strategy) plus flags. `overrides`: `--set` items or {dotted.key: value}; `ds_keys`:
+    ds_config keys set after them (a sweep point's); `gpu_mem_cap`: bytes or text ('8GiB');
+    `software`: a Software (default: profiles/software/'s, with the host's measured costs);
+    `where`: how errors name a ds_config given as a dict.
+    A Strategy as `ds_config` keeps its own activation checkpointing. Raises ConfigError."""
+    from tierlab.runner.ds_config import with_swap_dir
+    from tierlab.sim.host_costs import software_for
+    from tierlab.sim.strategy import Flags, Strategy, apply_overrides, parse_ds_config
+
+    _check_counts(micro_batch=micro_batch, grad_accum=grad_accum)
+    if precision not in (None, *PRECISIONS):
+        raise ConfigError(f"precision must be fp16, bf16 or fp32, got {precision!r}")
+    if isinstance(ds_config, Strategy):
+        checkpointing = ds_config.activation_checkpointing
+    hw, mdl, notes = machine_and_model(model, hardware, seq=seq, gpus=gpus, nodes=nodes,
+                                       gpu_mem_cap=gpu_mem_cap)
+    cap = hw.gpu.hbm_bytes if gpu_mem_cap is not None else None
+    cfg, found = _ds_config(ds_config)
+    where = where or found
+    cfg = apply_overrides(cfg, _overrides(overrides))
+    for key, value in (ds_keys or {}).items():
+        set_dotted(cfg, key, value)
+    if swap_dir:      # every NVMe offload's nvme_path, here and nowhere else
+        cfg = with_swap_dir(cfg, swap_dir)
+    if precision is None and auto_precision(cfg):
+        precision = default_precision(hw)
+    flags = Flags(micro_batch=micro_batch, grad_accum=grad_accum, world_size=hw.world_size,
+                  precision=precision, activation_checkpointing=bool(checkpointing),
+                  hidden=mdl.hidden)
+    strategy, warnings = parse_ds_config(cfg, flags, where=where)
+    return Scenario(hardware=hw, model=mdl, strategy=strategy, software=software_for(hw, software),
+                    warnings=tuple(warnings), notes=notes, config_where=where,
+                    config_name=Path(found).stem if isinstance(ds_config, str) else "custom",
+                    gpu_mem_cap_bytes=cap, swap_dir=swap_dir or None)
+
+
+def set_dotted(cfg: dict, key: str, value) -> None:
+    """cfg['a']['b']['c'] = value for key 'a.b.c' (missing blocks created)."""
+    node = cfg
+    parts = key.split(".")
+    for part in parts[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = node[part] = {}
+        node = child
+    node[parts[-1]] = value
