@@ -25,7 +25,8 @@ KEY_LABELS = {"micro_batch": "micro-batch (sequences per GPU)", "grad_accum":
 def sweep(df, x: str, *, by: str | Sequence[str] | None = None, title: str | None = None,
           x_label: str | None = None, mark: tuple[float, str] | None = None) -> Figure:
     """Step time and tokens/s along `x`, one line per value of `by` (default: every other swept
-    column). Filled markers fit every tier, open ones don't; the marker shape is the bottleneck.
+    column). Filled markers fit every tier, open ones don't; the marker shape is the bottleneck;
+    error bars, the 80% range where the results carry step_time_low_s / step_time_high_s.
     `mark=(x, text)` draws a dotted vertical line, e.g. at the hardware's own value."""
     from tierlab.sim.sweep_keys import key_unit
 
@@ -51,8 +52,12 @@ def sweep(df, x: str, *, by: str | Sequence[str] | None = None, title: str | Non
         key = key if isinstance(key, tuple) else (key,)
         label = (_with_unit(by[0], key[0]) if len(by) == 1 else
                  ", ".join(f"{b}={_with_unit(b, v)}" for b, v in zip(by, key))) or "all"
+        bars = _range_bars(g)
         for ax, col in zip(axes, ("step_time_s", "tokens_per_s")):
             ax.plot(xv, list(g[col]), color=colour, lw=1.4, label=label, zorder=2)
+            if bars is not None:      # the 80% range (sweep's step_time_low_s / _high_s)
+                ax.errorbar(xv, list(g[col]), yerr=bars[col], fmt="none", ecolor=colour,
+                            elinewidth=0.9, capsize=2.5, alpha=0.7, zorder=1)
             for xi, yi, fits, bn in zip(xv, g[col], g.get("fits", [True] * len(g)),
                                         g.get("bottleneck", [""] * len(g))):
                 ax.scatter([xi], [yi], marker=BOTTLENECK_MARKERS.get(str(bn), "o"), s=36,
@@ -88,6 +93,19 @@ def sweep(df, x: str, *, by: str | Sequence[str] | None = None, title: str | Non
                  f"step time and throughput vs {x}", fontsize=11)
     fig.tight_layout()
     return fig
+
+
+def _range_bars(g):
+    """{column: [[below], [above]]} error bars of step time and tokens/s from the rows' 80%
+    range columns; None when the sweep has none (older results, memory-only sweeps)."""
+    if not {"step_time_low_s", "step_time_high_s"} <= set(g.columns) or \
+            g["step_time_low_s"].isna().any():
+        return None
+    step, lo, hi = (list(g[c]) for c in ("step_time_s", "step_time_low_s", "step_time_high_s"))
+    tps = list(g["tokens_per_s"])
+    return {"step_time_s": [[s - a for s, a in zip(step, lo)], [b - s for s, b in zip(step, hi)]],
+            "tokens_per_s": [[t - t * s / b for t, s, b in zip(tps, step, hi)],
+                             [t * s / a - t for t, s, a in zip(tps, step, lo)]]}
 
 
 def _sweep_legend(ax, ok):

@@ -63,9 +63,11 @@ def bottleneck(results, *, title: str | None = None) -> Figure:
     """Stacked exposed time per resource for one or several SimResults side by side.
 
     `results`: a SimResult, a list, [(label, SimResult)] or {label: SimResult}. The bar height is
-    the step time (exposed times sum to it); the dashed red tick is the roofline lower bound."""
+    the step time (exposed times sum to it); the dashed red tick is the roofline lower bound; an
+    error bar beside it, the step time's 80% range when the results carry one."""
     items = _labelled(results)
-    step_max = max(r.step_time_s for _, r in items)
+    step_max = max(max(r.step_time_s, (getattr(r, "step_time_range_s", None) or (0, 0))[1])
+                   for _, r in items)
     unit, k = _time_unit(step_max)
     used = [res for res in RESOURCE_STYLE if any(r.exposed_s.get(res, 0) > 0 for _, r in items)]
     used += sorted({res for _, r in items for res, v in r.exposed_s.items()
@@ -84,9 +86,14 @@ def bottleneck(results, *, title: str | None = None) -> Figure:
         step, lower = r.step_time_s * k, r.lower_bound_s * k
         ax.hlines(step, x - 0.36, x + 0.36, colors="black", linewidth=2.0)
         ax.hlines(lower, x - 0.36, x + 0.36, colors="#d62728", linewidth=1.6, linestyles="--")
+        span = getattr(r, "step_time_range_s", None)
+        if span is not None:      # the step time's central 80% interval (sim/ranges.py)
+            ax.errorbar([x + 0.22], [step], yerr=[[step - span[0] * k], [span[1] * k - step]],
+                        fmt="none", ecolor="black", elinewidth=1.1, capsize=4, zorder=4)
         fits = getattr(r, "fits", True)
         note = f"{step:.3g} {unit}" + ("" if fits else f"\ndoesn't fit ({_binding(r)})")
-        ax.annotate(note, (x, step), xytext=(0, 4), textcoords="offset points", ha="center",
+        top = span[1] * k if span is not None else step
+        ax.annotate(note, (x, top), xytext=(0, 4), textcoords="offset points", ha="center",
                     va="bottom", fontsize=8.5, color="black" if fits else "#d62728")
     names = [f"{_wrap(lab, 22)}\nbinds: {_style(r.bottleneck)[0]}" for lab, r in items]
     ax.set_xticks(list(xs), names, fontsize=8.5)
@@ -99,6 +106,9 @@ def bottleneck(results, *, title: str | None = None) -> Figure:
     handles = handles[::-1] + [Line2D([], [], color="black", lw=2),
                                Line2D([], [], color="#d62728", lw=1.6, ls="--")]
     labels = labels[::-1] + ["step time", "roofline bound\n(busiest resource)"]
+    if any(getattr(r, "step_time_range_s", None) for _, r in items):
+        handles.append(Line2D([], [], color="black", lw=1.1, marker="_", markersize=8))
+        labels.append("80% range of the\nstep time")
     ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8.5,
               title="exposed time on", title_fontsize=8.5, frameon=False)
     ax.set_title(title or "Where the step time goes (critical path per resource)", fontsize=11)
