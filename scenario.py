@@ -93,13 +93,6 @@ def default_precision(hardware) -> str:
     return "bf16" if "bf16" in hardware.gpu.peak_flops else "fp16"
 
 
-def auto_precision(cfg: Mapping[str, Any]) -> bool:
-    """True when the ds_config leaves fp16 or bf16 "auto" (only then a default is filled in;
-    a config that says its precision keeps it, and --precision must agree with it)."""
-    return any(isinstance(cfg.get(b), Mapping) and cfg[b].get("enabled") == "auto"
-               for b in ("fp16", "bf16"))
-
-
 def parse_bytes(text: Any, what: str) -> float:
     """'8GiB' / '8 GB' / '8g' / '8e9' / 8e9 -> bytes (> 0, finite); ConfigError naming `what`."""
     from tierlab.profiles.load import parse_quantity
@@ -231,11 +224,11 @@ def resolve(model: Any = DEFAULT_MODEL, hardware: Any = DEFAULT_HARDWARE,
         set_dotted(cfg, key, value)
     if swap_dir:      # every NVMe offload's nvme_path, here and nowhere else
         cfg = with_swap_dir(cfg, swap_dir)
-    if precision is None and auto_precision(cfg):
-        precision = default_precision(hw)
+    # --precision as given; the GPU's default only fills "auto" the config leaves open, and a
+    # message never names it as a flag the user passed (sim/strategy._precision)
     flags = Flags(micro_batch=micro_batch, grad_accum=grad_accum, world_size=hw.world_size,
-                  precision=precision, activation_checkpointing=bool(checkpointing),
-                  hidden=mdl.hidden)
+                  precision=precision, default_precision=default_precision(hw),
+                  activation_checkpointing=bool(checkpointing), hidden=mdl.hidden)
     strategy, warnings = parse_ds_config(cfg, flags, where=where)
     return Scenario(hardware=hw, model=mdl, strategy=strategy, software=software_for(hw, software),
                     warnings=tuple(warnings), notes=notes, config_where=where,
