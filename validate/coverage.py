@@ -117,11 +117,11 @@ def summarize_coverage(runs: list[Covered]) -> dict:
 
 
 def format_coverage(label: str, runs: list[Covered]) -> str:
-    """One line: '<label>: 45 of 52 runs inside their 80% range (87%), range high/low median
-    1.31x, max 1.52x'."""
+    """One line: '<label>: 45 of 52 runs inside their 80% range (86.5%; target >= 80%), range
+    high/low median 1.31x, max 1.52x'."""
     s = summarize_coverage(runs)
     if not s["n"]:
         return f"{label}: no finished run with a steady step time"
     return (f"{label}: {s['inside']} of {s['n']} runs inside their 80% range "
-            f"({s['inside_frac']:.0%}; target >= {TARGET_INSIDE:.0%}), range high/low median "
+            f"({s['inside_frac']:.1%}; target >= {TARGET_INSIDE:.0%}), range high/low median "
             f"{s['width_median']:.2f}x, max {s['width_max']:.2f}x")

@@ -10,6 +10,11 @@ the software profile states (issue 14).
 
     python -m tierlab.validate.spread validate/cases            # print
     python -m tierlab.validate.spread validate/cases --write    # into the software profile
+    python -m tierlab.validate.spread validate/cases --stock h200-host --write
+
+- `kind_spread`: a stock profile's host figures (CPU Adam, DRAM, PCIe) get the spread of the
+  calibrations of machines of its kind (the profiles validate/cases folders name) around its own
+  value: the uncertainty of using one machine's figures for another of the same kind.
 
 Pure functions; main() is a developer tool that prints and (with --write) rewrites the YAML.
 """
@@ -74,6 +79,46 @@ def simulator_error(paths, software: Software) -> tuple[float, float, int]:
     return min(q[0], 1.0), max(q[-1], 1.0), len(ratios)
 
 
+KIND_FIELDS = {("cpu", "adam_params_per_s"): ("cpus", "adam_throughput", "params/s"),
+               ("cpu", "dram_bandwidth_Bps"): ("cpus", "dram_bandwidth", "bytes/s"),
+               **{("pcie", f"{k}_Bps"): ("systems", k, "bytes/s")
+                  for k in ("h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable")},
+               ("pcie", "latency_s"): ("systems", "latency", "seconds")}
+"""The host figures calibrations of one machine kind differ in: (part, field) -> (profile
+folder, YAML key, dimension)."""
+
+
+def kind_spread(stock: str, calibrated: list[str]) -> dict[tuple[str, str], tuple[float, float]]:
+    """{(part, field): (low, high)}: the lowest to highest of each host figure over the
+    calibrated profiles of machines of one kind and the stock profile's own value (which must
+    stay inside its range)."""
+    from tierlab.profiles.load import load_hardware
+
+    profiles = [load_hardware(n) for n in [stock, *calibrated]]
+    return {(part, field): (min(getattr(getattr(h, part), field) for h in profiles),
+                            max(getattr(getattr(h, part), field) for h in profiles))
+            for part, field in KIND_FIELDS}
+
+
+def write_kind_ranges(text: str, folder: str, spread: dict, n: int) -> str:
+    """A stock profile part's YAML (folder 'cpus' or 'systems') with `range:` on each figure of
+    KIND_FIELDS, its source noting where the range comes from."""
+    for (part, field), (fold, key, dim) in KIND_FIELDS.items():
+        if fold != folder:
+            continue
+        pattern = re.compile(rf'^(\s*{key}: {{value: )([^,]+)(, range: \[[^\]]*\])?'
+                             rf'(, source: ")(.*?)(; range: min-max over [^"]*)?("}})$', re.M)
+        m = pattern.search(text)
+        if m is None:
+            raise KeyError(f"{key}: not in the profile")
+        span = _bounds(m.group(2), *spread[part, field], dim)
+        note = (f"; range: min-max over this profile and the {n} calibrated profiles of machines "
+                f"of its kind (python -m tierlab.validate.spread --stock)")
+        text = pattern.sub(lambda mm: f"{mm.group(1)}{mm.group(2)}, range: {span}{mm.group(4)}"
+                                      f"{mm.group(5)}{note}{mm.group(7)}", text, count=1)
+    return text
+
+
 # ----------------------------------------------------------------------------------------------
 # the YAML text
 
@@ -134,7 +179,12 @@ def main(argv: list[str]) -> None:      # pragma: no cover - a developer tool
     ap.add_argument("paths", nargs="+")
     ap.add_argument("--software", default="deepspeed-0.19.8")
     ap.add_argument("--write", action="store_true")
+    ap.add_argument("--stock", default=None, metavar="SYSTEM",
+                    help="instead: the stock profile (e.g. h200-host) gets the spread of the host "
+                         "figures over the profiles the folders' validate.yaml name")
     args = ap.parse_args(argv)
+    if args.stock:
+        return _stock(args)
     sw = load_software(args.software)
     spread, machines = machine_spread(args.paths, sw)
     print(f"fitted terms, refitted on each of {', '.join(machines)} alone (low - pooled - high):")
@@ -153,6 +203,25 @@ def main(argv: list[str]) -> None:      # pragma: no cover - a developer tool
         path.write_text(text)
         load_software(str(path))
         print(f"wrote {path}")
+
+
+def _stock(args) -> None:      # pragma: no cover - a developer tool
+    from tierlab.profiles import load
+    from tierlab.validate.compare import find_measurements, folder_hardware
+
+    folders = sorted({d.parent for d in find_measurements(args.paths)})
+    calibrated = sorted({n for n in map(folder_hardware, folders) if n and n != args.stock})
+    spread = kind_spread(args.stock, calibrated)
+    print(f"{args.stock}: host figures over {', '.join(calibrated)}:")
+    for (part, field), (lo, hi) in spread.items():
+        print(f"  {part}.{field:22s} {lo:.4g} - {hi:.4g}")
+    if args.write:
+        system = load._find(load.HARDWARE_DIR / "systems", ".yaml", args.stock, "system")
+        cpu = load.HARDWARE_DIR / "cpus" / f"{load.read_data(system)['cpu']}.yaml"
+        for folder, path in (("systems", system), ("cpus", cpu)):
+            path.write_text(write_kind_ranges(path.read_text(), folder, spread, len(calibrated)))
+            print(f"wrote {path}")
+        load.load_hardware(args.stock)
 
 
 if __name__ == "__main__":      # pragma: no cover
