@@ -28,7 +28,7 @@ def test_step_invariants(results, preset):
     assert 0 < r.efficiency <= 1
     assert r.memory is not None and r.fits == r.memory.fits
     assert set(r.to_dict()) >= {"step_time_s", "first_step_time_s", "phases", "exposed_s",
-                                "bottleneck", "memory", "fits", "tokens_per_s",
+                                "bottleneck", "memory_GiB", "fits", "tokens_per_s",
                                 "tflops_per_gpu", "lower_bound_s"}
 
 
