@@ -21,6 +21,7 @@ from typing import Iterator
 import simpy
 
 from tierlab.profiles.schema import CPU, NVMe, PCIe
+from tierlab.sim.resources import RESOURCES
 from tierlab.sim.strategy import Aio
 
 log = logging.getLogger(__name__)
@@ -28,9 +29,7 @@ log = logging.getLogger(__name__)
 ADAM_DRAM_BYTES_PER_PARAM = 28
 """DeepSpeedCPUAdam reads p, g, m, v and writes p, m, v: 7 x 4 B (DEEPSPEED_RUNTIME.md)."""
 
-RESOURCES = ("gpu_compute", "gpu_comm", "pcie_h2d", "pcie_d2h", "cpu_adam", "nvme_read",
-             "nvme_write", "network", "cpu_host")
-"""Resource names of SimResult.busy_s / exposed_s, in display order."""
+
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,8 +20,9 @@ import simpy
 from tierlab.errors import ConfigError
 from tierlab.profiles.schema import Hardware, Model, Software
 from tierlab.sim import collectives, devices, flops, host_costs
-from tierlab.sim.devices import RESOURCES, Device, SwapBuffers
+from tierlab.sim.devices import Device, SwapBuffers
 from tierlab.sim.memory import plan_memory
+from tierlab.sim.resources import BYTE_RESOURCES, RESOURCES
 from tierlab.sim.result import SimResult
 from tierlab.sim.strategy import Strategy
 from tierlab.sim.workload import Op, Workload, build_workload
@@ -232,8 +233,7 @@ def phase_times(run: _Run) -> dict[str, float]:
 
 
 def _bytes_moved(run: _Run) -> dict[str, float]:
-    out = dict.fromkeys(("pcie_h2d", "pcie_d2h", "nvme_read", "nvme_write", "gpu_comm",
-                         "network"), 0.0)
+    out = dict.fromkeys(BYTE_RESOURCES, 0.0)
     for op in run.workload.ops:
         if op.nbytes and op.resource in out:
             out[op.resource] += op.nbytes

@@ -4,7 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from tierlab.sim.devices import RESOURCES, Span
+from tierlab.sim.devices import Span
+from tierlab.sim.resources import RESOURCES
 from tierlab.units import fmt_gib, gib
 
 
@@ -19,7 +20,7 @@ class SimResult:
     phases: Mapping[str, float]
     """'forward_s', 'backward_s', 'optimizer_s' of the steady step (summed over micro-steps)."""
     busy_s: Mapping[str, float]
-    """Seconds each resource is busy in the steady step (devices.RESOURCES)."""
+    """Seconds each resource is busy in the steady step (sim/resources.RESOURCES)."""
     exposed_s: Mapping[str, float]
     """Seconds each resource spends on the critical path; they sum to step_time_s."""
     bottleneck: str

@@ -6,9 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tierlab.sim.memory import plan_memory
-
-RESOURCES = ("gpu_compute", "gpu_comm", "pcie_h2d", "pcie_d2h", "cpu_adam", "nvme_read",
-             "nvme_write", "network")
+from tierlab.sim.resources import RESOURCES
 
 
 @dataclass

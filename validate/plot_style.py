@@ -7,25 +7,18 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-# resource -> (label, colour); order = display order (sim/devices.RESOURCES)
-RESOURCE_STYLE: dict[str, tuple[str, str]] = {
-    "gpu_compute": ("GPU compute", "#4c72b0"),
-    "gpu_comm": ("GPU collectives (NVLink)", "#64b5cd"),
-    "pcie_h2d": ("PCIe host→GPU", "#55a868"),
-    "pcie_d2h": ("PCIe GPU→host", "#a1d99b"),
-    "cpu_adam": ("CPU Adam", "#dd8452"),
-    "nvme_read": ("NVMe read", "#c44e52"),
-    "nvme_write": ("NVMe write", "#f4a3a5"),
-    "network": ("network (NIC)", "#8172b3"),
-}
-BOTTLENECK_MARKERS = {"gpu_compute": "o", "gpu_comm": "h", "pcie_h2d": "s", "pcie_d2h": "s",
-                      "cpu_adam": "D", "nvme_read": "^", "nvme_write": "v", "network": "P"}
+from tierlab.sim.resources import REGISTRY
+
+# resource -> (label, colour) and its bottleneck marker, in display order: sim/resources.py
+RESOURCE_STYLE: dict[str, tuple[str, str]] = {r.name: (r.label, r.colour) for r in REGISTRY}
+BOTTLENECK_MARKERS: dict[str, str] = {r.name: r.marker for r in REGISTRY}
 PHASE_COLOURS = {"forward": "#f2f2f2", "backward": "#e3ecf7", "optimizer": "#fbeee3"}
 FIG_DPI = 130
 
 
 def _style(resource: str) -> tuple[str, str]:
-    return RESOURCE_STYLE.get(resource, (resource.replace("_", " "), "#999999"))
+    """(label, colour) of a resource of sim/resources.py."""
+    return RESOURCE_STYLE[resource]
 
 
 def _wrap(label: str, width: int = 12) -> str:

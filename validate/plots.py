@@ -70,8 +70,6 @@ def bottleneck(results, *, title: str | None = None) -> Figure:
                    for _, r in items)
     unit, k = _time_unit(step_max)
     used = [res for res in RESOURCE_STYLE if any(r.exposed_s.get(res, 0) > 0 for _, r in items)]
-    used += sorted({res for _, r in items for res, v in r.exposed_s.items()
-                    if v > 0 and res not in used})
     fig = Figure(figsize=(max(6.4, 1.7 * len(items) + 3.2), 5.2), dpi=FIG_DPI)
     ax = fig.add_subplot(111)
     xs = range(len(items))
