@@ -940,6 +940,18 @@ def sweep(ctx, varies, out, jobs, memory_only, strict, plot_path, x_key, by, lis
               help="nvme_path written into the ds_config for NVMe offload.")
 @click.option("--out", "-o", default=None, metavar="FILE",
               help="Write the winner's ds_config.json here (atomically), ready for deepspeed.")
+@click.option("--ds-config", "-c", default=None, metavar="FILE",
+              help="Start from your DeepSpeed config (a ds_config.json path or preset): it is "
+                   "simulated as it is ('yours'), the search changes it instead of a template "
+                   "and keeps its global batch, and the output lists what to change as dotted "
+                   "DeepSpeed keys (yours -> proposed), each group with the step time and "
+                   "tokens/s it leads to. --micro-batch/--grad-accum then fill its batch "
+                   "\"auto\" (see docs/ds-config.md).")
+@click.option("--write-config", default=None, metavar="FILE",
+              help="With --ds-config: write your config with the proposed keys changed "
+                   "(atomically). \"auto\" stays where you had it for the keys the Hugging Face "
+                   "integration fills and the trainer arguments to pass are printed, so the file "
+                   "drops into the HF Trainer, axolotl or LLaMA-Factory unchanged.")
 @json_option
 @quiet_option
 @click.option("--jobs", "-j", type=int, default=1, show_default=True,
@@ -947,7 +959,7 @@ def sweep(ctx, varies, out, jobs, memory_only, strict, plot_path, x_key, by, lis
 @click.pass_context
 def plan(ctx, model, hardware, gpus, nodes, seq, global_batch, grad_accum, micro_batch,
          max_micro_batch, checkpointing, precision, min_tokens_per_s, max_gpu_mem, nvme_path,
-         out, as_json, quiet, jobs):
+         out, ds_config, write_config, as_json, quiet, jobs):
     """The fastest DeepSpeed configuration that fits every tier, and why the others lost.
 
     Searches ZeRO stage, CPU/NVMe offload of parameters and optimizer, micro-batch, gradient
@@ -963,9 +975,20 @@ def plan(ctx, model, hardware, gpus, nodes, seq, global_batch, grad_accum, micro
             raise ConfigError(f"{flag} must be >= 1, got {value}")
     if global_batch is not None and grad_accum is not None:
         raise ConfigError("give --global-batch or --grad-accum, not both")
+    if write_config and not ds_config:
+        raise ConfigError("--write-config needs --ds-config (the config to change)")
     writable(out, "--out")
+    writable(write_config, "--write-config")
     hw, mdl, notes = machine_and_model(model, hardware, seq=seq, gpus=gpus, nodes=nodes)
     echo_warnings((), notes, quiet or as_json)
+    if ds_config:
+        return _plan_from(ctx, hw, mdl, ds_config, write_config, out, as_json, quiet,
+                          global_batch=global_batch, micro_batch=micro_batch,
+                          grad_accum=grad_accum, checkpointing=checkpointing,
+                          precision=precision, min_tokens_per_s=min_tokens_per_s,
+                          max_gpu_mem_bytes=parse_bytes(max_gpu_mem, "--max-gpu-mem")
+                          if max_gpu_mem else None, nvme_path=nvme_path,
+                          max_micro_batch=max_micro_batch, jobs=jobs)
     result = run_plan(hw, mdl, global_batch=global_batch, grad_accum=grad_accum,
                       micro_batch=micro_batch, checkpointing=checkpointing, precision=precision,
                       min_tokens_per_s=min_tokens_per_s,
@@ -982,6 +1005,30 @@ def plan(ctx, model, hardware, gpus, nodes, seq, global_batch, grad_accum, micro
             click.echo(f"wrote {out} (deepspeed --num_gpus {hw.gpus_per_node} train.py "
                        f"--deepspeed {out})")
     if result.best is None:
+        ctx.exit(1)
+
+
+def _plan_from(ctx, hw, mdl, ds_config, write_config, out, as_json, quiet, **kw):
+    """plan --ds-config: yours, the proposal as key changes, --write-config with "auto" kept."""
+    from tierlab.profiles.load import load_ds_config
+    from tierlab.sim.plan_from import format_from_config, plan_from_config, proposed_config
+
+    cfg, where = load_ds_config(ds_config)
+    result = plan_from_config(hw, mdl, cfg, where, **kw)
+    proposed, told = proposed_config(cfg, result)
+    if out and result.plan.ds_config is not None:
+        write_json(out, result.plan.ds_config)
+    if write_config:
+        write_json(write_config, proposed)
+    if as_json:
+        click.echo(json.dumps({**result.to_dict(), "trainer": told}, indent=2, default=str))
+    else:
+        click.echo(format_from_config(result))
+        for line in told:
+            click.echo(f"* {line}")
+        if write_config:
+            click.echo(f"wrote {write_config} (your config with the changes above)")
+    if result.plan.best is None:
         ctx.exit(1)
 
 

@@ -93,6 +93,13 @@ def loads(text: str, where: str) -> dict:
 
 def _deepspeed():
     """DeepSpeed's config modules, or None without deepspeed (a core install)."""
+    import logging
+
+    # importing deepspeed on a machine without a GPU logs "Setting accelerator to CPU" to
+    # stdout (its logger's handler): not news for a simulator, and it would break --json
+    quiet = logging.Filter("nothing")      # passes no record named "DeepSpeed"
+    ds_log = logging.getLogger("DeepSpeed")
+    ds_log.addFilter(quiet)
     try:
         import deepspeed  # noqa: F401   (imports torch: ~2 s, once per process)
         from deepspeed.runtime import config as ds_config
@@ -100,6 +107,8 @@ def _deepspeed():
         from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
     except ImportError:
         return None
+    finally:
+        ds_log.removeFilter(quiet)
     return {"zero_optimization": DeepSpeedZeroConfig, "fp16": DeepSpeedFP16Config,
             "bf16": DeepSpeedBF16Config, "removed_top_level": ds_config._REMOVED_TOP_LEVEL_CONFIG_KEYS,
             "removed_zero": ds_config._REMOVED_ZERO_CONFIG_KEYS,

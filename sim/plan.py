@@ -26,21 +26,22 @@ from tierlab.sim.plan_config import (DEFAULT_NVME_PATH, KNOBS, NVME_DRIVE_COUNTS
                                      PREFER_NO_OFFLOAD_MARGIN, TUNED_PLACEMENTS, Candidate,
                                      PlanResult, Request, Variant, _Simulate, build, frugal_knobs,
                                      placements, to_deepspeed)
+from tierlab.units import GiB, fmt_gib
 
 log = logging.getLogger(__name__)
 
 __all__ = ["plan", "format_plan", "PlanResult", "Candidate"]
 
 
-def _gb(nbytes: float) -> str:
-    return f"{nbytes / 1e9:,.2f} GB" if nbytes < 10e9 else f"{nbytes / 1e9:,.0f} GB"
+def _gib(nbytes: float) -> str:
+    return fmt_gib(nbytes) if nbytes < 10 * GiB else fmt_gib(nbytes, 0)
 
 
 def _over(memory, tier_name: str | None = None) -> str:
-    """'host needs 1,234 GB > 1,000 GB per node' for the binding (or the given) tier."""
+    """'host needs 1,234 GiB > 1,000 GiB per node' for the binding (or the given) tier."""
     tier = memory.tiers[tier_name or memory.binding_tier]
     scope = "per GPU" if tier.tier == "gpu" else "per node"
-    return f"{tier.tier} needs {_gb(tier.used_bytes)} > {_gb(tier.capacity_bytes)} {scope}"
+    return f"{tier.tier} needs {_gib(tier.used_bytes)} > {_gib(tier.capacity_bytes)} {scope}"
 
 
 class _Search:
@@ -341,7 +342,7 @@ def _cpu_note(hw, cpu: list[Candidate], nvme: list[Candidate]) -> str:
         return f"CPU offload doesn't fit ({c.label}: {c.over})." if c else \
             "CPU offload doesn't fit."
     c = max(short, key=lambda c: c.variant.placement.param != "none")   # offloads the most
-    head = (f"Host RAM ({hw.dram_bytes / 1e9:,.0f} GB) is too small for CPU offload "
+    head = (f"Host RAM ({fmt_gib(hw.dram_bytes, 0)}) is too small for CPU offload "
             f"({c.label}: {_over(c.memory, 'host')})")
     if any(n.fits and n.verdict != "error" for n in nvme):
         return head + ": offload to NVMe (ZeRO-Infinity) instead."
@@ -357,11 +358,12 @@ def plan(hardware, model, *, global_batch: int | None = None, grad_accum: int | 
          precision: str | None = None, min_tokens_per_s: float | None = None,
          max_gpu_mem_bytes: float | None = None, nvme_path: str = DEFAULT_NVME_PATH,
          max_micro_batch: int = 64, simulator: Callable | None = None,
-         jobs: int = 1) -> PlanResult:
+         jobs: int = 1, base: dict | None = None) -> PlanResult:
     """Search placements, micro-batch, grad accumulation and knobs for `model` on `hardware`
     (profile objects). `global_batch`: sequences per optimizer step over all GPUs (the planner
     then trades micro-batch against gradient accumulation); without it gradient accumulation
-    is `grad_accum` (default 1). `checkpointing` None tries both."""
+    is `grad_accum` (default 1). `checkpointing` None tries both. `base`: the user's ds_config,
+    which every variant changes instead of the planner's template (sim/plan_from.py)."""
     from tierlab.scenario import default_precision
     from tierlab.sim.engine import simulate
 
@@ -371,7 +373,8 @@ def plan(hardware, model, *, global_batch: int | None = None, grad_accum: int | 
         hardware = replace(hardware, gpu=replace(
             hardware.gpu, hbm_bytes=min(hardware.gpu.hbm_bytes, max_gpu_mem_bytes)))
     precision = precision or default_precision(hardware)
-    req = Request(hardware=hardware, model=model, precision=precision, nvme_path=nvme_path)
+    req = Request(hardware=hardware, model=model, precision=precision, nvme_path=nvme_path,
+                  base=base)
     s = _Search(req, simulator or simulate, jobs)
     batches = _batches(hardware.world_size, global_batch, grad_accum, micro_batch, max_micro_batch)
     ckpts = (True, False) if checkpointing is None else (checkpointing,)

@@ -105,12 +105,18 @@ class Request:
     model: Any
     precision: str
     nvme_path: str = DEFAULT_NVME_PATH
+    base: Mapping[str, Any] | None = None
+    """The user's ds_config (`plan --ds-config`): variants change it, not a template
+    (sim/plan_from.base_ds_config)."""
 
 
 def ds_config_dict(v: Variant, req: Request) -> dict:
     """The ds_config of a variant (before DeepSpeed defaults are written out by to_ds_config)."""
     from tierlab.scenario import set_dotted
 
+    if req.base is not None:
+        from tierlab.sim.plan_from import base_ds_config
+        return base_ds_config(v, req)
     p, hw, model = v.placement, req.hardware, req.model
     zero: dict[str, Any] = {"stage": p.stage, "overlap_comm": p.stage > 0,
                             "contiguous_gradients": True, "reduce_bucket_size": 5e8}
@@ -198,7 +204,7 @@ class Candidate:
     memory: Any = None
     """The MemoryPlan."""
     over: str = ""
-    """'host needs 1,234 GB > 1,000 GB' when it does not fit."""
+    """'host needs 1,234 GiB > 1,000 GiB per node' when it does not fit."""
     result: Mapping[str, Any] = field(default_factory=dict)
     """Flattened SimResult (step_time_s, tokens_per_s, bottleneck, ...); empty if not simulated."""
     verdict: str = ""
