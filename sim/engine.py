@@ -26,6 +26,7 @@ from tierlab.sim.resources import BYTE_RESOURCES, RESOURCES
 from tierlab.sim.result import SimResult
 from tierlab.sim.strategy import Strategy
 from tierlab.sim.workload import Op, Workload, build_workload
+from tierlab.units import fmt_gib
 
 log = logging.getLogger(__name__)
 
@@ -282,8 +283,8 @@ def simulate(hardware: Hardware, model: Model, strategy: Strategy, *,
     fits, binding = plan.fits, plan.binding_tier
     if strict and not fits:
         t = plan.tiers[binding]
-        raise ConfigError(f"does not fit: {binding} tier needs {t.used_bytes / 1e9:.2f} GB of "
-                          f"{t.capacity_bytes / 1e9:.2f} GB")
+        raise ConfigError(f"does not fit: {binding} tier needs {fmt_gib(t.used_bytes)} of "
+                          f"{fmt_gib(t.capacity_bytes)}")
     steady = run_step(hardware, model, strategy, first_step=False, software=software)
     first = (run_step(hardware, model, strategy, first_step=True, software=software)
              if strategy.zero.stage == 3 else steady)

@@ -55,7 +55,7 @@ def test_memory_against_capacity(results):
     t = texts(plots.memory(results))
     for needed in ("GPU memory (per GPU)", "host RAM (per node)", "NVMe (per node)",
                    "host: pinned", "host: pageable", "over by", "unused", "GPU: model states",
-                   "GB (10⁹ bytes)", "NVMe: swap files"):
+                   "GiB (2³⁰ bytes)", "NVMe: swap files"):
         assert needed in t, needed
 
 

@@ -19,6 +19,7 @@ from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from tierlab.units import GiB
 from tierlab.validate.plot_style import (FIG_DPI, PHASE_COLOURS, RESOURCE_STYLE, _style, _wrap,
                                          save)
 from tierlab.validate.plot_sweep import sweep, vary_columns
@@ -322,7 +323,7 @@ def memory(plans, *, title: str | None = None) -> Figure:
             ("#b5651d", "#f3c19d") if tier == "host" else ("#c44e52",))
         bottom = [0.0] * len(items)
         for j, (label, _) in enumerate(stacks[0]):
-            vals = [s[j][1] / 1e9 for s in stacks]
+            vals = [s[j][1] / GiB for s in stacks]
             if not any(vals):
                 continue
             bars = ax.bar(xs, vals, 0.6, bottom=bottom, color=colours[j % len(colours)])
@@ -332,7 +333,7 @@ def memory(plans, *, title: str | None = None) -> Figure:
         _capacity_marks(ax, xs, [p.tiers[tier] for _, p in items])
         ax.set_title(name, fontsize=10)
         ax.set_xticks(xs, [_wrap(lab) for lab, _ in items], fontsize=8)
-        ax.set_ylabel("GB (10⁹ bytes)" if tier == "gpu" else "")
+        ax.set_ylabel("GiB (2³⁰ bytes)" if tier == "gpu" else "")
         ax.grid(axis="y", alpha=0.3)
         ax.set_axisbelow(True)
     fig.legend(list(legend.values()), list(legend.keys()), loc="lower center", ncol=4,
@@ -342,37 +343,37 @@ def memory(plans, *, title: str | None = None) -> Figure:
     return fig
 
 
-def _gbs(nbytes_gb: float) -> str:
-    """GB with the digits that matter: 8.59, 40.6, 1,270."""
-    if nbytes_gb < 10:
-        return f"{nbytes_gb:.2f}"
-    return f"{nbytes_gb:.1f}" if nbytes_gb < 100 else f"{nbytes_gb:,.0f}"
+def _gibs(gib: float) -> str:
+    """GiB with the digits that matter: 8.00, 40.6, 1,270."""
+    if gib < 10:
+        return f"{gib:.2f}"
+    return f"{gib:.1f}" if gib < 100 else f"{gib:,.0f}"
 
 
 def _capacity_marks(ax, xs, tiers) -> None:
     """Dashed capacity line per bar; 'over by' in red; capacities far off scale as text."""
-    used_max = max(t.used_bytes for t in tiers) / 1e9
+    used_max = max(t.used_bytes for t in tiers) / GiB
     top = max(used_max, 1e-3)
-    shown = [t.capacity_bytes / 1e9 <= 3.0 * top for t in tiers]
+    shown = [t.capacity_bytes / GiB <= 3.0 * top for t in tiers]
     if any(shown):
-        top = max(top, max(t.capacity_bytes / 1e9 for t, s in zip(tiers, shown) if s))
+        top = max(top, max(t.capacity_bytes / GiB for t, s in zip(tiers, shown) if s))
     for x, t, s in zip(xs, tiers, shown):
-        used, cap = t.used_bytes / 1e9, t.capacity_bytes / 1e9
+        used, cap = t.used_bytes / GiB, t.capacity_bytes / GiB
         if s and cap > 0:
             ax.hlines(cap, x - 0.4, x + 0.4, colors="black", linestyles="--", linewidth=1.3)
         if used <= 0:
             ax.text(x, top * 0.03, "unused" if cap > 0 else "none", ha="center", fontsize=7.5,
                     color="#555555")
         elif used > cap:
-            ax.annotate(f"over by\n{_gbs(used - cap)} GB", (x, used), xytext=(0, 3),
+            ax.annotate(f"over by\n{_gibs(used - cap)} GiB", (x, used), xytext=(0, 3),
                         textcoords="offset points", ha="center", va="bottom", fontsize=7.5,
                         color="#d62728")
         elif not s:
-            ax.annotate(f"{_gbs(used)} GB\nof {_gbs(cap)} GB", (x, used), xytext=(0, 3),
+            ax.annotate(f"{_gibs(used)} GiB\nof {_gibs(cap)} GiB", (x, used), xytext=(0, 3),
                         textcoords="offset points", ha="center", va="bottom", fontsize=7.5,
                         color="#555555")
         else:
-            ax.annotate(f"{_gbs(used)} of\n{_gbs(cap)} GB", (x, max(used, cap)), xytext=(0, 3),
+            ax.annotate(f"{_gibs(used)} of\n{_gibs(cap)} GiB", (x, max(used, cap)), xytext=(0, 3),
                         textcoords="offset points", ha="center", va="bottom", fontsize=7.5,
                         color="#333333")
     ax.set_ylim(0, top * 1.3)
