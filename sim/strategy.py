@@ -246,7 +246,9 @@ def _build(cls, block: Any, where: str, passthrough: set[str] = frozenset(),
             continue
         if key in unmodelled:
             if value not in (None, False, 0, {}):
-                raise ConfigError(f"{where}.{key}={value!r} is not modelled by tierlab; remove it")
+                shown = "{...}" if isinstance(value, Mapping) else repr(value)
+                raise ConfigError(f"{where}.{key}={shown}: DeepSpeed accepts it, but tierlab does "
+                                  "not model it; remove it to simulate without it")
             continue
         if cls is Aio and key in _IGNORED_AIO:
             warnings.append(_IGNORED_AIO[key])
@@ -428,6 +430,20 @@ def _refuse_activation_checkpointing(cfg: Mapping[str, Any], where: str) -> None
                 "--checkpointing models Hugging Face gradient checkpointing)")
 
 
+def _blocks(zcfg: Mapping, aio: Any, warnings: list[str]) -> tuple[Zero, Aio]:
+    """zero_optimization (as DeepSpeed read it) and aio -> Zero, Aio; unmodelled switches
+    refused by name."""
+    op = _build(OffloadParam, zcfg.get("offload_param") or {}, "zero_optimization.offload_param",
+                warnings=warnings)
+    oo = _build(OffloadOptimizer, zcfg.get("offload_optimizer") or {},
+                "zero_optimization.offload_optimizer", unmodelled=_OPTIMIZER_UNMODELLED,
+                passthrough=_OPTIMIZER_PASSTHROUGH, warnings=warnings)
+    zero = _build(Zero, zcfg, "zero_optimization", passthrough=_ZERO_PASSTHROUGH,
+                  unmodelled=_ZERO_UNMODELLED, warnings=warnings, offload_param=op,
+                  offload_optimizer=oo)
+    return zero, _build(Aio, aio, "aio", warnings=warnings)
+
+
 def parse_ds_config(cfg: Mapping[str, Any], flags: Flags = Flags(),
                     where: str = "ds_config") -> tuple[Strategy, list[str]]:
     """ds_config dict -> (Strategy, warnings about DeepSpeed quirks). Raises ConfigError.
@@ -445,17 +461,11 @@ def parse_ds_config(cfg: Mapping[str, Any], flags: Flags = Flags(),
     cfg, reading = read(cfg, where)
     warnings = list(reading.warnings) + warnings
     _refuse_activation_checkpointing(cfg, where)
-    zcfg = dict(reading.blocks["zero_optimization"])
     cfg.update({k: dict(v) for k, v in reading.blocks.items() if k in cfg})
-    op = _build(OffloadParam, zcfg.get("offload_param") or {}, "zero_optimization.offload_param",
-                warnings=warnings)
-    oo = _build(OffloadOptimizer, zcfg.get("offload_optimizer") or {},
-                "zero_optimization.offload_optimizer", unmodelled=_OPTIMIZER_UNMODELLED,
-                passthrough=_OPTIMIZER_PASSTHROUGH, warnings=warnings)
-    zero = _build(Zero, zcfg, "zero_optimization", passthrough=_ZERO_PASSTHROUGH,
-                  unmodelled=_ZERO_UNMODELLED, warnings=warnings, offload_param=op,
-                  offload_optimizer=oo)
-    aio = _build(Aio, cfg.get("aio") or {}, "aio", warnings=warnings)
+    try:
+        zero, aio = _blocks(reading.blocks["zero_optimization"], cfg.get("aio") or {}, warnings)
+    except ConfigError as e:
+        raise ConfigError(f"{where}: {e}") from None
     _check_zero(zero, warnings)
     tbs, mb, gas = _batch(cfg, flags)
     clip = cfg.get("gradient_clipping", 0.0)
