@@ -37,12 +37,15 @@ def scenario(model: Any = DEFAULT_MODEL, hardware: Any = DEFAULT_HARDWARE,
 
 
 def simulate(model: Any = DEFAULT_MODEL, hardware: Any = DEFAULT_HARDWARE,
-             ds_config: Any = DEFAULT_CONFIG, *, strict: bool = False, **options) -> "SimResult":
+             ds_config: Any = DEFAULT_CONFIG, *, strict: bool = False, ranges: bool = True,
+             **options) -> "SimResult":
     """Simulate one step. `model`/`hardware`: profile names, paths or profile objects;
     `ds_config`: a preset name, a path, a dict or a Strategy. Options: micro_batch, grad_accum,
     seq, gpus, nodes, precision, checkpointing, gpu_mem_cap, overrides ({"dotted.key": value}
-    or ["dotted.key=value"]). Raises ConfigError on bad input."""
-    return scenario(model, hardware, ds_config, **options).simulate(strict=strict)
+    or ["dotted.key=value"]). `ranges` (default on, as the CLI): the step time's 80% range
+    (`step_time_range_s`, `step_range.drivers`) and the fits margin, at ~2-3x the cost.
+    Raises ConfigError on bad input."""
+    return scenario(model, hardware, ds_config, **options).simulate(strict=strict, ranges=ranges)
 
 
 def memory(model: Any = DEFAULT_MODEL, hardware: Any = DEFAULT_HARDWARE,
@@ -61,6 +64,8 @@ def sweep(vary: Mapping[str, Any], model: Any = DEFAULT_MODEL, hardware: Any = D
     (atomically). Other options (micro_batch, seq, gpus, ...) as `simulate`."""
     from tierlab.errors import ConfigError
     from tierlab.scenario import resolve
+    from functools import partial
+
     from tierlab.sim.engine import simulate as run
     from tierlab.sim.sweep import Base, make_axis, run_sweep
 
@@ -80,9 +85,10 @@ def sweep(vary: Mapping[str, Any], model: Any = DEFAULT_MODEL, hardware: Any = D
         if "bar" in bar:
             bar["bar"].update(len(batch))
 
+    sim = None if memory_only else partial(run, ranges=True)     # + step_time_low_s / _high_s
     try:
-        outcome = run_sweep(base, axes, simulator=None if memory_only else run,
-                            strict=strict, jobs=jobs, out=out, on_start=start, on_rows=rows)
+        outcome = run_sweep(base, axes, simulator=sim, strict=strict, jobs=jobs, out=out,
+                            on_start=start, on_rows=rows)
     finally:
         if "bar" in bar:
             bar["bar"].close()

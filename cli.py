@@ -8,6 +8,7 @@ written once); memory is printed in GiB. User errors (`ConfigError`) print one l
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import signal
@@ -244,6 +245,9 @@ def builtin_configs(ctx, kw: dict, compare: tuple[str, ...] = ()) -> list[str]:
 def simulate(ctx, gpu_mem_cap, as_json, quiet, trace_path, strict, **kw):
     """Simulate one training step: time, phases, exposed time per resource, memory, bottleneck.
 
+    Every step time carries its central 80% range from the profiles' stated uncertainty, with
+    the inputs that widen it most (`step_time_range_s`, `range_drivers` in --json; docs/ranges.md).
+
     With no --model/--hardware/--ds-config it compares the presets no-offload, zero2-cpu,
     zero3-cpu and zero3-nvme for TinyLlama-1.1B on the RTX 3070 workstation (micro-batch 4,
     seq 1024)."""
@@ -255,7 +259,7 @@ def simulate(ctx, gpu_mem_cap, as_json, quiet, trace_path, strict, **kw):
     for cfg in configs:
         sc = scenario_of({**kw, "ds_config": cfg}, gpu_mem_cap=gpu_mem_cap)
         echo_warnings(sc.warnings, sc.notes, quiet or as_json)
-        runs.append((sc, sc.simulate(strict=strict)))
+        runs.append((sc, sc.simulate(strict=strict, ranges=True)))
     if trace_path:
         write_json(trace_path, runs[-1][1].trace_events())
     if len(runs) == 1:
@@ -662,11 +666,18 @@ def validate(cases, hardware, out, max_error, as_json, train, software, loco, cl
     write_json(out_dir / "split.json", report.split)
     save_figure(scatter_figure(report.rows), out_dir / "scatter.png")
     save_figure(phase_bars_figure(report.rows), out_dir / "phases.png")
+    from tierlab.validate.coverage import coverage, format_coverage, summarize_coverage
+
+    covered = coverage(cases or [DEFAULT_CASES], sw, hardware=hardware)
+    ranges = summarize_coverage(covered)
+    write_json(out_dir / "coverage.json", {**ranges, "runs": [c.to_dict() for c in covered]})
     if as_json:
-        click.echo(json.dumps({**report.summary, "split": report.split}, indent=2))
+        click.echo(json.dumps({**report.summary, "split": report.split, "coverage": ranges},
+                              indent=2))
     else:
         click.echo(format_validation(report.rows, report.summary, report.split, sw.name,
                                      len(set(train or sw.train_cases))))
+        click.echo(format_coverage("steady step in its predicted range", covered))
     step = report.summary.get("step_time_s")
     if max_error is not None and step and step["mape_pct"] > max_error:
         click.echo(f"error: steady step time MAPE {step['mape_pct']:.1f}% > --max-error "
@@ -792,7 +803,7 @@ def plot(ctx, kind, compare, gpu_mem_cap, measurement, results, x_key, by, title
     for cfg in configs:
         sc = scenario_of({**kw, "ds_config": cfg}, gpu_mem_cap=gpu_mem_cap)
         echo_warnings(sc.warnings, sc.notes)
-        sims.append((sc.config_name, sc.simulate()))
+        sims.append((sc.config_name, sc.simulate(ranges=True)))
     if kind == "bottleneck":
         fig = plots.bottleneck(sims, title=title)
     elif kind == "memory":
@@ -882,7 +893,8 @@ def sweep(ctx, varies, out, jobs, memory_only, strict, plot_path, x_key, by, lis
         echo_warnings(base_sc.warnings, base_sc.notes, quiet)
     except ValueError as e:          # the base itself is broken: say so once
         raise ConfigError(str(e)) from None
-    simulator = None if memory_only else simulate
+    # step_time_low_s / step_time_high_s columns: the 80% range (docs/ranges.md)
+    simulator = None if memory_only else functools.partial(simulate, ranges=True)
     bars = []
 
     def start(todo, skipped):

@@ -80,12 +80,13 @@ class Scenario:
 
         return plan_memory(self.hardware, self.model, self.strategy, software=self.software)
 
-    def simulate(self, *, strict: bool = False):
-        """The SimResult (sim/engine.simulate) with this scenario's software."""
+    def simulate(self, *, strict: bool = False, ranges: bool = False):
+        """The SimResult (sim/engine.simulate) with this scenario's software; `ranges`: with the
+        step time's 80% range and the fits margin (sim/ranges.py, docs/ranges.md)."""
         from tierlab.sim.engine import simulate
 
         return simulate(self.hardware, self.model, self.strategy, strict=strict,
-                        software=self.software)
+                        software=self.software, ranges=ranges)
 
 
 def default_precision(hardware) -> str:

@@ -108,7 +108,7 @@ def format_result(r: SimResult, title: str) -> str:
     bottleneck, memory per tier (GiB) and the verdict."""
     p = r.phases
     lines = [title,
-             f"step {r.step_time_s:.3f} s (step 1: {r.first_step_time_s:.3f} s): forward "
+             f"step {step_text(r)} (step 1: {r.first_step_time_s:.3f} s): forward "
              f"{p['forward_s']:.3f} s, backward {p['backward_s']:.3f} s, optimizer "
              f"{p['optimizer_s']:.3f} s",
              f"{r.tokens_per_s:,.0f} tokens/s, {r.tflops_per_gpu:.1f} TFLOP/s per GPU, "
@@ -122,7 +122,18 @@ def format_result(r: SimResult, title: str) -> str:
         lines.append(f"memory {name:5s} {fmt_gib(t.used_bytes)} of {fmt_gib(t.capacity_bytes)}"
                      f"{'' if t.fits else '  DOES NOT FIT'}")
     lines.append(f"fits: {'yes' if r.fits else 'no (' + str(r.binding_tier) + ')'}")
+    lines += [f"  margin: {m['statement']}" for m in (r.memory_margin or {}).values()]
+    if r.step_range is not None and r.step_range.drivers:
+        lines.append("range drivers (step at the input's low / high end): " + "; ".join(
+            f"{d.input} {d.step_at_low_s:.3f} / {d.step_at_high_s:.3f} s"
+            for d in r.step_range.drivers[:3]))
     return "\n".join(lines)
+
+
+def step_text(r: SimResult) -> str:
+    """'1.310 s (1.10-2.60)': the steady step and its central 80% range when it has one."""
+    span = r.step_time_range_s
+    return f"{r.step_time_s:.3f} s" + (f" ({span[0]:.2f}-{span[1]:.2f})" if span else "")
 
 
 def table_row(name: str, r: SimResult) -> dict:
@@ -130,7 +141,7 @@ def table_row(name: str, r: SimResult) -> dict:
     tiers = r.memory.tiers
     return {"config": name, "gpu_mem": fmt_gib(tiers["gpu"].used_bytes),
             "host_mem": fmt_gib(tiers["host"].used_bytes),
-            "nvme": fmt_gib(tiers["nvme"].used_bytes), "step_s": f"{r.step_time_s:.3f}",
+            "nvme": fmt_gib(tiers["nvme"].used_bytes), "step (80% range)": step_text(r),
             "tokens/s": f"{r.tokens_per_s:,.0f}", "bottleneck": r.bottleneck,
             "fits": "yes" if r.fits else f"NO ({r.binding_tier})"}
 
