@@ -123,12 +123,13 @@ def writable(path, what: str, folder: bool = False):
     return check_writable(path, what, folder=folder) if path is not None else None
 
 
-def save_figure(fig, out) -> None:
-    """Save a figure atomically (PNG/SVG/PDF by suffix) and say where."""
+def save_figure(fig, out, quiet: bool = False) -> None:
+    """Save a figure atomically (PNG/SVG/PDF by suffix) and say where (unless quiet)."""
     from tierlab.validate.plot_style import save
 
     for path in save(fig, out):
-        click.echo(f"wrote {path}")
+        if not quiet:
+            click.echo(f"wrote {path}")
 
 
 def _finite(minimum: float | None = None, open_min: bool = False):
@@ -664,8 +665,8 @@ def validate(cases, hardware, out, max_error, as_json, train, software, loco, cl
     write_text(out_dir / "validate.csv", report.csv())
     write_json(out_dir / "summary.json", report.summary)
     write_json(out_dir / "split.json", report.split)
-    save_figure(scatter_figure(report.rows), out_dir / "scatter.png")
-    save_figure(phase_bars_figure(report.rows), out_dir / "phases.png")
+    save_figure(scatter_figure(report.rows), out_dir / "scatter.png", quiet=True)
+    save_figure(phase_bars_figure(report.rows), out_dir / "phases.png", quiet=True)
     from tierlab.validate.coverage import coverage, format_coverage, summarize_coverage
 
     covered = coverage(cases or [DEFAULT_CASES], sw, hardware=hardware)
@@ -678,6 +679,8 @@ def validate(cases, hardware, out, max_error, as_json, train, software, loco, cl
         click.echo(format_validation(report.rows, report.summary, report.split, sw.name,
                                      len(set(train or sw.train_cases))))
         click.echo(format_coverage("steady step in its predicted range", covered))
+        click.echo(f"wrote {out_dir}/validate.csv, summary.json, split.json, coverage.json, "
+                   "scatter.png, phases.png")
     step = report.summary.get("step_time_s")
     if max_error is not None and step and step["mape_pct"] > max_error:
         click.echo(f"error: steady step time MAPE {step['mape_pct']:.1f}% > --max-error "
