@@ -613,7 +613,8 @@ def _write_calibration(result, paths: dict, raw: str | None) -> None:
                    "run. Default: per folder, the profile its validate.yaml names (`hardware: "
                    "PROFILE`, written beside runs calibrated with them), else h200-host.")
 @click.option("--out", default="out/validate", show_default=True, metavar="DIR",
-              help="Where to write validate.csv, summary.json, scatter.png and phases.png.")
+              help="Where to write validate.csv, summary.json, split.json, coverage.json, "
+                   "scatter.png and phases.png.")
 @click.option("--max-error", type=float, default=None, metavar="PCT", callback=_finite(0),
               help="Exit 1 if the mean absolute error of the steady step time exceeds PCT %.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
@@ -644,7 +645,8 @@ def validate(cases, hardware, out, max_error, as_json, train, software, loco, cl
     CASES are measurement directories (or folders holding them; default validate/cases). Prints
     predicted vs measured per run and metric (steady step time, step 1, forward/backward/optimizer,
     GPU peak allocated, host RSS, swap bytes, OOM), the mean absolute percentage error and the
-    max per metric; writes CSV, JSON and PNG figures to --out."""
+    max per metric, and how many runs' steady step falls inside its predicted 80% range
+    (docs/ranges.md); writes CSV, JSON and PNG figures to --out."""
     from tierlab.profiles.load import load_software
     from tierlab.validate.compare import DEFAULT_CASES, validate_cases
     from tierlab.validate.report import format_validation, phase_bars_figure, scatter_figure
