@@ -413,13 +413,15 @@ def plan(hardware, model, *, global_batch: int | None = None, grad_accum: int | 
 def format_plan(result: PlanResult) -> str:
     """The ranked alternatives as a table, then the practical notes."""
     lines = [f"plan: {result.model} on {result.hardware} ({result.simulations} simulations)",
-             f"{'#':>2s}  {'placement':58s} {'mb':>3s} {'gas':>4s} {'ckpt':>4s} {'step s (80%)':>8s} "
+             f"{'#':>2s}  {'placement':58s} {'mb':>3s} {'gas':>4s} {'ckpt':>4s} "
+             f"{'step s (80% range)':>22s} "
              f"{'tokens/s':>10s}  verdict: why", "-" * 120]
     for i, c in enumerate(result.alternatives, 1):
         v = c.variant
-        step = f"{c.step_time_s:8.3f}" if c.step_time_s else f"{'-':>8s}"
+        step = f"{c.step_time_s:.3f}" if c.step_time_s else "-"
         if c.result.get("step_time_low_s"):
             step += f" ({c.result['step_time_low_s']:.2f}-{c.result['step_time_high_s']:.2f})"
+        step = f"{step:>22s}"
         tps = f"{c.tokens_per_s:10,.0f}" if c.tokens_per_s else f"{'-':>10s}"
         lines.append(f"{i:2d}  {c.label:58s} {v.micro_batch:3d} {v.grad_accum:4d} "
                      f"{'on' if v.checkpointing else 'off':>4s} {step} {tps}  "
