@@ -159,7 +159,7 @@ def _diff(before: dict, after: dict) -> list[tuple[str, Any, Any]]:
         a, b = before.get(k), after.get(k)
         if k.endswith(".device"):       # no offload block: no offload
             a, b = a or "none", b or "none"
-        if a == b or a is None or b is None:
+        if a == b or ((a is None or b is None) and not k.endswith(".nvme_path")):
             continue
         out.append((k, a, b))
     return out

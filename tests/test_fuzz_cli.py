@@ -366,13 +366,19 @@ def test_validate_leaves_out_killed_runs(tmp_path):
 
 
 def test_preflight_says_what_deepspeed_ignores(tmp_path):
-    for zero in ({"stage": 2, "offload_param": {"device": "cpu"}},
-                 {"stage": 3, "ofload_param": {"device": "cpu"}}):
-        cfg = tmp_path / "c.json"
-        cfg.write_text(json.dumps({"zero_optimization": zero, "train_micro_batch_size_per_gpu": 1}))
-        r = check(["preflight", "-c", cfg, "-m", TINY, "--no-probe", "--no-memory",
-                   "--precision", "fp32"])
-        assert "ok: no problems found" not in r.output and "warning" in r.output
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"zero_optimization": {"stage": 2, "offload_param": {
+        "device": "cpu"}}, "train_micro_batch_size_per_gpu": 1}))
+    r = check(["preflight", "-c", cfg, "-m", TINY, "--no-probe", "--no-memory",
+               "--precision", "fp32"])
+    assert "ok: no problems found" not in r.output and "warning" in r.output
+    # a typo inside zero_optimization is no warning: DeepSpeedZeroConfig refuses it
+    cfg.write_text(json.dumps({"zero_optimization": {"stage": 3, "ofload_param": {
+        "device": "cpu"}}, "train_micro_batch_size_per_gpu": 1}))
+    r = check(["preflight", "-c", cfg, "-m", TINY, "--no-probe", "--no-memory",
+               "--precision", "fp32"])
+    assert r.exit_code == 2 and "zero_optimization.ofload_param is not a key DeepSpeed 0.19.8 " \
+        "accepts" in r.output and "did you mean 'offload_param'" in r.output
 
 
 def test_core_install_without_torch_or_psutil(tmp_path):
