@@ -162,7 +162,7 @@ def validate_model(model: str, block: Any, loc: str, schema: Mapping | None = No
             continue
         if new in out:
             raise Rejected(f"{loc}.{name}" if loc else name, "deprecated_and_new",
-                           f"cannot be given with {new} (DeepSpeed asserts)")
+                           f"cannot be given together with {new}")
         out[new] = value if dep["maps"] == "identity" else dep["maps"][str(bool(value)).lower()]
     return out
 
@@ -172,7 +172,7 @@ def _ratio_stage3(out: dict, given: Mapping, loc: str) -> None:
     ratio = (out.get("offload_optimizer") or {}).get("ratio", 1.0)
     if ratio < 1.0 and out.get("stage", 0) != 3:
         raise Rejected(f"{loc}.offload_optimizer.ratio", "assertion_error",
-                       "partial offloading (ratio < 1) needs stage 3 (DeepSpeed asserts)")
+                       "partial offloading (ratio < 1) needs stage 3")
 
 
 def _grad_norm_stage(out: dict, given: Mapping, loc: str) -> None:
