@@ -50,6 +50,11 @@ fills them (integrations/deepspeed.py trainer_config_process/finalize; the stage
 stage 3). Every other "auto" inside a DeepSpeed config model is dropped to DeepSpeed's default."""
 
 
+RETIRED = {"aio.thread_count": "is ignored by DeepSpeed since 0.16.4; use "
+                               "aio.intra_op_parallelism"}
+"""Keys DeepSpeed once read and now ignores, with what replaced them."""
+
+
 @dataclass(frozen=True)
 class Reading:
     """The blocks as DeepSpeed reads them: {canonical key: value} for the keys the config sets
@@ -267,7 +272,9 @@ def _unread_keys(cfg: Mapping, schema: Mapping, where: str) -> list[str]:
     for block, defaults in schema["read_key_by_key"].items():
         if isinstance(cfg.get(block), Mapping):
             for key in cfg[block]:
-                if key not in defaults:
+                if f"{block}.{key}" in RETIRED:
+                    out.append(f"{where}: {block}.{key} {RETIRED[f'{block}.{key}']}")
+                elif key not in defaults:
                     out.append(f"{where}: {block}.{key} is not a key DeepSpeed 0.19.8 reads; it "
                                f"ignores it{_closest(key, defaults)}")
     return out

@@ -187,8 +187,6 @@ _ZERO_UNMODELLED = {
 by name when switched on."""
 _OPTIMIZER_UNMODELLED = {"super_offload"}
 _OPTIMIZER_PASSTHROUGH = {"cpuadam_cores_perc"}
-_IGNORED_AIO = {"thread_count": "aio.thread_count is ignored by DeepSpeed since 0.16.4; "
-                                "use aio.intra_op_parallelism"}
 ACTIVATION_CHECKPOINTING_UNMODELLED = ("partition_activations", "cpu_checkpointing",
                                        "contiguous_memory_optimization")
 """activation_checkpointing keys refused when true: DeepSpeed applies them only to models that
@@ -249,9 +247,6 @@ def _build(cls, block: Any, where: str, passthrough: set[str] = frozenset(),
                 shown = "{...}" if isinstance(value, Mapping) else repr(value)
                 raise ConfigError(f"{where}.{key}={shown}: DeepSpeed accepts it, but tierlab does "
                                   "not model it; remove it to simulate without it")
-            continue
-        if cls is Aio and key in _IGNORED_AIO:
-            warnings.append(_IGNORED_AIO[key])
             continue
         if key not in defaults:     # ds_read has judged it (and warned where DeepSpeed ignores it)
             continue
