@@ -3,8 +3,8 @@ the work queued on it, and the profile part whose numbers time it.
 
 The engine makes one SimPy device per entry (sim/devices.py), SimResult reports busy and exposed
 seconds per entry, the plots draw each in its colour (validate/plot_style.py), sweep rows get
-`busy_<name>_s` / `exposed_<name>_s` columns, and docs/model.md lists the table below. Order is
-display order.
+`busy_<name>_s` / `exposed_<name>_s` columns, and docs/simulator.md quotes `markdown_table()`.
+Order is display order.
 """
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ BYTE_RESOURCES: tuple[str, ...] = tuple(r.name for r in REGISTRY if r.moves_byte
 
 
 def markdown_table() -> str:
-    """The registry as a Markdown table (docs/model.md quotes it; tests/test_docs.py checks)."""
+    """The registry as a Markdown table (docs/simulator.md quotes it; tests/test_docs.py checks)."""
     lines = ["| resource | label | work in | timed by |", "|---|---|---|---|"]
     lines += [f"| `{r.name}` | {r.label} | {r.unit} | {r.reads} |" for r in REGISTRY]
     return "\n".join(lines)

@@ -36,7 +36,7 @@ class Op:
     id: int
     name: str
     resource: str
-    """One of devices.RESOURCES."""
+    """One of sim/resources.RESOURCES."""
     phase: str
     """'forward', 'backward' or 'optimizer'."""
     nbytes: float = 0.0

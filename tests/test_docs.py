@@ -1,0 +1,154 @@
+"""The docs run: every `tierlab` command of every ```bash block in README.md and docs/*.md is run
+(in a scratch folder that sees the repository's data), and a ```text block right after a bash
+block must be in the last command's output: its lines in order, `...` standing for any lines.
+
+A `<!-- gpu -->` line right before a block skips it (it trains or measures for real); a
+`<!-- exit: N -->` line says the commands exit with N. Lines of a bash block that are not
+`tierlab` commands (make, pip) are install steps and are not run.
+"""
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tierlab.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+OWN_DOCS = [REPO / "README.md"] + [REPO / "docs" / f"{n}.md" for n in
+                                   ("usage", "simulator", "profiles", "calibration", "accuracy",
+                                    "extending")]
+MARKER = re.compile(r"<!--\s*(gpu|exit:\s*(\d+))\s*-->")
+
+
+@dataclass
+class Example:
+    where: str
+    commands: list[list[str]]
+    exit_code: int = 0
+    gpu: bool = False
+    expected: list[str] = field(default_factory=list)
+
+
+def _commands(lines: list[str]) -> list[list[str]]:
+    text = "\n".join(lines).replace("\\\n", " ")
+    out = []
+    for line in text.splitlines():
+        args = shlex.split(line, comments=True)
+        if args and args[0] == "tierlab":
+            out.append(args[1:])
+    return out
+
+
+def examples(path: Path) -> list[Example]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    out: list[Example] = []
+    i = 0
+    while i < len(lines):
+        if lines[i].strip() == "```bash":
+            end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
+            ex = Example(f"{path.name}:{i + 1}", _commands(lines[i + 1:end]))
+            marker = MARKER.search(lines[i - 1]) if i else None
+            if marker:
+                ex.gpu = marker.group(1) == "gpu"
+                ex.exit_code = int(marker.group(2) or 0)
+            j = end + 1
+            while j < len(lines) and not lines[j].strip():
+                j += 1
+            if j < len(lines) and lines[j].strip() == "```text":
+                stop = next(k for k in range(j + 1, len(lines)) if lines[k].startswith("```"))
+                ex.expected = lines[j + 1:stop]
+            if ex.commands:
+                out.append(ex)
+            i = end
+        i += 1
+    return out
+
+
+def check_output(expected: list[str], output: str, where: str) -> None:
+    """Every expected line in order; '...' skips any number of lines."""
+    got = [line.rstrip() for line in output.splitlines()]
+    pos, gap = 0, False
+    for want in expected:
+        if want.strip() == "...":
+            gap = True
+            continue
+        want = want.rstrip()
+        if gap:
+            found = next((k for k in range(pos, len(got)) if got[k] == want), None)
+        else:
+            found = pos if pos < len(got) and got[pos] == want else None
+        assert found is not None, (f"{where}: expected line not in the output (in order):\n"
+                                   f"  {want}\n--- output ---\n{output}")
+        pos, gap = found + 1, False
+
+
+def scratch(tmp_path: Path) -> Path:
+    """A folder where relative paths of the repository (validate/cases, runner/data, profiles)
+    resolve and what the examples write (out/, drives.csv) lands."""
+    for entry in REPO.iterdir():
+        if entry.name not in {"out", ".git", ".venv"} and not entry.name.startswith("."):
+            (tmp_path / entry.name).symlink_to(entry)
+    return tmp_path
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: p.name)
+def test_examples_run_and_match(path, tmp_path, monkeypatch):
+    monkeypatch.chdir(scratch(tmp_path))
+    for ex in examples(path):
+        if ex.gpu:
+            continue
+        for args in ex.commands:
+            r = CliRunner().invoke(main, args)
+            assert r.exit_code == ex.exit_code, (f"{ex.where}: tierlab {shlex.join(args)} "
+                                                 f"exited {r.exit_code}:\n{r.output}")
+        if ex.expected:
+            check_output(ex.expected, r.output, f"{ex.where}: tierlab {shlex.join(args)}")
+
+
+def test_the_parser_sees_markers_and_outputs(tmp_path):
+    doc = tmp_path / "x.md"
+    doc.write_text("<!-- gpu -->\n```bash\ntierlab run --steps 2 \\\n  --seq 8  # real\n```\n\n"
+                   "<!-- exit: 2 -->\n```bash\nmake setup\ntierlab memory -m nope\n```\n\n"
+                   "```text\nerror: ...\n```\n", encoding="utf-8")
+    gpu, bad = examples(doc)
+    assert gpu.gpu and gpu.commands == [["run", "--steps", "2", "--seq", "8"]]
+    assert bad.exit_code == 2 and bad.commands == [["memory", "-m", "nope"]]
+    assert bad.expected == ["error: ..."]
+    with pytest.raises(AssertionError):
+        check_output(["a", "...", "c"], "a\nb\nd\n", "x")
+    check_output(["a", "...", "c"], "a\nb\nc\n", "x")
+
+
+def test_every_doc_has_examples_and_the_gpu_ones_are_marked():
+    """The README shows every verb; `run`, `compare` and a measuring `calibrate` are marked."""
+    readme = examples(REPO / "README.md")
+    verbs = {args[0] for ex in readme for args in ex.commands}
+    assert verbs >= {"simulate", "memory", "plan", "sweep", "plot", "preflight", "profiles",
+                     "run", "compare", "calibrate", "validate"}
+    for path in DOCS:
+        for ex in examples(path):
+            for args in ex.commands:
+                measuring = args[0] == "calibrate" and "--from-raw" not in args
+                if args[0] in ("run", "compare") or measuring:
+                    assert ex.gpu, f"{ex.where}: tierlab {args[0]} is not marked <!-- gpu -->"
+
+
+def test_generated_resource_table_is_current():
+    from tierlab.sim.resources import markdown_table
+
+    assert markdown_table() in (REPO / "docs" / "simulator.md").read_text(encoding="utf-8")
+
+
+def test_readme_is_short_and_self_contained():
+    assert len((REPO / "README.md").read_bytes()) <= 12_288
+    for path in OWN_DOCS:
+        text = path.read_text(encoding="utf-8")
+        for bad in (r"\bissue[ -]?\d", r"DEEPSPEED_RUNTIME", r"/work/", r"\bsession"):
+            assert not re.search(bad, text, re.I), f"{path.name}: {bad}"
+        for link in re.findall(r"\]\(([^)#]+)", text):
+            if not link.startswith("http"):
+                assert (path.parent / link).exists(), f"{path.name}: broken link {link}"
