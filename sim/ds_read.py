@@ -108,14 +108,14 @@ def _deepspeed():
     try:
         import deepspeed  # noqa: F401   (imports torch: ~2 s, once per process)
         from deepspeed.runtime import config as ds_config
-        from deepspeed.runtime.precision_config import DeepSpeedBF16Config, DeepSpeedFP16Config
-        from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
+
+        from tierlab.sim.ds_schema import deepspeed_block_models
+        models = deepspeed_block_models()
     except ImportError:
         return None
     finally:
         ds_log.removeFilter(quiet)
-    return {"zero_optimization": DeepSpeedZeroConfig, "fp16": DeepSpeedFP16Config,
-            "bf16": DeepSpeedBF16Config, "removed_top_level": ds_config._REMOVED_TOP_LEVEL_CONFIG_KEYS,
+    return {**models, "removed_top_level": ds_config._REMOVED_TOP_LEVEL_CONFIG_KEYS,
             "removed_zero": ds_config._REMOVED_ZERO_CONFIG_KEYS,
             "version": deepspeed.__version__}
 
@@ -317,6 +317,9 @@ def read(cfg: Mapping[str, Any], where: str = "ds_config", prefer: str = "auto")
                               f"{why.strip()}")
     blocks = {}
     for name, model in schema["blocks"].items():
+        if name in cfg and cfg[name] is None and name != "bf16":   # bf16: null -> bfloat16/{}
+            raise ConfigError(f"{where}: {name}: null (DeepSpeed 0.19.8 refuses it: it builds "
+                              "its config from an object)")
         block = cfg.get(name) or {}
         if not isinstance(block, Mapping):
             raise ConfigError(f"{where}: {name} must be an object, got {block!r}")

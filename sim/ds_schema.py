@@ -273,18 +273,31 @@ def _model_spec(cls, models: dict) -> None:
     models[cls.__name__] = {"fields": fields, **({"checks": checks} if checks else {})}
 
 
+def deepspeed_block_models() -> dict[str, type]:
+    """Top-level block -> the DeepSpeedConfigModel DeepSpeedConfig builds from it
+    (runtime/config.py _initialize_params and the getters it calls). Needs deepspeed."""
+    from deepspeed.comm.config import CommsLoggerConfig
+    from deepspeed.compile.config import CompileConfig
+    from deepspeed.monitor.config import CometConfig, CSVConfig, TensorBoardConfig, WandbConfig
+    from deepspeed.runtime.config import HybridEngineConfig
+    from deepspeed.runtime.precision_config import DeepSpeedBF16Config, DeepSpeedFP16Config
+    from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
+
+    return {"zero_optimization": DeepSpeedZeroConfig, "fp16": DeepSpeedFP16Config,
+            "bf16": DeepSpeedBF16Config, "tensorboard": TensorBoardConfig, "wandb": WandbConfig,
+            "csv_monitor": CSVConfig, "comet": CometConfig, "comms_logger": CommsLoggerConfig,
+            "hybrid_engine": HybridEngineConfig, "compile": CompileConfig}
+
+
 def schema_from_deepspeed() -> dict:
     """The table, read off the installed DeepSpeed (needs deepspeed importable)."""
     import deepspeed
     from deepspeed.runtime import config as ds_config
     from deepspeed.runtime.activation_checkpointing import config as act
-    from deepspeed.runtime.precision_config import DeepSpeedBF16Config, DeepSpeedFP16Config
     from deepspeed.runtime.swap_tensor import aio_config
-    from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
 
     models: dict = {}
-    blocks = {"zero_optimization": DeepSpeedZeroConfig, "fp16": DeepSpeedFP16Config,
-              "bf16": DeepSpeedBF16Config}
+    blocks = deepspeed_block_models()
     for cls in blocks.values():
         _model_spec(cls, models)
     return {
@@ -293,6 +306,8 @@ def schema_from_deepspeed() -> dict:
                     "deepspeed/runtime/zenflow/zenflow_config.py",
                     "deepspeed/runtime/zero/leaf_module_config.py",
                     "deepspeed/runtime/precision_config.py", "deepspeed/runtime/config_utils.py",
+                    "deepspeed/monitor/config.py", "deepspeed/comm/config.py",
+                    "deepspeed/compile/config.py",
                     "deepspeed/runtime/config.py", "deepspeed/runtime/swap_tensor/aio_config.py",
                     "deepspeed/runtime/activation_checkpointing/config.py"],
         "blocks": {k: v.__name__ for k, v in blocks.items()},

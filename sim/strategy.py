@@ -274,6 +274,8 @@ def _check_blocks(cfg: Mapping[str, Any], where: str) -> None:
     """Wrong-typed blocks are one ConfigError, not an AttributeError deep inside."""
     for key in _OBJECT_BLOCKS:
         value = cfg.get(key)
+        if key == "zero_optimization" and isinstance(value, bool):
+            continue        # DeepSpeed's old format (true: stage 1), read by ds_read
         if value is not None and not isinstance(value, Mapping):
             example = ' such as {"enabled": true}' if key in ("fp16", "bf16") else ""
             raise ConfigError(f"{where}: {key} must be an object{example}, got {value!r}")

@@ -133,7 +133,13 @@ SYNTHETIC = [{"zero_optimization": z} for z in (
     {"fp16": {"enabled": True, "loss_scale_window": 0}}, {"fp16": {"enabled": True,
                                                                    "loss_scale": True}},
     {"fp16": {"enabled": "auto", "bogus": 1}}, {"bf16": {"enabled": "yes"}},
-    {"amp": {"enabled": False}}, {"bfloat16": {"enabled": True}}, {"zero_optimization": True}]
+    {"amp": {"enabled": False}}, {"bfloat16": {"enabled": True}}, {"zero_optimization": True},
+    {"wandb": {"enabled": True, "projct": "x"}}, {"wandb": {"enabled": "auto", "team": None}},
+    {"comms_logger": {"enabled": True, "prof_ops": ["all_reduce"]}}, {"comms_logger": {"on": 1}},
+    {"compile": {"deepcompile": "yes"}}, {"compile": {"free_activation_threshold": 1.5}},
+    {"hybrid_engine": {"enabled": True, "max_out_tokens": 0}}, {"csv_monitor": {"job_nam": "x"}},
+    {"tensorboard": {"enabled": True, "output_path": 3}}, {"comet": {"samples_log_interval": "7"}},
+    {"fp16": None}, {"bf16": None}, {"zero_optimization": None}]
 
 
 def _outcome(cfg, prefer):
