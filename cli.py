@@ -465,8 +465,9 @@ def compare(variants, uncapped_baseline, timeout_s, budget_s, out_dir, **kw):
               help="Probe nothing on this machine (libaio/async_io, swap path O_DIRECT and "
                    "space, RAM): judge the named hardware profile only.")
 @click.option("--no-memory", is_flag=True, help="Skip the memory planner's per-tier verdict.")
+@quiet_option
 @click.pass_context
-def preflight(ctx, gpu_mem_cap, swap_dir, no_probe, no_memory, **kw):
+def preflight(ctx, gpu_mem_cap, swap_dir, no_probe, no_memory, quiet, **kw):
     """Check a launch before it is made: memory per tier, libaio/async_io, the swap path
     (exists, writable, O_DIRECT, free space), pinned memory, swap buffer counts and sizes,
     ignored keys, TORCH_CUDA_ARCH_LIST. One line per problem with its fix; exit 2 on errors.
@@ -481,13 +482,14 @@ def preflight(ctx, gpu_mem_cap, swap_dir, no_probe, no_memory, **kw):
                              gpu_mem_cap_bytes=sc.gpu_mem_cap_bytes,
                              check_memory_plan=not no_memory, probe=not no_probe,
                              local_ram=local)
-    echo_warnings(sc.warnings, sc.notes)    # ignored/misspelled keys: DeepSpeed runs without them
+    echo_warnings(sc.warnings, sc.notes, quiet)   # ignored keys: DeepSpeed runs without them
     if _echo_problems(problems):
         ctx.exit(2)
     if not problems and not sc.warnings:
         click.echo("ok: no problems found")
     elif not problems:
-        click.echo(f"ok: no errors; {len(sc.warnings)} warning(s) above")
+        click.echo(f"ok: no errors; {len(sc.warnings)} warning(s)"
+                   + (" (--quiet)" if quiet else " above"))
 
 # ----------------------------------------------------------------------------------------------
 # calibrate / validate
@@ -713,49 +715,6 @@ def _validate_loco(cases, sw, hardware, out, max_error, as_json, pool, classes, 
 PLOT_KINDS = ("bottleneck", "timeline", "memory", "sweep")
 
 
-def _read_measurement(path: str):
-    """A measured run for the timeline: Measurement JSON, JSONL (records or samples), a CSV of
-    samples, or a run folder holding one of those."""
-    import pandas as pd
-
-    from tierlab.profiles.load import read_data
-
-    p = Path(path)
-    run_dir = p if p.is_dir() else p.parent if p.name == "measurement.json" else None
-    if run_dir is not None and (run_dir / "measurement.json").is_file():
-        from tierlab.runner.measurement import load_measurement     # the runner's own reader
-
-        try:
-            return load_measurement(run_dir)
-        except ConfigError:
-            raise
-        except (OSError, ValueError, TypeError) as e:
-            raise ConfigError(f"{run_dir}: cannot read the measurement: {e}") from None
-    if p.is_dir():
-        found = sorted([*p.glob("*sample*.*"), *p.glob("measurement*.json"), *p.glob("*.json")])
-        if not found:
-            raise ConfigError(f"{p}: no measurement or samples file in this folder")
-        p = found[0]
-    if not p.is_file():
-        raise ConfigError(f"{p}: no such file")
-    if p.suffix == ".csv":
-        import io
-
-        from tierlab.safeio import read_text
-
-        try:
-            return pd.read_csv(io.StringIO(read_text(p)))
-        except (ValueError, pd.errors.ParserError) as e:
-            raise ConfigError(f"{p}: malformed CSV: {' '.join(str(e).split())}") from None
-    if p.suffix == ".jsonl":
-        from tierlab.safeio import read_jsonl
-
-        records, _ = read_jsonl(p)      # a line cut by a kill is skipped
-        merged = [r for r in records if isinstance(r, dict) and "samples" in r]
-        return merged[-1] if merged else [r for r in records if isinstance(r, dict)]
-    return read_data(p)
-
-
 @main.command()
 @click.argument("kind", type=click.Choice(PLOT_KINDS))
 @scenario_options
@@ -767,7 +726,8 @@ def _read_measurement(path: str):
 @click.option("--measurement", default=None, metavar="PATH",
               help="timeline: a measured run (Measurement JSON, JSONL, a samples CSV, or its "
                    "folder); its sampled GPU utilisation and PCIe/disk throughput are drawn "
-                   "under the simulated lanes.")
+                   "under the simulation of the scenario it ran (-H: its hardware, default the "
+                   "profile its folder's validate.yaml names).")
 @click.option("--results", default=None, metavar="FILE",
               help="sweep: a results file (.csv/.parquet) written by `tierlab sweep --out`.")
 @click.option("--x", "x_key", default=None, metavar="KEY",
@@ -779,8 +739,10 @@ def _read_measurement(path: str):
 @click.option("--out", "-o", default=None, metavar="FILE",
               help="Image file: .png, .svg or .pdf; without a suffix both .png and .svg "
                    "[default: tierlab-KIND.png].")
+@quiet_option
 @click.pass_context
-def plot(ctx, kind, compare, gpu_mem_cap, measurement, results, x_key, by, title, out, **kw):
+def plot(ctx, kind, compare, gpu_mem_cap, measurement, results, x_key, by, title, out, quiet,
+         **kw):
     """Plot where the time and bytes go: bottleneck, timeline, memory or sweep.
 
     \b
@@ -790,6 +752,7 @@ def plot(ctx, kind, compare, gpu_mem_cap, measurement, results, x_key, by, title
     sweep       step time and tokens/s along a swept key (needs --results)"""
     from tierlab.validate import plots
     from tierlab.validate.plot_style import image_targets
+    from tierlab.validate.plot_sweep import sweep_figure
 
     out = writable(f"tierlab-{kind}.png" if out is None else out, "--out")
     for target in image_targets(out):
@@ -802,41 +765,51 @@ def plot(ctx, kind, compare, gpu_mem_cap, measurement, results, x_key, by, title
         df = read_results(results)
         if df.empty:
             raise ConfigError(f"{results}: no such file or no rows")
-        save_figure(_sweep_figure(df, x_key, by, title), out)
+        save_figure(sweep_figure(df, x_key, by, title), out)
         return
+    if kind == "timeline" and measurement:
+        return _measured_timeline(ctx, measurement, gpu_mem_cap, title, quiet, out, kw)
     configs = builtin_configs(ctx, kw, compare) if kind != "timeline" else [kw["ds_config"]]
     sims = []
     for cfg in configs:
         sc = scenario_of({**kw, "ds_config": cfg}, gpu_mem_cap=gpu_mem_cap)
-        echo_warnings(sc.warnings, sc.notes)
+        echo_warnings(sc.warnings, sc.notes, quiet)
         sims.append((sc.config_name, sc.simulate(ranges=True)))
     if kind == "bottleneck":
         fig = plots.bottleneck(sims, title=title)
     elif kind == "memory":
         fig = plots.memory(sims, title=title)
     else:
-        meas = _read_measurement(measurement) if measurement else None
-        fig = plots.timeline(sims[0][1], meas, title=title)
+        fig = plots.timeline(sims[0][1], None, title=title)
     save_figure(fig, out)
 
 
-def _sweep_figure(df, x_key, by, title):
+def _measured_timeline(ctx, measurement, gpu_mem_cap, title, quiet, out, kw) -> None:
+    """`plot timeline --measurement`: a measured run is drawn under the simulation of the
+    scenario it ran (on -H, else the profile its folder's validate.yaml names); scenario options
+    that would simulate something else are refused. Bare samples carry no scenario: the
+    options' scenario is simulated, with a warning."""
+    from tierlab.runner.measurement import Measurement
     from tierlab.validate import plots
+    from tierlab.validate.compare import run_scenario
+    from tierlab.validate.plot_samples import read_measurement
 
-    keys = plots.vary_columns(df)
-    x = x_key or (keys[0] if keys else None)
-    if x is None:
-        raise ConfigError("--x KEY is needed: the results do not say which keys were swept")
-    if x not in df.columns:
-        raise ConfigError(f"--x {x!r} is not a column of the results; swept keys: "
-                          f"{', '.join(keys) or 'none'}")
-    for b in by:
-        if b not in df.columns:
-            raise ConfigError(f"--by {b!r} is not a column of the results")
-    try:
-        return plots.sweep(df, x, by=list(by) or None, title=title)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
+    meas = read_measurement(measurement)
+    if isinstance(meas, Measurement) and meas.model:
+        given = [p for p in SCENARIO_KEYS if p != "hardware" and _given(ctx, p)]
+        if given or gpu_mem_cap:
+            names = ", ".join("--" + p.replace("_", "-") for p in given) or "--gpu-mem-cap"
+            raise ConfigError(f"--measurement {measurement}: the run brings its own scenario "
+                              f"(model, ds_config, batch, seq, GPUs, memory cap); drop {names}")
+        sc = run_scenario(meas, Path(measurement), kw["hardware"] if _given(ctx, "hardware")
+                          else None)
+    else:
+        sc = scenario_of(kw, gpu_mem_cap=gpu_mem_cap)
+        if not quiet:
+            click.echo(f"warning: {measurement}: samples without a recorded scenario: drawn "
+                       f"under the options' scenario ({sc.describe()})", err=True)
+    echo_warnings(sc.warnings, sc.notes, quiet)
+    save_figure(plots.timeline(sc.simulate(ranges=True), meas, title=title), out)
 
 
 @main.command()
@@ -930,7 +903,7 @@ def sweep(ctx, varies, out, jobs, memory_only, strict, plot_path, x_key, by, lis
         click.echo(df.to_csv(index=False), nl=False)
     click.echo(summary(outcome, out), err=out is None)
     if plot_path and not memory_only:
-        save_figure(_sweep_figure(df, x_key or axes[0].key, by, None), plot_path)
+        save_figure(sweep_figure(df, x_key or axes[0].key, by, None), plot_path)
     elif plot_path:
         raise ConfigError("--plot needs simulated rows (drop --memory-only)")
 

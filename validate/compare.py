@@ -227,6 +227,14 @@ DEFAULT_HARDWARE = "h200-host"
 """The profile runs are simulated on when neither -H nor their folder's validate.yaml names one."""
 
 
+def run_scenario(measurement, where: str | Path, hardware: str | None = None):
+    """The scenario a measured run ran (scenario_of) on `hardware`, else the profile the
+    validate.yaml of the folder holding its run folder `where` names, else DEFAULT_HARDWARE."""
+    run_dir = Path(where) if Path(where).is_dir() else Path(where).parent
+    [(_, hw)] = with_profiles([run_dir], hardware, DEFAULT_HARDWARE)
+    return scenario_of(measurement, hw)
+
+
 @dataclass(frozen=True)
 class Validation:
     """`tierlab validate`'s result: rows, per-metric summary, train/held-out split, and the runs

@@ -10,7 +10,10 @@ The runner writes ~10 Hz samples into the Measurement (runner/probes.py Sampler:
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Mapping
+
+from tierlab.errors import ConfigError
 
 TIME_COLUMNS = ("t_s", "time_s", "elapsed_s", "t", "time", "timestamp_s", "timestamp", "ts")
 _RATE_SUFFIXES = {"_bytes_per_s": 1.0, "_Bps": 1.0, "_MBps": 1e6, "_GBps": 1e9}
@@ -139,3 +142,46 @@ def sample_series(measurement, window: tuple[float, float] | None = None) -> dic
             util[str(col).removesuffix("_percent").replace("_", " ")] = (t_list, v)
     rates = _rate_columns(df.drop(columns=[tcol]), t_list)
     return {"util": util, "rates": rates, "t_max": max(t_list) if t_list else 0.0}
+
+
+def read_measurement(path: str | Path):
+    """A measured run for the timeline: Measurement JSON, JSONL (records or samples), a CSV of
+    samples, or a run folder holding one of those."""
+    import pandas as pd
+
+    from tierlab.profiles.load import read_data
+
+    p = Path(path)
+    run_dir = p if p.is_dir() else p.parent if p.name == "measurement.json" else None
+    if run_dir is not None and (run_dir / "measurement.json").is_file():
+        from tierlab.runner.measurement import load_measurement     # the runner's own reader
+
+        try:
+            return load_measurement(run_dir)
+        except ConfigError:
+            raise
+        except (OSError, ValueError, TypeError) as e:
+            raise ConfigError(f"{run_dir}: cannot read the measurement: {e}") from None
+    if p.is_dir():
+        found = sorted([*p.glob("*sample*.*"), *p.glob("measurement*.json"), *p.glob("*.json")])
+        if not found:
+            raise ConfigError(f"{p}: no measurement or samples file in this folder")
+        p = found[0]
+    if not p.is_file():
+        raise ConfigError(f"{p}: no such file")
+    if p.suffix == ".csv":
+        import io
+
+        from tierlab.safeio import read_text
+
+        try:
+            return pd.read_csv(io.StringIO(read_text(p)))
+        except (ValueError, pd.errors.ParserError) as e:
+            raise ConfigError(f"{p}: malformed CSV: {' '.join(str(e).split())}") from None
+    if p.suffix == ".jsonl":
+        from tierlab.safeio import read_jsonl
+
+        records, _ = read_jsonl(p)      # a line cut by a kill is skipped
+        merged = [r for r in records if isinstance(r, dict) and "samples" in r]
+        return merged[-1] if merged else [r for r in records if isinstance(r, dict)]
+    return read_data(p)

@@ -142,3 +142,24 @@ def _short(v) -> str:
     if isinstance(v, float):
         return f"{v:.3g}"
     return str(v)
+
+
+def sweep_figure(df, x_key: str | None, by: Sequence[str] = (), title: str | None = None):
+    """`tierlab plot sweep`: `sweep` along --x (default: the first swept key) after checking
+    that --x and --by name columns of the results (ConfigError otherwise)."""
+    from tierlab.errors import ConfigError
+
+    keys = vary_columns(df)
+    x = x_key or (keys[0] if keys else None)
+    if x is None:
+        raise ConfigError("--x KEY is needed: the results do not say which keys were swept")
+    if x not in df.columns:
+        raise ConfigError(f"--x {x!r} is not a column of the results; swept keys: "
+                          f"{', '.join(keys) or 'none'}")
+    for b in by:
+        if b not in df.columns:
+            raise ConfigError(f"--by {b!r} is not a column of the results")
+    try:
+        return sweep(df, x, by=list(by) or None, title=title)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
