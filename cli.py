@@ -914,9 +914,12 @@ def sweep(ctx, varies, out, jobs, memory_only, strict, plot_path, x_key, by, lis
               help="Sequences per optimizer step over all GPUs; the planner trades micro-batch "
                    "against gradient accumulation at this size.")
 @click.option("--grad-accum", type=int, default=None,
-              help="Gradient accumulation steps when --global-batch is not given (default 1).")
+              help="Gradient accumulation steps when --global-batch is not given (default 1); "
+                   "with --ds-config: your config's, where it says \"auto\".")
 @click.option("--micro-batch", type=int, default=None,
-              help="Fix the micro-batch (default: searched over 1, 2, 4, ... --max-micro-batch).")
+              help="Fix the micro-batch (default: searched over 1, 2, 4, ... --max-micro-batch); "
+                   "with --ds-config: your config's micro-batch, where it says \"auto\" (the "
+                   "search still tries others at the same global batch).")
 @click.option("--max-micro-batch", type=int, default=64, show_default=True,
               help="Largest micro-batch the search tries.")
 @click.option("--checkpointing/--no-checkpointing", default=None,
