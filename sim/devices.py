@@ -27,9 +27,7 @@ from tierlab.sim.strategy import Aio
 log = logging.getLogger(__name__)
 
 ADAM_DRAM_BYTES_PER_PARAM = 28
-"""DeepSpeedCPUAdam reads p, g, m, v and writes p, m, v: 7 x 4 B (DEEPSPEED_RUNTIME.md)."""
-
-
+"""DeepSpeedCPUAdam reads p, g, m, v and writes p, m, v: 7 x 4 B (csrc/adam/cpu_adam_impl.cpp)."""
 
 
 @dataclass(frozen=True, slots=True)
