@@ -17,12 +17,16 @@ they are warnings here, with the closest key DeepSpeed reads.
 from __future__ import annotations
 
 import difflib
+import json
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from tierlab.errors import ConfigError
 from tierlab.sim.ds_schema import Rejected, load_schema, validate_model
+
+log = logging.getLogger(__name__)
 
 TOP_LEVEL_KEYS = (
     # runtime/config.py DeepSpeedConfig._initialize_params and the getters it calls
@@ -90,6 +94,13 @@ def loads(text: str, where: str) -> dict:
         raise ConfigError(f"{where}: nested too deeply") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: the top level must be an object")
+    try:
+        json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        log.warning("%s: DeepSpeed reads this hjson (comments, trailing commas or a BOM) from a "
+                    "path, but "
+                    "the HF Trainer and accelerate load a ds_config file with json.load and "
+                    "refuse it", where)
     return data
 
 

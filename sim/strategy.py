@@ -463,11 +463,14 @@ def parse_ds_config(cfg: Mapping[str, Any], flags: Flags = Flags(),
         zero, aio = _blocks(reading.blocks["zero_optimization"], cfg.get("aio") or {}, warnings)
     except ConfigError as e:
         raise ConfigError(f"{where}: {e}") from None
-    _check_zero(zero, warnings)
-    tbs, mb, gas = _batch(cfg, flags)
+    try:
+        _check_zero(zero, warnings)
+        tbs, mb, gas = _batch(cfg, flags)
+    except ConfigError as e:
+        raise ConfigError(f"{where}: {e}") from None
     clip = cfg.get("gradient_clipping", 0.0)
     if isinstance(clip, bool) or not isinstance(clip, (int, float)) or not math.isfinite(clip):
-        raise ConfigError(f"gradient_clipping must be a finite number, got {clip!r}")
+        raise ConfigError(f"{where}: gradient_clipping must be a finite number, got {clip!r}")
     cfg.update(train_batch_size=tbs, train_micro_batch_size_per_gpu=mb,
                gradient_accumulation_steps=gas)
     strategy = Strategy(zero=zero, aio=aio, precision=precision, train_batch_size=tbs,

@@ -227,10 +227,16 @@ def test_unknown_keys_name_the_closest():
     assert any("aio.queue_dept" in x and "'queue_depth'" in x for x in w)
 
 
-def test_hjson_and_duplicates(tmp_path):
+def test_hjson_and_duplicates(tmp_path, caplog):
     p = tmp_path / "c.json"
     p.write_text('\ufeff{\n // ZeRO-2\n "zero_optimization": {"stage": 2,},\n}', encoding="utf-8")
     assert load_ds_config(str(p))[0] == {"zero_optimization": {"stage": 2}}
+    # accelerate's HfDeepSpeedConfig (the HF Trainer's) opens the file with json.load
+    assert "the HF Trainer and accelerate load a ds_config file with json.load" in caplog.text
+    caplog.clear()
+    p.write_text('{"zero_optimization": {"stage": 2}}', encoding="utf-8")
+    load_ds_config(str(p))
+    assert "json.load" not in caplog.text
     p.write_text('{"zero_optimization": {"stage": 2, "stage": 3}}')
     with pytest.raises(ConfigError, match=r"c\.json: duplicate key 'stage' \(DeepSpeed 0\.19\.8 "
                        r"refuses"):
