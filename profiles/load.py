@@ -181,13 +181,30 @@ def _gpu(data: Any, where: str) -> GPU:
               nvlink_bandwidth_Bps=r.number("nvlink_bandwidth", "bytes/s", required=False,
                                             field="nvlink_bandwidth_Bps") or 0.0,
               cuda_context_bytes=r.number("cuda_context", "bytes", field="cuda_context_bytes"),
-              eager_bandwidth_Bps=r.number("eager_bandwidth", "bytes/s", required=False,
-                                           field="eager_bandwidth_Bps"),
-              backward_factor=r.number("backward_factor", "count", required=False) or 2.0,
+              layer_time_curve=_layer_time_curve(r, where),
               sources={**r.sources, **flops_block.sources},
               ranges={**r.ranges, **flops_block.ranges})
     r.done()
     return gpu
+
+
+def _layer_time_curve(r: "_Reader", where: str) -> tuple:
+    """`layer_time: {source: ..., points: [[modelled fwd s, fwd s, bwd s], ...]}` (optional)."""
+    block = r.raw("layer_time", required=False)
+    if block is None:
+        return ()
+    lt = _Reader(block, f"{where}: layer_time")
+    source, points = lt.raw("source"), lt.raw("points")
+    lt.done()
+    if not isinstance(source, str) or not source.strip():
+        raise ConfigError(f"{where}: layer_time: empty source")
+    try:
+        curve = tuple(sorted((float(a), float(b), float(c)) for a, b, c in points))
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: layer_time.points must be [[modelled s, forward s, "
+                          f"backward s], ...]") from None
+    r.sources["layer_time_curve"] = source
+    return curve
 
 
 def gpu_from_data(data: Any, where: str) -> GPU:

@@ -37,22 +37,22 @@ class GPU:
     """Per-GPU, per-direction GPU-to-GPU bandwidth (NVLink/NVSwitch); 0 = none, PCIe peer traffic."""
     cuda_context_bytes: float
     """Memory taken by the CUDA context, cuBLAS/NCCL workspaces before any tensor is allocated."""
-    eager_bandwidth_Bps: float | None = None
-    """Bytes/s at which a block's memory-bound eager kernels (norms, RoPE, activation, residual
-    adds, softmax: flops.LayerFlops.hbm_bytes) run, as `tierlab calibrate`'s `layer` benchmark
-    measures it on a real Hugging Face decoder layer; None = hbm_bandwidth_Bps."""
-    backward_factor: float = 2.0
-    """Block backward time / block forward time (2.0: two GEMMs per forward GEMM; the `layer`
-    benchmark measures it, memory-bound and attention kernels included)."""
+    layer_time_curve: tuple[tuple[float, float, float], ...] = ()
+    """Measured time of a real decoder layer beside its modelled GPU time: ((modelled forward s,
+    measured forward s, measured backward s), ...) sorted by modelled time, from `tierlab
+    calibrate`'s `layer` benchmark. Its GPU-bound points scale the block's kernel model
+    (flops.block_seconds); () = the FLOP/bandwidth model alone."""
     sources: Mapping[str, str] = field(default_factory=dict)
     ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     """Field -> (low, high) in the field's SI unit: the value's central 80% interval (given in
     the profile or derived from its source kind, profiles/ranges.py)."""
 
     def __post_init__(self) -> None:
-        _positive(self, "hbm_bytes", "hbm_bandwidth_Bps", "cuda_context_bytes", "backward_factor")
-        if self.eager_bandwidth_Bps is not None and not self.eager_bandwidth_Bps > 0:
-            raise ValueError(f"GPU.eager_bandwidth_Bps must be > 0, got {self.eager_bandwidth_Bps!r}")
+        _positive(self, "hbm_bytes", "hbm_bandwidth_Bps", "cuda_context_bytes")
+        for point in self.layer_time_curve:
+            if len(point) != 3 or not all(0 < v < 1e3 for v in point):
+                raise ValueError(f"GPU.layer_time_curve point {point!r}: three times in seconds, "
+                                 "each > 0")
         if not self.peak_flops:
             raise ValueError(f"GPU.peak_flops of {self.name} is empty")
         for dtype, flops in self.peak_flops.items():

@@ -307,41 +307,40 @@ def _layer_or_failure(model_name: str, tokens: int) -> dict:
         torch.cuda.empty_cache()
 
 
-def derive_layer_terms(points: list[dict], gpu, precision: str = "bf16"
-                       ) -> tuple[float | None, float | None, str]:
-    """(eager bandwidth B/s, backward factor, how) from `layer_point`s on this GPU profile.
+def layer_curve(points: list[dict], gpu, precision: str = "bf16"
+                ) -> tuple[list[list[float]], str]:
+    """(layer_time points [[modelled fwd s, measured fwd s, measured bwd s], ...], how) from
+    `layer_point`s on this GPU profile (its own GEMM curve models each point).
 
-    Each point's forward minus the profile's own GEMM + attention time (flops.py, on the measured
-    matmul curve) is the time of its memory-bound eager kernels; their modelled bytes over that
-    time is the bandwidth they achieve. The median over points is kept; each point's error when
-    predicted from the others' median (leave-one-point-out) is reported in `how`."""
-    import statistics
+    The simulator scales a block's kernel model by the measured/modelled ratios of the GPU-bound
+    points (flops.block_seconds); host-bound points are kept as data (their time is the Python
+    dispatch floor, charged to cpu_host). `how` gives each GPU-bound point's error when predicted
+    from the other points (leave-one-point-out): the check that it carries to unmeasured shapes."""
     from dataclasses import replace
 
     from tierlab.profiles.load import load_model
     from tierlab.sim import flops
 
-    rates, ratios, rows = [], [], []
+    rows = []
     for p in points:
         mdl = replace(load_model(p["model"]), seq_len=p["seq"])
-        lf = flops.layer_forward(mdl, p["micro_batch"])
-        gemm_s = flops.layer_forward_seconds(replace(gpu, eager_bandwidth_Bps=float("inf")),
-                                             precision, lf)
-        residual = p["fwd_s"] - gemm_s
-        if residual > 0:
-            rates.append(lf.hbm_bytes / residual)
-        ratios.append(p["bwd_s"] / p["fwd_s"])
-        rows.append((p, lf, gemm_s))
-    if not rates:
-        return None, (statistics.median(ratios) if ratios else None), (
-            "no layer point left time for memory-bound kernels beyond the GEMM model")
-    rate, ratio = statistics.median(rates), statistics.median(ratios)
-    errs = []
-    for i, (p, lf, gemm_s) in enumerate(rows):
-        others = [r for j, r in enumerate(rates) if j != i] or rates
-        pred = gemm_s + lf.hbm_bytes / statistics.median(others)
-        errs.append(f"{p['model']}@{p['tokens']} {100 * (pred / p['fwd_s'] - 1):+.0f}%")
-    how = (f"median over {len(points)} layer points (forward - GEMM/attention model = eager "
-           f"kernels); backward/forward median {ratio:.2f} (range {min(ratios):.2f}-"
-           f"{max(ratios):.2f}); leave-one-point-out forward errors: {', '.join(errs)}")
-    return rate, ratio, how
+        model_s = flops.layer_forward_seconds(gpu, precision,
+                                              flops.layer_forward(mdl, p["micro_batch"]))
+        rows.append(([model_s, p["fwd_s"], p["bwd_s"]], f"{p['model']} x{p['tokens']}"))
+    rows.sort(key=lambda r: r[0][0])
+    floor = min(r[0][1] for r in rows)
+    errs, host = [], []
+    for i, (pt, label) in enumerate(rows):
+        if pt[1] < flops.HOST_BOUND_MARGIN * floor:
+            host.append(label)
+            continue
+        others = tuple(tuple(r[0]) for j, r in enumerate(rows) if j != i)
+        fwd, bwd = flops.kernel_ratios(others, pt[0])
+        errs.append(f"{label} fwd {100 * (fwd * pt[0] / pt[1] - 1):+.0f}% "
+                    f"bwd {100 * (bwd * 2 * pt[0] / pt[2] - 1):+.0f}%")
+    how = (f"{len(rows)} points, modelled forward (GEMM curve + attention + HBM kernels at "
+           f"{gpu.hbm_bandwidth_Bps / 1e9:.0f} GB/s) beside measured forward and backward per "
+           f"layer; GPU-bound points' leave-one-point-out errors: {'; '.join(errs) or 'none'}"
+           f"; host-bound (< {flops.HOST_BOUND_MARGIN} x the fastest, {floor * 1e3:.2f} ms): "
+           f"{', '.join(host) or 'none'}")
+    return [[float(f"{v:.4g}") for v in r[0]] for r in rows], how

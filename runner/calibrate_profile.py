@@ -280,22 +280,19 @@ def gpu_document(results: dict, facts: dict, base: dict, m: str) -> dict | None:
 
 
 def _layer_fields(points: list[dict], doc: dict, m: str) -> dict:
-    """eager_bandwidth and backward_factor from the `layer` benchmark, derived against this
-    document's own GEMM curve (calibrate_gpu.derive_layer_terms); {} without layer points."""
+    """layer_time from the `layer` benchmark, modelled with this document's own GEMM curve
+    (calibrate_gpu.layer_curve); {} without layer points (failed points are left out)."""
     from tierlab.profiles.load import gpu_from_data
-    from tierlab.runner.calibrate_gpu import derive_layer_terms
+    from tierlab.runner.calibrate_gpu import layer_curve
 
     ok = [p for p in points if p.get("fwd_s", 0) > 0 and p.get("bwd_s", 0) > 0]
     if not ok:
         return {}
-    rate, ratio, how = derive_layer_terms(ok, gpu_from_data(doc, "calibrated GPU document"))
-    shapes = ", ".join(f"{p['model']} x{p['tokens']}" for p in ok)
-    what = (f"{m}: Hugging Face LlamaDecoderLayer (SDPA, bf16) forward + backward of {shapes}, "
-            f"{ok[0]['layers']} layers back to back, CUDA-event timed; ")
-    out = {"backward_factor": {"value": round(ratio, 3), "source": what + how}}
-    if rate is not None:
-        out["eager_bandwidth"] = {"value": _q(rate, "GB/s"), "source": what + how}
-    return out
+    curve, how = layer_curve(ok, gpu_from_data(doc, "calibrated GPU document"))
+    return {"layer_time": {"source": (
+        f"{m}: Hugging Face LlamaDecoderLayer (SDPA, bf16, autograd on) forward and backward, "
+        f"{ok[0]['layers']} layers back to back, CUDA-event timed, median of repeats; {how}"),
+        "points": curve}}
 
 
 def _peaks(doc: dict) -> dict[str, float]:

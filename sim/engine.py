@@ -48,7 +48,7 @@ class _Timer:
         s, gpu = self.strategy, self.hw.gpu
         mb = s.train_micro_batch_size_per_gpu
         lf = flops.layer_forward(self.model, mb, s.bytes_per_param)
-        self.block_s = flops.layer_forward_seconds(gpu, s.precision, lf)
+        self.block_s, self.block_bwd_s = flops.block_seconds(gpu, s.precision, lf)
         logits = flops.logits_forward(self.model, mb)
         # logits written, then read by softmax/cross-entropy: 2 x tokens x V x bytes
         ce_bytes = 2.0 * mb * self.model.seq_len * self.model.vocab * s.bytes_per_param
@@ -69,9 +69,9 @@ class _Timer:
         if r == "gpu_compute":
             kind, _, use = op.work.partition(".")
             if kind == "block":
-                # a measured backward/forward ratio replaces the 2 forward-equivalents
-                scale = hw.gpu.backward_factor / 2.0 if use == "bwd" else 1.0
-                return op.amount * scale * self.block_s
+                if use == "bwd":            # amount: 2 forward-equivalents per backward
+                    return op.amount / 2.0 * self.block_bwd_s
+                return op.amount * self.block_s
             if kind == "head":
                 return op.amount * self.head_s
             if op.work == "adam_gpu":

@@ -138,9 +138,47 @@ def layer_forward_seconds(gpu: GPU, precision: str, lf: LayerFlops) -> float:
     """GEMMs at their size-dependent efficiency + attention batched GEMMs + HBM-bound kernels.
 
     The attention GEMMs run as micro_batch x heads batched products; their efficiency is taken at
-    the size of the whole batch (cuBLAS batched GEMMs fill the GPU like one large GEMM). The
-    memory-bound kernels run at the GPU's measured eager bandwidth where calibrated.
+    the size of the whole batch (cuBLAS batched GEMMs fill the GPU like one large GEMM).
     """
     t = sum(n * gemm_seconds(gpu, precision, f) for f, n in zip(lf.gemms, lf.counts))
     t += gemm_seconds(gpu, precision, lf.attention)
-    return t + lf.hbm_bytes / (gpu.eager_bandwidth_Bps or gpu.hbm_bandwidth_Bps)
+    return t + lf.hbm_bytes / gpu.hbm_bandwidth_Bps
+
+
+HOST_BOUND_MARGIN = 1.5
+"""A measured layer point is GPU-bound when its forward takes at least this many times the
+fastest point's: the fastest is the Python dispatch floor of an eager HF layer (~50 kernel
+launches), which the simulator charges to cpu_host (Software.host_dispatch_*), not to the GPU."""
+
+
+def block_seconds(gpu: GPU, precision: str, lf: LayerFlops) -> tuple[float, float]:
+    """(forward s, backward s) of one block's GPU kernels: the model above (backward = 2 x
+    forward) times the measured/modelled ratios of the GPU profile's layer-time curve, where it
+    has one (flops.kernel_ratios)."""
+    model_s = layer_forward_seconds(gpu, precision, lf)
+    fwd, bwd = kernel_ratios(gpu.layer_time_curve, model_s)
+    return fwd * model_s, bwd * 2.0 * model_s
+
+
+def kernel_ratios(curve: tuple[tuple[float, float, float], ...],
+                  model_s: float) -> tuple[float, float]:
+    """(measured/modelled forward, measured/(2 x modelled) backward) at modelled forward time
+    `model_s`, from the GPU-bound points of a layer-time curve (HOST_BOUND_MARGIN), interpolated
+    in log(modelled time) and held flat beyond the ends; (1, 1) without GPU-bound points. Never
+    below 1: a layer is not faster than its kernels' model."""
+    if not curve:
+        return 1.0, 1.0
+    floor = min(f for _, f, _ in curve)
+    pts = sorted((m, max(1.0, f / m), max(1.0, b / (2.0 * m))) for m, f, b in curve
+                 if f >= HOST_BOUND_MARGIN * floor)
+    if not pts:
+        return 1.0, 1.0
+    if model_s <= pts[0][0]:
+        return pts[0][1], pts[0][2]
+    if model_s >= pts[-1][0]:
+        return pts[-1][1], pts[-1][2]
+    for (ma, fa, ba), (mb, fb, bb) in zip(pts, pts[1:]):
+        if ma < model_s <= mb:
+            t = (math.log(model_s) - math.log(ma)) / (math.log(mb) - math.log(ma))
+            return fa + t * (fb - fa), ba + t * (bb - ba)
+    return pts[-1][1], pts[-1][2]  # pragma: no cover - loop always returns

@@ -208,8 +208,8 @@ def _grads(b: _Builder, c: _Ctx, numel: int, tag: str, deps, micro: int, gas: in
 _COMPUTE = {("block", "fwd"): 1.0, ("block", "recompute"): 1.0, ("block", "bwd"): 2.0,
             ("head", "fwd"): 1.0, ("head", "bwd"): 2.0, ("embed", "fwd"): 0.0,
             ("embed", "bwd"): 0.0}
-"""Forward-equivalents per use: backward = 2 x forward (the embedding lookup is ~free); a block's
-backward is timed as GPU.backward_factor x forward instead where the GPU profile measured it."""
+"""Forward-equivalents per use: backward = 2 x forward (the embedding lookup is ~free); blocks are
+timed from the GPU profile's measured layer-time curve where it has one (flops.block_seconds)."""
 
 
 def _micro_step(b: _Builder, c: _Ctx, uses: list[Use], depth: int, micro: int, gas: int,

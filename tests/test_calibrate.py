@@ -270,37 +270,50 @@ def test_layer_point_times_a_real_decoder_layer_on_cpu():
     assert p["fwd_range_s"][0] <= p["fwd_s"] <= p["fwd_range_s"][1]
 
 
-def _layer_points(gpu, eager_Bps, ratio):
-    """Synthetic layer points whose forward is the GEMM model + eager bytes at `eager_Bps`."""
+def _layer_points(gpu, ratio_fwd, ratio_bwd, floor_s=0.0):
+    """Synthetic layer points: forward = ratio x the kernel model (or the host floor, if
+    larger), backward = ratio_bwd x 2 x the model."""
     from dataclasses import replace as dc_replace
 
     from tierlab.sim import flops
 
     pts = []
-    for name, tokens in (("llama-0.5b", 2048), ("tinyllama-1.1b", 4096), ("llama-3b", 2048)):
+    for name, tokens in (("llama-0.5b", 512), ("tinyllama-1.1b", 4096), ("llama-3b", 8192),
+                         ("llama-2-7b", 8192)):
         m = load.load_model(name)
         seq = min(m.seq_len, tokens)
-        m = dc_replace(m, seq_len=seq)
-        lf = flops.layer_forward(m, tokens // seq)
-        fwd = (flops.layer_forward_seconds(dc_replace(gpu, eager_bandwidth_Bps=float("inf")),
-                                           "bf16", lf) + lf.hbm_bytes / eager_Bps)
+        lf = flops.layer_forward(dc_replace(m, seq_len=seq), tokens // seq)
+        model_s = flops.layer_forward_seconds(gpu, "bf16", lf)
         pts.append({"model": name, "tokens": tokens, "micro_batch": tokens // seq, "seq": seq,
-                    "dtype": "bf16", "layers": 4, "fwd_s": fwd, "bwd_s": ratio * fwd})
+                    "dtype": "bf16", "layers": 4, "fwd_s": max(floor_s, ratio_fwd * model_s),
+                    "bwd_s": max(2 * floor_s, ratio_bwd * 2 * model_s)})
     return pts
 
 
-def test_layer_terms_recover_the_eager_bandwidth_and_backward_factor():
-    from tierlab.runner.calibrate_gpu import derive_layer_terms
+def test_layer_curve_recovers_the_kernel_ratios_and_leaves_host_bound_points_out():
+    from tierlab.runner.calibrate_gpu import layer_curve
+    from tierlab.sim import flops
 
     gpu = load.load_part("gpus", "h200")
-    rate, ratio, how = derive_layer_terms(_layer_points(gpu, 1.5e12, 2.4), gpu)
-    assert rate == pytest.approx(1.5e12, rel=1e-6) and ratio == pytest.approx(2.4)
-    assert "leave-one-point-out" in how and "+0%" in how
+    curve, how = layer_curve(_layer_points(gpu, 1.2, 1.1, floor_s=1e-3), gpu)
+    assert [c[0] for c in curve] == sorted(c[0] for c in curve)
+    assert "host-bound" in how and "llama-0.5b x512" in how.split("host-bound")[1]
+    fwd, bwd = flops.kernel_ratios(tuple(map(tuple, curve)), curve[-1][0])
+    assert fwd == pytest.approx(1.2, rel=1e-3) and bwd == pytest.approx(1.1, rel=1e-3)
+    assert "+0%" in how                         # leave-one-point-out on a consistent curve
+
+
+def test_kernel_ratios_never_speed_a_block_up_and_default_to_the_model():
+    from tierlab.sim import flops
+
+    assert flops.kernel_ratios((), 1e-3) == (1.0, 1.0)
+    curve = ((1e-3, 0.5e-3, 1e-3), (4e-3, 3.0e-3, 6e-3))   # "faster than the model" is clamped
+    assert flops.kernel_ratios(curve, 4e-3) == (1.0, 1.0)
 
 
 def test_layer_points_enter_the_gpu_profile_and_slow_the_block():
-    """Calibrated eager bandwidth and backward factor land in the GPU profile with their source
-    and make the simulated block slower than the datasheet-bandwidth model."""
+    """A calibrated layer-time curve lands in the GPU profile with its source and makes the
+    simulated block slower than the datasheet model when the layers measured slower."""
     from tierlab.runner.calibrate_profile import base_documents, build_documents, check_loadable
     from tierlab.sim import flops
 
@@ -308,21 +321,26 @@ def test_layer_points_enter_the_gpu_profile_and_slow_the_block():
     results = {"gpu": [{"name": "NVIDIA H200", "total_memory_bytes": 150e9, "capability": "9.0",
                         "sm_count": 132, "context_bytes": 5e8, "device_count": 1}],
                "hbm": [{"nbytes": 2**31, "rep": 0, "seconds": 1e-3, "Bps": 4.2e12}],
-               "layer": _layer_points(gpu, 1.2e12, 2.3)}
+               "layer": _layer_points(gpu, 1.3, 1.25) + [{"model": "llama-3-70b", "tokens": 8192,
+                                                         "failed": "OutOfMemoryError: ..."}]}
     facts = {"cpu_model": "Test CPU", "sockets": 1, "n_gpus": 1, "nvme_path": None}
     docs = build_documents("gpu-box", TODAY, results, facts, base_documents("h200-host"))
     hw = check_loadable({k: render_yaml(v) for k, v in docs.items()}, "gpu-box")
-    assert hw.gpu.eager_bandwidth_Bps == pytest.approx(1.2e12, rel=1e-3)
-    assert hw.gpu.backward_factor == pytest.approx(2.3)
-    assert TODAY in hw.gpu.sources["eager_bandwidth_Bps"]
+    assert len(hw.gpu.layer_time_curve) == 4            # the failed point is left out
+    assert TODAY in hw.gpu.sources["layer_time_curve"]
     lf = flops.layer_forward(load.load_model("tinyllama-1.1b"), 4)
-    assert flops.layer_forward_seconds(hw.gpu, "bf16", lf) > flops.layer_forward_seconds(gpu, "bf16", lf)
+    fwd, bwd = flops.block_seconds(hw.gpu, "bf16", lf)
+    model = flops.layer_forward_seconds(gpu, "bf16", lf)
+    assert fwd == pytest.approx(1.3 * model, rel=0.02) and bwd == pytest.approx(2.5 * model, rel=0.02)
 
 
-def test_bad_backward_factor_is_one_line(tmp_path):
+def test_bad_layer_time_is_one_line():
     from tierlab.profiles.load import gpu_from_data
 
     doc = yaml.safe_load((load.HARDWARE_DIR / "gpus" / "h200.yaml").read_text())
-    doc["backward_factor"] = {"value": -1, "source": "typo"}
-    with pytest.raises(ConfigError, match="backward_factor"):
+    doc["layer_time"] = {"source": "x", "points": [[1e-3, "fast", 2e-3]]}
+    with pytest.raises(ConfigError, match="layer_time"):
+        gpu_from_data(doc, "gpus/h200.yaml")
+    doc["layer_time"] = {"source": "x", "points": [[1e-3, -1.0, 2e-3]]}
+    with pytest.raises(ConfigError, match="layer_time_curve"):
         gpu_from_data(doc, "gpus/h200.yaml")
