@@ -228,8 +228,10 @@ def write_values(text: str, values: dict[str, str]) -> str:
     import re
 
     for key, value in values.items():
-        text, n = re.subn(rf"^({re.escape(key)}: {{value: )[^,]+,", rf"\g<1>{value},", text,
-                          flags=re.M)
+        # a stated range belongs to the old value: dropped (the fitted default applies until
+        # `python -m tierlab.validate.spread ... --write` states the new spread, docs/ranges.md)
+        text, n = re.subn(rf"^({re.escape(key)}: {{value: )[^,]+,( range: \[[^\]]*\],)?",
+                          rf"\g<1>{value},", text, flags=re.M)
         if n != 1:
             raise KeyError(f"{key}: not once in the software profile")
     return text
