@@ -903,6 +903,8 @@ def sweep(ctx, varies, out, jobs, memory_only, strict, plot_path, x_key, by, lis
         click.echo(df.to_csv(index=False), nl=False)
     click.echo(summary(outcome, out), err=out is None)
     if plot_path and not memory_only:
+        from tierlab.validate.plot_sweep import sweep_figure
+
         save_figure(sweep_figure(df, x_key or axes[0].key, by, None), plot_path)
     elif plot_path:
         raise ConfigError("--plot needs simulated rows (drop --memory-only)")

@@ -83,10 +83,6 @@ class _Search:
             if row.get("error"):
                 cand.verdict, cand.reason = "error", row["error"]
                 continue
-            if not row.get("tokens_per_s") and row.get("step_time_s"):
-                tokens = v.micro_batch * v.grad_accum * self.req.hardware.world_size \
-                    * self.req.model.seq_len
-                row["tokens_per_s"] = tokens / row["step_time_s"]
             cand.result = row
         return cands
 

@@ -25,9 +25,9 @@ class SimResult:
     """Seconds each resource spends on the critical path; they sum to step_time_s."""
     bottleneck: str
     """Resource with the most exposed time."""
-    memory: Any = None
-    """The memory planner's MemoryPlan (tiers gpu/host/nvme), or None if unavailable."""
-    fits: bool = True
+    memory: Any
+    """The memory planner's MemoryPlan (tiers gpu/host/nvme)."""
+    fits: bool
     binding_tier: str | None = None
     tokens_per_s: float
     """Tokens of the whole job per second: micro-batch x accumulation x seq x world / step."""
@@ -66,8 +66,7 @@ class SimResult:
             "exposed_s": dict(self.exposed_s),
             "busy_s": dict(self.busy_s),
             "bottleneck": self.bottleneck,
-            "memory_GiB": ({name: gib(t.used_bytes) for name, t in mem.tiers.items()}
-                           if mem else {}),
+            "memory_GiB": {name: gib(t.used_bytes) for name, t in mem.tiers.items()},
             "fits": self.fits,
             "binding_tier": self.binding_tier,
             "tokens_per_s": self.tokens_per_s,
@@ -76,7 +75,7 @@ class SimResult:
             "efficiency": self.efficiency,
             "bytes_moved": dict(self.bytes_moved),
             "scenario": dict(self.scenario),
-            "memory_plan": mem.to_dict() if mem else None,
+            "memory_plan": mem.to_dict(),
         }
         if self.step_range is not None:
             out["step_time_range_s"] = list(self.step_time_range_s)

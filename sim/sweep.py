@@ -26,6 +26,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from tierlab.errors import ConfigError
 from tierlab.scenario import DEFAULT_CONFIG, DEFAULT_HARDWARE, DEFAULT_MODEL
+from tierlab.sim.resources import RESOURCES
 from tierlab.sim.sweep_keys import (HARDWARE_KEYS, Axis, _load, key_kind, make_axis, make_grid,
                                     parse_vary)
 
@@ -146,24 +147,20 @@ def memory_columns(plan) -> dict[str, Any]:
 
 
 def result_columns(res) -> dict[str, Any]:
-    """A SimResult flattened to scalars (read defensively: a missing field is left out)."""
-    out: dict[str, Any] = {}
-    for name in ("step_time_s", "first_step_time_s", "tokens_per_s", "tflops_per_gpu",
-                 "lower_bound_s", "efficiency", "bottleneck"):
-        if hasattr(res, name):
-            out[name] = getattr(res, name)
-    for phase, secs in (getattr(res, "phases", None) or {}).items():
-        out[phase if phase.endswith("_s") else f"{phase}_s"] = secs
-    for kind in ("exposed_s", "busy_s"):
-        for resource, secs in (getattr(res, kind, None) or {}).items():
-            out[f"{kind[:-2]}_{resource}_s"] = secs
-    span = getattr(res, "step_time_range_s", None)
+    """A SimResult flattened to scalars: times, phases, exposed and busy seconds per resource
+    (sim/resources.py), the 80% range when it was simulated, memory per tier and fits."""
+    out: dict[str, Any] = {name: getattr(res, name) for name in (
+        "step_time_s", "first_step_time_s", "tokens_per_s", "tflops_per_gpu", "lower_bound_s",
+        "efficiency", "bottleneck")}
+    out.update(res.phases)
+    for resource in RESOURCES:
+        out[f"exposed_{resource}_s"] = res.exposed_s[resource]
+        out[f"busy_{resource}_s"] = res.busy_s[resource]
+    span = res.step_time_range_s
     if span is not None:        # the central 80% interval (sim/ranges.py)
         out["step_time_low_s"], out["step_time_high_s"] = span
-    if getattr(res, "memory", None) is not None:
-        out.update(memory_columns(res.memory))
-    if hasattr(res, "fits"):
-        out["fits"] = bool(res.fits)
+    out.update(memory_columns(res.memory))
+    out["fits"] = bool(res.fits)
     return out
 
 

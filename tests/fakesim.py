@@ -1,43 +1,16 @@
-"""A tiny analytic stand-in for `simulate()` with SimResult's shape, for testing the sweep engine,
-the planner's rules and the plots independently of the real engine (deterministic, monotone in
-every bandwidth). Not a model of DeepSpeed: only the shape and the direction of effects matter."""
+"""A tiny analytic stand-in for `simulate()` that returns the real SimResult, for testing the
+sweep engine's and the planner's rules on figures chosen to be monotone in every bandwidth
+(deterministic). Not a model of DeepSpeed: only the direction of effects matters; the real type
+means the tests still catch a change in SimResult's contract."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
+from tierlab.sim.devices import Span
 from tierlab.sim.memory import plan_memory
-from tierlab.sim.resources import RESOURCES
+from tierlab.sim.resources import BYTE_RESOURCES, RESOURCES
+from tierlab.sim.result import SimResult
 
 
-@dataclass
-class Span:
-    resource: str
-    name: str
-    start_s: float
-    end_s: float
-
-
-@dataclass
-class FakeResult:
-    step_time_s: float
-    first_step_time_s: float
-    phases: dict
-    busy_s: dict
-    exposed_s: dict
-    bottleneck: str
-    memory: object
-    fits: bool
-    tokens_per_s: float
-    tflops_per_gpu: float
-    lower_bound_s: float
-    efficiency: float
-    spans: list = field(default_factory=list)
-
-    def to_dict(self):
-        return {"step_time_s": self.step_time_s, "bottleneck": self.bottleneck}
-
-
-def simulate(hardware, model, strategy, *, strict=False, software=None):
+def simulate(hardware, model, strategy, *, strict=False, software=None, ranges=False):
     n, dp = model.n_params, strategy.data_parallel_size
     part = n / dp
     mb, gas = strategy.train_micro_batch_size_per_gpu, strategy.gradient_accumulation_steps
@@ -75,7 +48,7 @@ def simulate(hardware, model, strategy, *, strict=False, software=None):
         exposed[r] = busy[r]
     bottleneck = max(exposed, key=exposed.get)
     lower = max(busy.values())
-    mem = plan_memory(hardware, model, strategy)
+    mem = plan_memory(hardware, model, strategy, software=software)
     fwd = busy["gpu_compute"] / (4 if strategy.activation_checkpointing else 3)
     spans, t = [], 0.0
     for r in RESOURCES:
@@ -83,10 +56,12 @@ def simulate(hardware, model, strategy, *, strict=False, software=None):
             spans.append(Span(r, f"{r} work", t, t + busy[r]))
             spans.append(Span(r, f"{r} more", t + busy[r] * 1.2, t + busy[r] * 1.5))
             t += exposed[r]
-    return FakeResult(step_time_s=step, first_step_time_s=step * 1.3,
-                      phases={"forward_s": fwd, "backward_s": compute_phase - fwd,
-                              "optimizer_s": step - compute_phase},
-                      busy_s=busy, exposed_s=exposed, bottleneck=bottleneck, memory=mem,
-                      fits=mem.fits, tokens_per_s=tokens * hardware.world_size / step,
-                      tflops_per_gpu=flops / step / 1e12, lower_bound_s=lower,
-                      efficiency=lower / step, spans=spans)
+    return SimResult(step_time_s=step, first_step_time_s=step * 1.3,
+                     phases={"forward_s": fwd, "backward_s": compute_phase - fwd,
+                             "optimizer_s": step - compute_phase},
+                     busy_s=busy, exposed_s=exposed, bottleneck=bottleneck, memory=mem,
+                     fits=mem.fits, binding_tier=mem.binding_tier,
+                     tokens_per_s=tokens * hardware.world_size / step,
+                     tflops_per_gpu=flops / step / 1e12, lower_bound_s=lower,
+                     efficiency=lower / step, bytes_moved=dict.fromkeys(BYTE_RESOURCES, 0.0),
+                     spans=tuple(spans))

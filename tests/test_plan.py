@@ -118,9 +118,8 @@ def _faster_offload(factor):
     def sim(hw, model, strategy, *, strict=False):
         res = fakesim.simulate(hw, model, strategy)
         offloads = strategy.optimizer_device != "none" or strategy.param_device != "none"
-        res.step_time_s = 1.0 / factor if offloads else 1.0
-        res.tokens_per_s = 1000.0 / res.step_time_s
-        return res
+        step = 1.0 / factor if offloads else 1.0
+        return replace(res, step_time_s=step, tokens_per_s=1000.0 / step)
     return sim
 
 
