@@ -7,7 +7,8 @@ For each folder of validate/cases whose raw calibration has 'deepspeed' points: 
 (per submodule use / per parameter tensor) with the stock software profile's value beside them,
 the check slopes, then every finished run's steady step and phase errors simulated on the
 folder's calibrated profile twice: with the stock software terms only ("stock") and with the
-measured host costs ("measured"). No run of these folders entered any fit."""
+measured host costs ("measured"); where the GPU profile has a measured layer-time curve
+(calibrate's `layer` benchmark), also without it. No run of these folders entered any fit."""
 from __future__ import annotations
 
 import json
@@ -47,11 +48,12 @@ def main() -> int:
         for p in problems:
             print(f"  not derived: {p}")
         stock_hw = replace(hw, cpu=replace(hw.cpu, host_costs={}))
-        errs: dict[str, dict[str, list[float]]] = {"stock": {}, "measured": {}}
+        no_curve = replace(hw, gpu=replace(hw.gpu, layer_time_curve=()))
+        errs: dict[str, dict[str, list[float]]] = {"stock": {}, "measured": {}, "no_curve": {}}
         print(f"  {'run':34s} {'metric':12s} {'stock':>8s} {'measured':>9s}")
         for d in find_measurements([folder]):
             m = load_measurement(d)
-            for label, h in (("stock", stock_hw), ("measured", hw)):
+            for label, h in (("stock", stock_hw), ("measured", hw), ("no_curve", no_curve)):
                 for r in compare_measurement(h, m, name=case_key(d), software=sw):
                     if r.metric in ("step_time_s", "forward_s", "backward_s", "optimizer_s") \
                             and r.error_pct is not None:
@@ -62,6 +64,12 @@ def main() -> int:
                 if k in errs["stock"]:
                     print(f"  {case_key(d).split('/')[1]:34s} {metric:12s} "
                           f"{errs['stock'][k][0]:+7.1f}% {errs['measured'][k][0]:+8.1f}%")
+        if hw.gpu.layer_time_curve:
+            n = errs["no_curve"].get("step_time_s", [])
+            print(f"  measured host costs without the layer-time curve (kernel model only): "
+                  f"step MAPE {statistics.mean(n):.1f}% (max {max(n):.1f}%), forward "
+                  f"{statistics.mean(errs['no_curve']['forward_s']):.1f}%, backward "
+                  f"{statistics.mean(errs['no_curve']['backward_s']):.1f}%")
         for metric in ("step_time_s", "forward_s", "backward_s", "optimizer_s"):
             s, m = errs["stock"].get(metric, []), errs["measured"].get(metric, [])
             if s:
