@@ -4,22 +4,18 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from tests import _simhelp as simhelp
 from tierlab.cli import main
-from tierlab.profiles.load import load_ds_config, load_hardware, load_model
 from tierlab.sim.memory import gpu_moments, pinned_bytes, plan_memory
 from tierlab.sim.workload import modules, sub_groups
-from tierlab.sim.strategy import Flags, apply_overrides, parse_ds_config
 
 
 def scenario(config, model="tinyllama-1.1b", hardware="workstation-rtx3070", mb=4, seq=1024,
              sets=(), gpus=None, nodes=None, ckpt=True):
-    hw = load_hardware(hardware, gpus_per_node=gpus, nodes=nodes)
-    m = load_model(model, seq_len=seq)
-    cfg, _ = load_ds_config(config)
-    s, _ = parse_ds_config(apply_overrides(cfg, list(sets)),
-                           Flags(micro_batch=mb, world_size=hw.world_size, precision="bf16",
-                                 activation_checkpointing=ckpt, hidden=m.hidden))
-    return hw, m, s
+    """(hardware, model, strategy) through the one resolver, in bf16."""
+    return simhelp.scenario(config, model=model, hardware=hardware, micro_batch=mb, seq=seq,
+                            sets=sets, gpus=gpus, nodes=nodes, precision="bf16",
+                            checkpointing=ckpt)
 
 
 def test_70b_model_states_are_16_bytes_per_param():

@@ -12,7 +12,7 @@ from tierlab.errors import ConfigError
 from tierlab.profiles.load import load_hardware, load_model
 from tierlab.sim.memory import plan_memory
 from tierlab.sim.plan import format_plan, plan, tokens_per_s_range
-from tierlab.sim.strategy import Flags, parse_ds_config
+from tierlab.scenario import resolve
 
 sys.path.insert(0, str(Path(__file__).parent))
 import fakesim  # noqa: E402
@@ -44,8 +44,7 @@ def test_tinyllama_on_8gb_needs_offload_and_emits_a_runnable_ds_config(tiny_on_w
     json.dumps(cfg)                                             # plain JSON
     # the emitted config parses back to a strategy that fits, with the same placement
     hw, m = load_hardware(WS), tiny()
-    s, _ = parse_ds_config(cfg, Flags(world_size=1, activation_checkpointing=v.checkpointing,
-                                      hidden=m.hidden))
+    s = resolve(m, hw, cfg, seq=m.seq_len, checkpointing=v.checkpointing).strategy
     assert s.optimizer_device == v.placement.optimizer and plan_memory(hw, m, s).fits
 
 

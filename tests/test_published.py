@@ -8,11 +8,11 @@ from dataclasses import replace
 
 import pytest
 
-from tierlab.profiles.load import load_ds_config, load_hardware, load_model
+from tierlab.profiles.load import load_hardware, load_model
 from tierlab.profiles.schema import Model
 from tierlab.sim import simulate
 from tierlab.sim.memory import plan_memory
-from tierlab.sim.strategy import Flags, apply_overrides, parse_ds_config
+from tierlab.scenario import resolve
 
 TOL = 0.20
 COMPUTE_REASON = (
@@ -32,12 +32,9 @@ def gpt(n_layers: int, hidden: int, name: str = "gpt") -> Model:
 
 
 def strategy(preset, hw, model, micro_batch, sets=()):
-    cfg, _ = load_ds_config(preset)
-    cfg = apply_overrides(cfg, list(sets))
-    s, _ = parse_ds_config(cfg, Flags(micro_batch=micro_batch, world_size=hw.world_size,
-                                      precision="fp16", activation_checkpointing=True,
-                                      hidden=model.hidden))
-    return s
+    """The Strategy of a preset through the one resolver (fp16, as on the V100s)."""
+    return resolve(model, hw, preset, overrides=sets, micro_batch=micro_batch,
+                   seq=model.seq_len, precision="fp16").strategy
 
 
 def within(value, lo, hi=None):
