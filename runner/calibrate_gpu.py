@@ -228,14 +228,17 @@ def gpu_tasks(plan: SweepPlan, skip: set[str], skipped: dict[str, str], *, cuda:
 
 
 def layer_point(model_name: str, tokens: int, dtype: str = "bf16", *, layers: int = 4,
-                iters: int = 5, device: str = "cuda") -> dict:
+                iters: int = 5, device: str = "cuda", seq: int | None = None,
+                checkpointing: bool = False) -> dict:
     """Forward and backward seconds of one real Hugging Face Llama decoder layer (the runner's
     model code, SDPA attention, causal) at `model_name`'s width and `tokens` = micro-batch x seq.
 
     `layers` stacked layers run back to back, as in training, so the Python thread runs ahead of
     the GPU; times are per layer. Forward runs with autograd recording (as a training forward);
-    backward is the plain backward of the stack (no recompute). CUDA: CUDA-event timed; CPU (tests
-    and CPU hosts): wall clock."""
+    backward is the plain backward of the stack, or with `checkpointing` (non-reentrant, as the
+    runner trains) recompute + backward. `seq` (default min(model context, tokens)) sets the
+    sequence length, micro-batch = tokens // seq. CUDA: CUDA-event timed; CPU (tests and CPU
+    hosts): wall clock."""
     import torch
     from transformers.models.llama import modeling_llama as hf
 
@@ -243,7 +246,7 @@ def layer_point(model_name: str, tokens: int, dtype: str = "bf16", *, layers: in
     from tierlab.runner.model import llama_config
 
     mdl = load_model(model_name)
-    seq = min(mdl.seq_len, tokens)
+    seq = seq or min(mdl.seq_len, tokens)
     batch = max(1, tokens // seq)
     cfg = llama_config(mdl, seq_len=seq)
     cfg._attn_implementation = "sdpa"
@@ -260,7 +263,11 @@ def layer_point(model_name: str, tokens: int, dtype: str = "bf16", *, layers: in
         x = x0.detach().requires_grad_(True)
         h = x
         for layer in stack:
-            h = layer(h, position_embeddings=cos_sin)
+            if checkpointing:
+                h = torch.utils.checkpoint.checkpoint(layer, h, position_embeddings=cos_sin,
+                                                      use_reentrant=False)
+            else:
+                h = layer(h, position_embeddings=cos_sin)
             h = h[0] if isinstance(h, tuple) else h
         return h
 
@@ -288,7 +295,7 @@ def layer_point(model_name: str, tokens: int, dtype: str = "bf16", *, layers: in
             fwd.append(f_s / layers)
             bwd.append(b_s / layers)
     return {"model": model_name, "tokens": batch * seq, "micro_batch": batch, "seq": seq,
-            "dtype": dtype, "layers": layers, "device": device,
+            "dtype": dtype, "layers": layers, "device": device, "checkpointing": checkpointing,
             "fwd_s": sorted(fwd)[len(fwd) // 2], "bwd_s": sorted(bwd)[len(bwd) // 2],
             "fwd_range_s": [min(fwd), max(fwd)], "bwd_range_s": [min(bwd), max(bwd)]}
 
