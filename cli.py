@@ -23,8 +23,6 @@ from tierlab.safeio import check_writable, write_json, write_text
 from tierlab.scenario import DEFAULT_CONFIG, DEFAULT_HARDWARE, DEFAULT_MODEL, resolve
 from tierlab.units import fmt_gib
 
-log = logging.getLogger("tierlab")
-
 
 # ----------------------------------------------------------------------------------------------
 # shared plumbing
