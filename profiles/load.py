@@ -532,7 +532,8 @@ _OPTIONAL_SOFTWARE_TERMS = {
     "zero3_pageable_bwd_per_module": ("seconds", "zero3_pageable_bwd_s_per_module"),
     "offload_accum_per_param": ("seconds", "offload_accum_s_per_param"),
     "offload_step_per_param": ("seconds", "offload_step_s_per_param"),
-    "offload_step_pageable_per_param": ("seconds", "offload_step_pageable_s_per_param")}
+    "offload_step_pageable_per_param": ("seconds", "offload_step_pageable_s_per_param"),
+    "checkpoint_per_block": ("seconds", "checkpoint_s_per_block")}
 HOST_COST_KEYS = {field: key for key, (_, field) in
                   {**_SOFTWARE_TERMS, **_OPTIONAL_SOFTWARE_TERMS}.items()}
 """Software field -> its YAML key (the CPU profile's deepspeed_host_costs use the same keys)."""

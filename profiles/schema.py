@@ -412,7 +412,8 @@ HOST_COST_FIELDS = ("host_dispatch_s_per_module", "host_dispatch_bwd_s_per_modul
                     "zero3_hook_bwd_s_per_module", "zero3_offload_hook_s_per_module",
                     "zero3_offload_hook_bwd_s_per_module", "zero3_pageable_bwd_s_per_module",
                     "offload_grad_s_per_param", "offload_accum_s_per_param",
-                    "offload_step_s_per_param", "offload_step_pageable_s_per_param")
+                    "offload_step_s_per_param", "offload_step_pageable_s_per_param",
+                    "checkpoint_s_per_block")
 """Software terms that are DeepSpeed's per-event host costs: `tierlab calibrate` measures them
 on a host (runner/calibrate_ds.py) into its CPU profile's `deepspeed_host_costs`, which then
 override the software profile's values for that host (sim/host_costs.py)."""
@@ -487,6 +488,12 @@ class Software:
     stage_1_and_2.py `step`)."""
     offload_step_pageable_s_per_param: float | None = None
     """The same with offload_optimizer.pin_memory false; None: offload_step_s_per_param."""
+    checkpoint_s_per_block: float = 0.0
+    """Host seconds activation checkpointing adds to each block's forward: Hugging Face gradient
+    checkpointing wraps the block in torch.utils.checkpoint (non-reentrant: saved-tensor hooks,
+    RNG state stash) on the Python thread. Measured by `tierlab calibrate`'s `layer` benchmark
+    (checkpointed minus plain forward of host-bound layers); 0 where a fitted dispatch term was
+    fitted on checkpointed runs and carries it."""
     train_cases: tuple[str, ...] = ()
     """Measured cases the fitted terms were fitted on; all others are held out."""
     sources: Mapping[str, str] = field(default_factory=dict)

@@ -306,12 +306,35 @@ def _layer_or_failure(model_name: str, tokens: int) -> dict:
     import torch
 
     try:
-        return layer_point(model_name, tokens, "bf16")
+        point = layer_point(model_name, tokens, "bf16")
+        ckpt = layer_point(model_name, tokens, "bf16", checkpointing=True)
+        return {**point, "ckpt_fwd_s": ckpt["fwd_s"], "ckpt_bwd_s": ckpt["bwd_s"]}
     except (RuntimeError, ValueError, torch.cuda.OutOfMemoryError) as e:
         log.warning("layer point %s x%d failed: %s", model_name, tokens, e)
         return {"model": model_name, "tokens": tokens, "failed": f"{type(e).__name__}: {e}"[:300]}
     finally:
         torch.cuda.empty_cache()
+
+
+def checkpoint_cost(points: list[dict]) -> tuple[float | None, str]:
+    """(host seconds the activation-checkpoint wrapper adds per block forward, how): the median
+    of checkpointed minus plain forward over the host-bound layer points (where the GPU cannot
+    hide it: plain forward < flops.HOST_BOUND_MARGIN x the fastest); None without such points."""
+    import statistics
+
+    from tierlab.sim import flops
+
+    pts = [p for p in points if p.get("ckpt_fwd_s", 0) > 0 and p.get("fwd_s", 0) > 0]
+    if not pts:
+        return None, "no checkpointed layer point"
+    floor = min(p["fwd_s"] for p in pts)
+    host = [p for p in pts if p["fwd_s"] < flops.HOST_BOUND_MARGIN * floor]
+    diffs = [max(0.0, p["ckpt_fwd_s"] - p["fwd_s"]) for p in host]
+    value = statistics.median(diffs)
+    each = ", ".join(f"{p['model']} x{p['tokens']} {d * 1e3:.2f} ms" for p, d in zip(host, diffs))
+    return value, (f"torch.utils.checkpoint (non-reentrant) forward minus plain forward of the "
+                   f"host-bound HF Llama layers (< {flops.HOST_BOUND_MARGIN} x the fastest "
+                   f"plain forward), median of: {each}")
 
 
 def layer_curve(points: list[dict], gpu, precision: str = "bf16"

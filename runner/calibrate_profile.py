@@ -372,7 +372,22 @@ def build_documents(name: str, date: str, results: dict, facts: dict, base: dict
         costs = host_costs_document(results["deepspeed"], docs, name, m)
         if costs:
             docs["cpus"]["deepspeed_host_costs"] = costs
+    if "cpus" in docs:
+        ckpt = _checkpoint_cost_entry(results.get("layer", []), m)
+        if ckpt:
+            docs["cpus"].setdefault("deepspeed_host_costs", {})["checkpoint_per_block"] = ckpt
     return docs
+
+
+def _checkpoint_cost_entry(points: list[dict], m: str) -> dict | None:
+    """The checkpoint wrapper's host cost per block from the `layer` benchmark (a host cost: it
+    goes beside DeepSpeed's in the CPU profile); None without checkpointed points."""
+    from tierlab.runner.calibrate_gpu import checkpoint_cost
+
+    value, how = checkpoint_cost(points)
+    if value is None:
+        return None
+    return {"value": f"{value * 1e3:.4g} ms", "source": f"{m} (layer benchmark): {how}"}
 
 
 def host_costs_document(points: list[dict], docs: dict, name: str, m: str) -> dict:

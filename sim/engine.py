@@ -97,6 +97,8 @@ class _Timer:
                 return 0.0
             if op.work in ("grad_copies", "grad_accum"):
                 return op.amount * host_costs.grad_event_cost_s(sw, op.work == "grad_copies")
+            if op.work == "ckpt_wrap":
+                return op.amount * host_costs.checkpoint_cost_s(sw, s)
             if op.work == "step_host":
                 return op.amount * host_costs.step_cost_s(sw, s)
             if op.work == "rank_sync":

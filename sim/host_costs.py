@@ -71,6 +71,12 @@ def use_cost_s(sw: Software, strategy: Strategy, kind: str) -> float:
     return dispatch + hook
 
 
+def checkpoint_cost_s(sw: Software, strategy: Strategy) -> float:
+    """Host seconds of the activation-checkpoint wrapper per block forward (0 without
+    checkpointing)."""
+    return sw.checkpoint_s_per_block if strategy.activation_checkpointing else 0.0
+
+
 def grad_event_cost_s(sw: Software, boundary: bool) -> float:
     """ZeRO-1/2 with offload_optimizer, per parameter tensor: the copy into the fp32 partition
     at the boundary (`copy_grads_in_partition`), else the CPU accumulation round trip

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from tierlab.errors import ConfigError
 from tierlab.profiles.schema import Hardware, Model, Software
-from tierlab.sim.host_costs import grad_event_cost_s, step_cost_s, use_cost_s
+from tierlab.sim.host_costs import checkpoint_cost_s, grad_event_cost_s, step_cost_s, use_cost_s
 from tierlab.sim.modules import (Module, Use, ceil_div, modules,  # noqa: F401 (re-export)
                                  nvme_param_fraction, prefetch_depth, sub_groups, trace)
 from tierlab.sim.strategy import Strategy
@@ -138,6 +138,8 @@ class _Ctx:
     worked out once per workload; empty: the host is free."""
     grad_s: tuple[float, float] = (0.0, 0.0)
     """ZeRO-1/2 offload host seconds per parameter tensor: (accumulation, boundary copy)."""
+    ckpt_s: float = 0.0
+    """Host seconds of the activation-checkpoint wrapper per block forward (0: none)."""
 
 
 def _fetch(b: _Builder, c: _Ctx, mod: Module, tag: str, deps) -> int | None:
@@ -231,6 +233,11 @@ def _micro_step(b: _Builder, c: _Ctx, uses: list[Use], depth: int, micro: int, g
                 fetch_done[issued] = _fetch(b, c, c.mods[uses[issued].module],
                                             f"m{micro}.{use_tag(c, uses[issued])}", wait)
         deps = prev + ((fetch_done[i],) if fetch_done[i] is not None else ())
+        if c.ckpt_s > 0 and use.kind == "fwd" and mod.kind == "block":
+            # HF gradient checkpointing wraps the block's forward in torch.utils.checkpoint
+            # (saved-tensor hooks, RNG state) before any of its kernels is launched
+            host_block = (b.add(f"m{micro}.{use_tag(c, use)}.ckpt", "cpu_host",
+                                deps[len(prev):] + host_block, work="ckpt_wrap", amount=1.0),)
         if c.use_s.get(use.kind, 0.0) > 0 and mod.hooked:
             # the Python thread launches each submodule's kernels (and under ZeRO-3 first runs
             # its pre-forward hook, which waits for its gathered params); it runs ahead of the
@@ -324,7 +331,8 @@ def build_workload(hw: Hardware, model: Model, strategy: Strategy, *,
     grad_s = ((grad_event_cost_s(software, False), grad_event_cost_s(software, True))
               if software else (0.0, 0.0))
     c = _Ctx(hw=hw, strategy=strategy, mods=mods, dp=dp, bpp=strategy.bytes_per_param,
-             nvme_frac=frac, use_s=use_s, grad_s=grad_s)
+             nvme_frac=frac, use_s=use_s, grad_s=grad_s,
+             ckpt_s=checkpoint_cost_s(software, strategy) if software else 0.0)
     uses = trace(mods, strategy, first_step)
     depth = prefetch_depth(mods, strategy, first_step)
     b = _Builder()

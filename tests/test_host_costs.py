@@ -111,3 +111,47 @@ def test_calibrate_lists_the_deepspeed_benchmark_when_skipped():
     with pytest.raises(ConfigError, match="ds_variants=nope"):
         calibration_tasks(SweepPlan(ds_variants=("nope",)), nvme_path=None, skip=set(),
                           cuda=False, n_gpus=0, facts={})
+
+
+def test_checkpoint_wrapper_is_one_host_op_per_block_forward_and_costs_time_when_host_bound():
+    """HF gradient checkpointing's torch.utils.checkpoint wrapper: one cpu_host op per block
+    forward (not recompute, not backward), none without checkpointing, and it lengthens a
+    host-bound forward by about its cost per layer."""
+    from tierlab.sim.engine import simulate
+    from tierlab.sim.workload import build_workload
+    from tests._simhelp import scenario
+
+    sw = replace(load_software(), checkpoint_s_per_block=2e-3)
+    hw, m, s = scenario("no-offload", hardware="h200-host", micro_batch=1, seq=256,
+                        grad_accum=2, checkpointing=True)
+    ops = [op for op in build_workload(hw, m, s, software=sw).ops if op.work == "ckpt_wrap"]
+    assert len(ops) == m.n_layers * 2 and all(op.resource == "cpu_host" for op in ops)
+    assert all(op.phase == "forward" for op in ops)
+    _, _, plain = scenario("no-offload", hardware="h200-host", micro_batch=1, seq=256,
+                           grad_accum=2, checkpointing=False)
+    assert not [op for op in build_workload(hw, m, plain, software=sw).ops
+                if op.work == "ckpt_wrap"]
+    fwd0 = simulate(hw, m, s, software=replace(sw, checkpoint_s_per_block=0.0)).phases["forward_s"]
+    fwd1 = simulate(hw, m, s, software=sw).phases["forward_s"]
+    assert fwd1 - fwd0 == pytest.approx(2 * m.n_layers * 2e-3, rel=0.25)
+
+
+def test_checkpoint_cost_comes_from_host_bound_layer_points_into_the_cpu_profile():
+    from tierlab.runner.calibrate_gpu import checkpoint_cost
+    from tierlab.runner.calibrate_profile import _checkpoint_cost_entry
+
+    pts = [{"model": "a", "tokens": 2048, "fwd_s": 1.0e-3, "ckpt_fwd_s": 1.6e-3},
+           {"model": "b", "tokens": 2048, "fwd_s": 1.1e-3, "ckpt_fwd_s": 1.5e-3},
+           {"model": "c", "tokens": 8192, "fwd_s": 7.0e-3, "ckpt_fwd_s": 7.1e-3}]  # GPU-bound
+    value, how = checkpoint_cost(pts)
+    assert value == pytest.approx(0.5e-3) and "c x8192" not in how
+    assert checkpoint_cost([{"fwd_s": 1e-3}]) == (None, "no checkpointed layer point")
+    entry = _checkpoint_cost_entry(pts, "measured 2026-12-01 by tierlab calibrate")
+    cpu = {"kind": "cpu", "name": "x", "sockets": {"value": 1, "source": "s"},
+           "cores": {"value": 8, "source": "s"},
+           "dram_bandwidth": {"value": "50 GB/s", "source": "s"},
+           "adam_throughput": {"value": "1 Gparams/s", "source": "s"},
+           "deepspeed_host_costs": {"checkpoint_per_block": entry}}
+    loaded = _cpu(cpu, "cpus/x.yaml")
+    assert loaded.host_costs["checkpoint_s_per_block"] == pytest.approx(0.5e-3)
+    assert "layer benchmark" in loaded.sources["host_costs.checkpoint_s_per_block"]
