@@ -114,10 +114,13 @@ def cpu_document(results: dict, facts: dict, base: dict, m: str) -> dict:
         # measured rate implies more (h200x2-e: copy 141.1 GB/s, Adam 5.47 G/s x 28 B = 153).
         # Only when both were measured here: a base profile's figure keeps its own source.
         traffic = ad["params_per_s"] * ADAM_DRAM_BYTES_PER_PARAM
-        doc["dram_bandwidth"] = {"value": _q(traffic, "GB/s"), "source": (
+        reps = [{**p, "Bps": p["params_per_s"] * ADAM_DRAM_BYTES_PER_PARAM}
+                for p in results["adam"]]          # the range from CPU Adam's repeats
+        doc["dram_bandwidth"] = measured_entry(traffic, "GB/s", (
             f"{m}: DeepSpeedCPUAdam's measured {ad['params_per_s'] / 1e9:.2f} G params/s x "
             f"{ADAM_DRAM_BYTES_PER_PARAM} B of DRAM traffic per parameter (sim/devices.py), "
-            f"above the copy benchmark's {mc['Bps'] / 1e9:.1f} GB/s ({copy_how})")}
+            f"above the copy benchmark's {mc['Bps'] / 1e9:.1f} GB/s ({copy_how})"), reps, "Bps",
+            {**ad, "Bps": traffic})
     if ad:
         per_t = _adam_summary(results["adam"])
         doc["adam_throughput"] = measured_entry(ad["params_per_s"], "Gparams/s", (
