@@ -288,3 +288,22 @@ def test_calibrate_writes_its_repeats_min_max(tmp_path):
     assert lo < hi == hw.cpu.adam_params_per_s          # best of the repeats is the value
     assert hw.pcie.ranges["h2d_pageable_Bps"][0] < hw.pcie.h2d_pageable_Bps
 
+
+
+def test_retimed_timer_agrees_with_a_fresh_one():
+    """sim/ranges re-uses the engine timer's GPU block times for non-GPU inputs: the op times it
+    gives must equal a freshly built timer's for every input of a ZeRO-3 NVMe scenario."""
+    from tierlab.sim.engine import _Timer, run_step
+    from tierlab.sim.host_costs import software_for
+    from tierlab.sim.ranges import _kinds, _retimed
+
+    hw, m, s = scenario("zero3-nvme")
+    sw = software_for(hw)
+    run = run_step(hw, m, s, software=sw)
+    kinds = _kinds(run.workload.ops, set())
+    timer = _Timer(hw, m, s, sw)
+    for name, _, lo, hi in uncertain_inputs(hw, sw):
+        h2, s2 = perturbed(hw, sw, name, hi)
+        fresh, reused = _Timer(h2, m, s, s2), _retimed(timer, h2, s2)
+        assert [reused.seconds(op) for op, _, _ in kinds] == \
+            [fresh.seconds(op) for op, _, _ in kinds], name
