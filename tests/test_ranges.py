@@ -307,3 +307,13 @@ def test_retimed_timer_agrees_with_a_fresh_one():
         fresh, reused = _Timer(h2, m, s, s2), _retimed(timer, h2, s2)
         assert [reused.seconds(op) for op, _, _ in kinds] == \
             [fresh.seconds(op) for op, _, _ in kinds], name
+
+
+def test_memory_verb_states_the_margin():
+    args = ["memory", "-m", "tinyllama-1.1b", "-H", "workstation-rtx3070", "-c", "zero3-cpu",
+            "--micro-batch", "4", "--seq", "1024"]
+    r = run(*args, "--gpu-mem-cap", "5.45GiB")
+    assert r.exit_code == 0, r.output
+    assert "  margin: gpu fits unless the overheads" in r.output
+    out = json.loads(run(*args, "--json").output)
+    assert out["memory_margin"] == {}                       # 5.4 of 8 GiB: no doubt
