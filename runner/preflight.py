@@ -325,22 +325,16 @@ def check_param_buffers(model: Model, strategy: Strategy) -> list[Problem]:
     return out
 
 
-_IGNORED = {
-    ("aio", "thread_count"): ("aio.thread_count is ignored by DeepSpeed since 0.16.4",
-                              "use aio.intra_op_parallelism"),
-}
-
-
 def check_ignored_keys(raw: Mapping) -> list[Problem]:
-    out = []
-    for (block, key), (msg, fix) in _IGNORED.items():
-        if isinstance(raw.get(block), Mapping) and key in raw[block]:
-            out.append(Problem("ignored-key", msg, fix))
-    zero = raw.get("zero_optimization")
-    if isinstance(zero, Mapping) and "aio" in zero:
-        out.append(Problem("ignored-key", "zero_optimization.aio is ignored by DeepSpeed",
-                           "move the aio block to the top level of the ds_config"))
-    return out
+    """Keys DeepSpeed 0.19.8 ignores (sim/ds_read.ignored_keys): an error inside a block it reads
+    (a setting that does nothing: aio.thread_count, a typo), a warning at the top level (often
+    another tool's key, e.g. LLaMA-Factory's monitor_config)."""
+    from tierlab.sim.ds_read import ignored_keys
+
+    return [Problem("ignored-key", f"{i.key} {i.why}",
+                    i.fix or (f"use {i.closest}" if i.closest else "remove it"),
+                    "error" if i.in_block else "warning")
+            for i in ignored_keys(raw)]
 
 
 _ARCH = re.compile(r"^\d+\.\d+(\+PTX)?$")

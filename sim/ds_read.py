@@ -54,9 +54,9 @@ fills them (integrations/deepspeed.py trainer_config_process/finalize; the stage
 stage 3). Every other "auto" inside a DeepSpeed config model is dropped to DeepSpeed's default."""
 
 
-RETIRED = {"aio.thread_count": "is ignored by DeepSpeed since 0.16.4; use "
-                               "aio.intra_op_parallelism"}
-"""Keys DeepSpeed once read and now ignores, with what replaced them."""
+RETIRED = {"aio.thread_count": ("is ignored by DeepSpeed since 0.16.4",
+                                "use aio.intra_op_parallelism")}
+"""Keys DeepSpeed once read and now ignores: (why, what replaced them)."""
 
 
 @dataclass(frozen=True)
@@ -222,8 +222,8 @@ def _by_deepspeed(ds, block_name: str, block: Mapping) -> dict:
 
 
 def _closest(key: str, options) -> str:
-    near = difflib.get_close_matches(key, list(options), n=1, cutoff=0.6)
-    return f" (did you mean {near[0]!r}?)" if near else ""
+    near = _near(key, options)
+    return f" (did you mean {near!r}?)" if near else ""
 
 
 def _message(r: Rejected, where: str, schema: Mapping) -> str:
@@ -273,21 +273,52 @@ def _legacy_blocks(cfg: dict, warnings: list[str], where: str) -> dict:
     return cfg
 
 
-def _unread_keys(cfg: Mapping, schema: Mapping, where: str) -> list[str]:
-    """Keys DeepSpeed does not read (it ignores them): a warning each, the closest named."""
-    out = []
-    for key in cfg:
-        if key not in TOP_LEVEL_KEYS and not key.startswith("_"):
-            out.append(f"{where}: {key} is not a key DeepSpeed 0.19.8 reads; it ignores it"
-                       f"{_closest(key, TOP_LEVEL_KEYS)}")
+@dataclass(frozen=True)
+class Ignored:
+    """A key DeepSpeed 0.19.8 reads past (it ignores it)."""
+
+    key: str
+    """Dotted: 'monitor_config', 'aio.queue_dept'."""
+    why: str
+    """'is not a key DeepSpeed 0.19.8 reads; it ignores it' or what replaced it."""
+    closest: str = ""
+    """The closest key DeepSpeed reads there, or ''."""
+    fix: str = ""
+    """What replaced a retired key, or ''."""
+
+    @property
+    def in_block(self) -> bool:
+        """Inside a block DeepSpeed reads (a typo, most likely), not at the top level (often
+        another tool's key)."""
+        return "." in self.key
+
+    def text(self) -> str:
+        return f"{self.key} {self.why}" + (f"; {self.fix}" if self.fix else
+                                           f" (did you mean {self.closest!r}?)"
+                                           if self.closest else "")
+
+
+def _near(key: str, options) -> str:
+    near = difflib.get_close_matches(key, list(options), n=1, cutoff=0.6)
+    return near[0] if near else ""
+
+
+def ignored_keys(cfg: Mapping[str, Any]) -> list[Ignored]:
+    """The keys of `cfg` DeepSpeed 0.19.8 ignores: top-level keys it does not read, `aio` and
+    `activation_checkpointing` keys it does not read (it reads those blocks key by key), and
+    keys it once read (RETIRED). Preflight and the warnings both take them from here."""
+    schema = load_schema()
+    unread = "is not a key DeepSpeed 0.19.8 reads; it ignores it"
+    out = [Ignored(key, unread, _near(key, TOP_LEVEL_KEYS)) for key in cfg
+           if key not in TOP_LEVEL_KEYS and not key.startswith("_")]
     for block, defaults in schema["read_key_by_key"].items():
         if isinstance(cfg.get(block), Mapping):
             for key in cfg[block]:
-                if f"{block}.{key}" in RETIRED:
-                    out.append(f"{where}: {block}.{key} {RETIRED[f'{block}.{key}']}")
+                dotted = f"{block}.{key}"
+                if dotted in RETIRED:
+                    out.append(Ignored(dotted, *RETIRED[dotted][:1], fix=RETIRED[dotted][1]))
                 elif key not in defaults:
-                    out.append(f"{where}: {block}.{key} is not a key DeepSpeed 0.19.8 reads; it "
-                               f"ignores it{_closest(key, defaults)}")
+                    out.append(Ignored(dotted, unread, _near(key, defaults)))
     return out
 
 
@@ -342,6 +373,6 @@ def read(cfg: Mapping[str, Any], where: str = "ds_config", prefer: str = "auto")
                                        schema)) from None
         blocks[name] = _canonical(model, out, schema)
         warnings += _deprecations(name, block, schema, where)
-    warnings += _unread_keys(cfg, schema, where)
+    warnings += [f"{where}: {i.text()}" for i in ignored_keys(cfg)]
     label = f"deepspeed {ds['version']}" if ds else f"table {schema['deepspeed_version']}"
     return cfg, Reading(blocks=blocks, warnings=tuple(warnings), authority=label)

@@ -93,6 +93,16 @@ def test_param_buffer_size_and_duplicate_prefetch_warning():
     assert any(p.severity == "warning" and "already assigned" in p.message for p in probs)
 
 
+def test_ignored_keys_are_deepspeeds():
+    """What DeepSpeed 0.19.8 ignores (sim/ds_read.ignored_keys): a typo inside a block it reads
+    is an error, another tool's top-level key (LLaMA-Factory's monitor_config) a warning."""
+    s = strategy("zero3-nvme", "aio.queue_dept=8", 'monitor_config={"enabled": true}')
+    probs = {p.message.split(" ")[0]: p for p in pf.check_ignored_keys(s.raw)}
+    assert probs["aio.queue_dept"].severity == "error" and \
+        probs["aio.queue_dept"].fix == "use queue_depth"
+    assert probs["monitor_config"].severity == "warning"
+
+
 def test_ignored_keys_and_arch_list():
     s = strategy("zero3-nvme", "aio.thread_count=8")
     assert [p.message for p in pf.check_ignored_keys(s.raw)] == [
