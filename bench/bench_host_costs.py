@@ -22,6 +22,25 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT.parent))
 
 
+def other_hosts_checkpoint_s() -> tuple[float, str]:
+    """The checkpoint wrapper's host cost measured on other H200 hosts (bench/results: the layer
+    benchmark of `tierlab calibrate` and bench_layer_overlap.py), median and where from."""
+    from tierlab.runner.calibrate_gpu import checkpoint_cost
+
+    found = []
+    for path in sorted((ROOT / "bench" / "results").glob("*.json")):
+        data = json.loads(path.read_text())
+        if "rows" in data:              # bench_layer_overlap.py output
+            pts = [{**r["plain"], "ckpt_fwd_s": r["ckpt"]["fwd_s"]} for r in data["rows"]]
+        else:                           # a calibrate raw record
+            pts = data["results"].get("layer", [])
+        value, _ = checkpoint_cost(pts)
+        if value is not None:
+            found.append((value, path.name))
+    return (statistics.median(v for v, _ in found),
+            ", ".join(f"{n} {v * 1e3:.2f} ms" for v, n in found)) if found else (0.0, "")
+
+
 def main() -> int:
     from tierlab.profiles.load import load_hardware, load_software
     from tierlab.runner.calibrate_host import derive
@@ -49,11 +68,19 @@ def main() -> int:
             print(f"  not derived: {p}")
         stock_hw = replace(hw, cpu=replace(hw.cpu, host_costs={}))
         no_curve = replace(hw, gpu=replace(hw.gpu, layer_time_curve=()))
-        errs: dict[str, dict[str, list[float]]] = {"stock": {}, "measured": {}, "no_curve": {}}
+        ckpt_s, ckpt_from = other_hosts_checkpoint_s()
+        with_ckpt = (replace(hw, cpu=replace(hw.cpu, host_costs={
+            **hw.cpu.host_costs, "checkpoint_s_per_block": ckpt_s}))
+            if ckpt_s and "checkpoint_s_per_block" not in hw.cpu.host_costs else None)
+        errs: dict[str, dict[str, list[float]]] = {"stock": {}, "measured": {}, "no_curve": {},
+                                                   "ckpt": {}}
         print(f"  {'run':34s} {'metric':12s} {'stock':>8s} {'measured':>9s}")
         for d in find_measurements([folder]):
             m = load_measurement(d)
-            for label, h in (("stock", stock_hw), ("measured", hw), ("no_curve", no_curve)):
+            for label, h in (("stock", stock_hw), ("measured", hw), ("no_curve", no_curve),
+                             ("ckpt", with_ckpt)):
+                if h is None:
+                    continue
                 for r in compare_measurement(h, m, name=case_key(d), software=sw):
                     if r.metric in ("step_time_s", "forward_s", "backward_s", "optimizer_s") \
                             and r.error_pct is not None:
@@ -70,6 +97,12 @@ def main() -> int:
                   f"step MAPE {statistics.mean(n):.1f}% (max {max(n):.1f}%), forward "
                   f"{statistics.mean(errs['no_curve']['forward_s']):.1f}%, backward "
                   f"{statistics.mean(errs['no_curve']['backward_s']):.1f}%")
+        if with_ckpt is not None:
+            c = errs["ckpt"]
+            print(f"  + the checkpoint wrapper's host cost measured on other H200 hosts "
+                  f"({ckpt_from}; median {ckpt_s * 1e3:.2f} ms/block, not this machine's): step "
+                  f"MAPE {statistics.mean(c['step_time_s']):.1f}% (max {max(c['step_time_s']):.1f}%)"
+                  f", forward {statistics.mean(c['forward_s']):.1f}%")
         for metric in ("step_time_s", "forward_s", "backward_s", "optimizer_s"):
             s, m = errs["stock"].get(metric, []), errs["measured"].get(metric, [])
             if s:
