@@ -533,7 +533,9 @@ _OPTIONAL_SOFTWARE_TERMS = {
     "offload_accum_per_param": ("seconds", "offload_accum_s_per_param"),
     "offload_step_per_param": ("seconds", "offload_step_s_per_param"),
     "offload_step_pageable_per_param": ("seconds", "offload_step_pageable_s_per_param"),
-    "checkpoint_per_block": ("seconds", "checkpoint_s_per_block")}
+    "checkpoint_per_block": ("seconds", "checkpoint_s_per_block"),
+    "zero3_step_per_param": ("seconds", "zero3_step_s_per_param"),
+    "zero12_step_per_param": ("seconds", "zero12_step_s_per_param")}
 HOST_COST_KEYS = {field: key for key, (_, field) in
                   {**_SOFTWARE_TERMS, **_OPTIONAL_SOFTWARE_TERMS}.items()}
 """Software field -> its YAML key (the CPU profile's deepspeed_host_costs use the same keys)."""

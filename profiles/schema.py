@@ -413,7 +413,8 @@ HOST_COST_FIELDS = ("host_dispatch_s_per_module", "host_dispatch_bwd_s_per_modul
                     "zero3_offload_hook_bwd_s_per_module", "zero3_pageable_bwd_s_per_module",
                     "offload_grad_s_per_param", "offload_accum_s_per_param",
                     "offload_step_s_per_param", "offload_step_pageable_s_per_param",
-                    "checkpoint_s_per_block")
+                    "checkpoint_s_per_block", "zero3_step_s_per_param",
+                    "zero12_step_s_per_param")
 """Software terms that are DeepSpeed's per-event host costs: `tierlab calibrate` measures them
 on a host (runner/calibrate_ds.py) into its CPU profile's `deepspeed_host_costs`, which then
 override the software profile's values for that host (sim/host_costs.py)."""
@@ -488,6 +489,16 @@ class Software:
     stage_1_and_2.py `step`)."""
     offload_step_pageable_s_per_param: float | None = None
     """The same with offload_optimizer.pin_memory false; None: offload_step_s_per_param."""
+    zero3_step_s_per_param: float = 0.0
+    """Host seconds per parameter tensor of ZeRO-3's optimizer step without offload_optimizer,
+    beyond the GPU Adam the engine models (stage3.py `step`: per sub-group norm, unscale/clip and
+    the 16-bit partition update, then `_post_step` per parameter). Measured by `tierlab calibrate`
+    (runner/calibrate_ds.py, variant zero3)."""
+    zero12_step_s_per_param: float = 0.0
+    """The same for ZeRO-1/2 without offload_optimizer (stage_1_and_2.py `step`:
+    `get_grad_norm_direct` launches a norm per gradient tensor, `free_grad_in_param_list`, the
+    fp32 partition's unscale/clip, then the 16-bit copy-back). Measured by `tierlab calibrate`
+    (variant zero2)."""
     checkpoint_s_per_block: float = 0.0
     """Host seconds activation checkpointing adds to each block's forward: Hugging Face gradient
     checkpointing wraps the block in torch.utils.checkpoint (non-reentrant: saved-tensor hooks,

@@ -79,6 +79,8 @@ VARIANTS = (
     Variant(name="zero3_offload_gas2", zero={**_Z3, "offload_param": dict(_CPU),
                                              "offload_optimizer": dict(_CPU)}, grad_accum=2,
             what="ZeRO-3 offload, 2 micro-steps: the non-boundary micro-step"),
+    Variant(name="zero2", zero={"stage": 2, "overlap_comm": False, "contiguous_gradients": True},
+            what="ZeRO-1/2 optimizer step on the GPU: per-tensor norm and bookkeeping"),
     Variant(name="zero2_offload", zero={"stage": 2, "offload_optimizer": dict(_CPU),
                                         "overlap_comm": False, "contiguous_gradients": True},
             what="copy_grads_in_partition per parameter (pinned)"),

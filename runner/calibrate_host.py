@@ -24,6 +24,7 @@ TERMS = (  # (Software field, variant, phase, event: 'use' per submodule use | '
     ("stage0_step_s_per_param", "stage0", "optimizer_s", "tensor"),
     ("zero3_hook_s_per_module", "zero3", "forward_s", "use"),
     ("zero3_hook_bwd_s_per_module", "zero3", "backward_s", "use"),
+    ("zero3_step_s_per_param", "zero3", "optimizer_s", "tensor"),
     ("zero3_offload_hook_s_per_module", "zero3_offload", "forward_s", "use"),
     ("zero3_offload_hook_bwd_s_per_module", "zero3_offload", "backward_s", "use"),
     ("offload_step_s_per_param", "zero3_offload", "optimizer_s", "tensor"),
@@ -31,6 +32,7 @@ TERMS = (  # (Software field, variant, phase, event: 'use' per submodule use | '
     ("offload_step_pageable_s_per_param", "zero3_offload_pageable", "optimizer_s", "tensor"),
     ("offload_grad_s_per_param", "zero2_offload", "backward_s", "tensor"),
     ("offload_accum_s_per_param", "zero2_offload_gas2", "backward_s", "accum"),
+    ("zero12_step_s_per_param", "zero2", "optimizer_s", "tensor"),
 )
 CHECKS = (("zero3_offload_gas2", "forward_s"), ("zero3_offload_gas2", "backward_s"),
           ("zero2_offload_pageable", "backward_s"), ("zero2_offload", "optimizer_s"))

@@ -88,11 +88,12 @@ def grad_event_cost_s(sw: Software, boundary: bool) -> float:
 
 def step_cost_s(sw: Software, strategy: Strategy) -> float:
     """Host seconds per parameter tensor of the optimizer step beyond the modelled Adam and
-    copies: FP16_Optimizer's loop (stage 0), the offloaded optimizer's bookkeeping."""
+    copies: FP16_Optimizer's loop (stage 0), the partitioned optimizer's per-tensor work on the
+    GPU (ZeRO-1/2, ZeRO-3), the offloaded optimizer's bookkeeping."""
     if strategy.zero.stage == 0:
         return sw.stage0_step_s_per_param
     if strategy.optimizer_device == "none":
-        return 0.0
+        return sw.zero3_step_s_per_param if strategy.zero.stage == 3 else sw.zero12_step_s_per_param
     if not strategy.zero.offload_optimizer.pin_memory:
         return _or(sw.offload_step_pageable_s_per_param, sw.offload_step_s_per_param)
     return sw.offload_step_s_per_param

@@ -346,8 +346,9 @@ def build_workload(hw: Hardware, model: Model, strategy: Strategy, *,
     tensors = float(sum(len(m.own_params) for m in mods))
     step_s = step_cost_s(software, strategy) if software else 0.0
     if step_s > 0 and strategy.zero.stage > 0:
-        # the offloaded optimizer's Python bookkeeping (norm, unscale, per-tensor views, copy-back
-        # bookkeeping) runs on the thread that then calls DeepSpeedCPUAdam: in series
+        # the partitioned optimizer's Python bookkeeping (norm, unscale, per-tensor views, copy-back
+        # bookkeeping) runs on the thread that then calls Adam; the clip decision reads the norm
+        # (a host sync): in series
         b.phase = "optimizer"
         start = (b.add("opt.host_loop", "cpu_host", start, work="step_host", amount=tensors),)
     _optimizer(b, c, groups, on_nvme, start)
