@@ -231,6 +231,15 @@ def plan_from_config(hardware, model, cfg: Mapping[str, Any], where: str, *,
         baseline = search.simulate([yours])[0]
     out = FromConfig(where=where, baseline=baseline, plan=result, base=base,
                      notes=list(sc.warnings))
+    for key, given, value in (("train_micro_batch_size_per_gpu", micro_batch,
+                               s.train_micro_batch_size_per_gpu),
+                              ("gradient_accumulation_steps", grad_accum,
+                               s.gradient_accumulation_steps)):
+        if given is None and cfg.get(key) in ("auto", None) and cfg.get("train_batch_size") in (
+                "auto", None):
+            flag = "--micro-batch" if key.startswith("train") else "--grad-accum"
+            out.notes.append(f'Your {key} is "auto" (the trainer fills it): yours is simulated '
+                             f"with {value}; pass {flag} with your trainer's value.")
     if checkpointing is None:
         out.notes.append("Yours is simulated with activation checkpointing on (tierlab's "
                          "default); pass --no-checkpointing if you train without it.")
