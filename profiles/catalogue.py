@@ -16,7 +16,7 @@ from tierlab.profiles.load import HARDWARE_DIR, list_profiles, read_data
 
 TEST_MACHINES = frozenset({
     "h200-host",                # the first H200 machine (/work/shared/gpu-host/README.md)
-    "h200-g", "h200-h",         # single-H200 machines calibrated by tierlab calibrate (issue 12)
+    "h200-g", "h200-h", "h200-i",  # single-H200 machines calibrated by tierlab calibrate
     "h200x2-host", "h200x2-b", "h200x2-c", "h200x2-d", "h200x2-e", "h200x2-f",  # 2x H200 ones
 })
 """System profiles (file stems) that are calibrations of this project's test machines."""
