@@ -306,3 +306,26 @@ def test_corpus_round_trip(name):
         return replace(z, overlap_comm=z.overlap)
     assert (meaning(back.zero), back.aio, back.precision, back.train_batch_size) == (
         meaning(s.zero), s.aio, s.precision, s.train_batch_size)
+
+
+@pytest.mark.parametrize("name", ["hf_tests_zero3.json", "self_control_deepspeed_config.json",
+                                  "axolotl_zero3_bf16_cpuoffload_all.json",
+                                  "dse_zero3_nvme_offload_annotated.json"])
+def test_core_install_says_the_same(name):
+    """Without deepspeed (the core install: the vendored table decides) `tierlab memory` prints
+    the same lines as with it."""
+    import os
+    import subprocess
+    import sys
+
+    from _cli import run
+
+    args = ["memory", "-m", "tinyllama-1.1b", "-H", "dgx-a100", "--gpus", "1", "--micro-batch",
+            "1", "-c", str(CORPUS / name)]
+    code = ("import sys; sys.modules['deepspeed'] = None; from tierlab.cli import main; "
+            "main()")
+    p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                       timeout=120, env={**os.environ, "DS_ACCELERATOR": "cpu"})
+    core = [l for l in (p.stdout + p.stderr).splitlines() if not l.startswith("WARNING ")]
+    full = [l for l in run(*args).output.splitlines() if not l.startswith("WARNING ")]
+    assert sorted(core) == sorted(full) and core, (core, full)
