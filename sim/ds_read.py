@@ -20,7 +20,7 @@ import difflib
 import json
 import logging
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from tierlab.errors import ConfigError
