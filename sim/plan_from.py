@@ -57,6 +57,9 @@ def base_ds_config(v: Variant, req: Request) -> dict:
     zero = cfg["zero_optimization"] = dict(cfg.get("zero_optimization") or {})
     zero["stage"] = p.stage
     for key, device in (("offload_optimizer", p.optimizer), ("offload_param", p.param)):
+        if (key, p.stage) in (("offload_optimizer", 0), ("offload_param", 0),
+                              ("offload_param", 1), ("offload_param", 2)):
+            continue    # DeepSpeed ignores the block at this stage: yours stays as written
         block = dict(zero.get(key) or {})
         if device == "none" and block.get("device", "none") == "none":
             continue

@@ -118,3 +118,20 @@ def test_cli_plan_from_config_bad_input(tmp_path):
     assert_user_error(run("plan", "-c", str(bad), "--write-config", str(out)),
                       "zero_optimization.reduce_bucket_size", "must be > 0")
     assert not out.exists()
+
+
+def test_a_block_deepspeed_ignores_at_your_stage_is_not_carried_into_the_proposal():
+    """Stage 2 ignores offload_param: yours keeps it as written, and a stage-3 proposal says
+    what it means for it (not the stale 'cpu' DeepSpeed would then apply)."""
+    hw, mdl, _ = machine_and_model("llama-2-7b", "dgx-a100", seq=2048)
+    cfg = {"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1,
+           "bf16": {"enabled": True},
+           "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"},
+                                 "offload_param": {"device": "cpu"}}}
+    r = plan_from_config(hw, mdl, cfg, "mine.json", checkpointing=True)
+    b = r.plan.best.variant
+    out, _ = proposed_config(cfg, r)
+    s = resolve(mdl, hw, out, micro_batch=b.micro_batch, grad_accum=b.grad_accum, seq=2048,
+                checkpointing=True).strategy
+    assert (s.zero.stage, s.param_device, s.optimizer_device) == (
+        b.placement.stage, b.placement.param, b.placement.optimizer)
