@@ -122,6 +122,8 @@ class FromConfig:
     steps: list[Step] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     base: Mapping[str, Any] = field(default_factory=dict)
+    hidden: int | None = None
+    """The model's hidden size: what the HF integration fills bucket-size "auto" with."""
 
     @property
     def changes(self) -> list[tuple[str, Any, Any]]:
@@ -233,7 +235,7 @@ def plan_from_config(hardware, model, cfg: Mapping[str, Any], where: str, *,
     if baseline.fits:
         baseline = search.simulate([yours])[0]
     out = FromConfig(where=where, baseline=baseline, plan=result, base=base,
-                     notes=list(sc.warnings))
+                     notes=list(sc.warnings), hidden=model.hidden)
     for key, given, value in (("train_micro_batch_size_per_gpu", micro_batch,
                                s.train_micro_batch_size_per_gpu),
                               ("gradient_accumulation_steps", grad_accum,
@@ -298,6 +300,16 @@ def _get(cfg: Mapping, key: str) -> Any:
     return node
 
 
+def _hf_fill(key: str, hidden: int | None) -> Any:
+    """What transformers' trainer_config_finalize fills a bucket-size "auto" with (stage 3 for
+    the stage3_* pair, where the proposal has them)."""
+    if hidden is None:
+        return None
+    return {"zero_optimization.reduce_bucket_size": hidden * hidden,
+            "zero_optimization.stage3_prefetch_bucket_size": int(0.9 * hidden * hidden),
+            "zero_optimization.stage3_param_persistence_threshold": 10 * hidden}.get(key)
+
+
 def proposed_config(user_cfg: Mapping[str, Any], result: FromConfig) -> tuple[dict, list[str]]:
     """(the user's config with the proposed keys changed, what to pass the trainer). "auto"
     where the user had it stays for the keys the HF integration fills from TrainingArguments
@@ -315,6 +327,11 @@ def proposed_config(user_cfg: Mapping[str, Any], result: FromConfig) -> tuple[di
         if key in TRAINER_ARGS and _get(user_cfg, key) == "auto":
             told.append(f'{key} stays "auto": pass {TRAINER_ARGS[key]} {new}')
             continue
+        if _get(result.base, key) == "auto" and new == _hf_fill(key, result.hidden):
+            continue        # the HF integration fills "auto" with this very value
+        if key == "zero_optimization.overlap_comm" and _get(result.base, key) is None and \
+                new == (result.plan.best.variant.placement.stage == 3):
+            continue        # DeepSpeed's default follows the stage: True at stage 3 only
         _set(out, result.base, key, new)
     return out, told
 

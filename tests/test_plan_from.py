@@ -135,3 +135,26 @@ def test_a_block_deepspeed_ignores_at_your_stage_is_not_carried_into_the_proposa
                 checkpointing=True).strategy
     assert (s.zero.stage, s.param_device, s.optimizer_device) == (
         b.placement.stage, b.placement.param, b.placement.optimizer)
+
+
+def test_bucket_auto_stays_where_hf_fills_the_proposed_value():
+    """From stage 2 to stage 3, "auto" stage3_* buckets become what HF fills at stage 3: the
+    written file keeps "auto" (a number only where the proposal differs from HF's fill)."""
+    hw, mdl, _ = machine_and_model("llama-2-7b", "dgx-a100", seq=2048)
+    cfg = {"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1,
+           "bf16": {"enabled": True},
+           "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"},
+                                 "reduce_bucket_size": "auto",
+                                 "stage3_prefetch_bucket_size": "auto",
+                                 "stage3_param_persistence_threshold": "auto"}}
+    r = plan_from_config(hw, mdl, cfg, "mine.json", checkpointing=True)
+    out, _ = proposed_config(cfg, r)
+    zero, changed = out["zero_optimization"], dict((k, b) for k, _, b in r.changes)
+    for key in ("reduce_bucket_size", "stage3_prefetch_bucket_size",
+                "stage3_param_persistence_threshold"):
+        filled = {"reduce_bucket_size": 4096 * 4096,
+                  "stage3_prefetch_bucket_size": int(0.9 * 4096 * 4096),
+                  "stage3_param_persistence_threshold": 40960}[key]
+        new = changed.get(f"zero_optimization.{key}", filled)
+        assert zero[key] == ("auto" if new == filled else new), key
+    assert "overlap_comm" not in zero     # unset: DeepSpeed's default follows the stage
