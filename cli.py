@@ -153,6 +153,24 @@ def _given(ctx, *params) -> bool:
     return any(ctx.get_parameter_source(p) != ParameterSource.DEFAULT for p in params)
 
 
+no_progress_option = click.option("--no-progress", is_flag=True,
+                                  help="No progress bar on stderr (none either when stderr is "
+                                       "not a terminal).")
+
+
+@contextlib.contextmanager
+def progress_bar(desc: str, unit: str, disable: bool, total: int | None = None):
+    """A tqdm bar on stderr when it is a terminal (closed on the way out, also on errors)."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, disable=disable or None,
+               dynamic_ncols=True, mininterval=0.5)
+    try:
+        yield bar
+    finally:
+        bar.close()
+
+
 @contextlib.contextmanager
 def signals_raise():
     """SIGTERM raises Interrupted (as Ctrl-C raises KeyboardInterrupt) for the block, so the
@@ -956,10 +974,11 @@ def sweep(ctx, varies, out, jobs, memory_only, strict, plot_path, x_key, by, lis
 @quiet_option
 @click.option("--jobs", "-j", type=int, default=1, show_default=True,
               help="Worker processes for the simulations.")
+@no_progress_option
 @click.pass_context
 def plan(ctx, model, hardware, gpus, nodes, seq, global_batch, grad_accum, micro_batch,
          max_micro_batch, checkpointing, precision, min_tokens_per_s, max_gpu_mem, nvme_path,
-         out, ds_config, write_config, as_json, quiet, jobs):
+         out, ds_config, write_config, as_json, quiet, jobs, no_progress):
     """The fastest DeepSpeed configuration that fits every tier, and why the others lost.
 
     Searches ZeRO stage, CPU/NVMe offload of parameters and optimizer, micro-batch, gradient
@@ -981,20 +1000,16 @@ def plan(ctx, model, hardware, gpus, nodes, seq, global_batch, grad_accum, micro
     writable(write_config, "--write-config")
     hw, mdl, notes = machine_and_model(model, hardware, seq=seq, gpus=gpus, nodes=nodes)
     echo_warnings((), notes, quiet or as_json)
+    search = dict(global_batch=global_batch, micro_batch=micro_batch, grad_accum=grad_accum,
+                  checkpointing=checkpointing, precision=precision,
+                  min_tokens_per_s=min_tokens_per_s, nvme_path=nvme_path,
+                  max_gpu_mem_bytes=parse_bytes(max_gpu_mem, "--max-gpu-mem")
+                  if max_gpu_mem else None, max_micro_batch=max_micro_batch, jobs=jobs)
     if ds_config:
-        return _plan_from(ctx, hw, mdl, ds_config, write_config, out, as_json, quiet,
-                          global_batch=global_batch, micro_batch=micro_batch,
-                          grad_accum=grad_accum, checkpointing=checkpointing,
-                          precision=precision, min_tokens_per_s=min_tokens_per_s,
-                          max_gpu_mem_bytes=parse_bytes(max_gpu_mem, "--max-gpu-mem")
-                          if max_gpu_mem else None, nvme_path=nvme_path,
-                          max_micro_batch=max_micro_batch, jobs=jobs)
-    result = run_plan(hw, mdl, global_batch=global_batch, grad_accum=grad_accum,
-                      micro_batch=micro_batch, checkpointing=checkpointing, precision=precision,
-                      min_tokens_per_s=min_tokens_per_s,
-                      max_gpu_mem_bytes=parse_bytes(max_gpu_mem, "--max-gpu-mem")
-                      if max_gpu_mem else None, nvme_path=nvme_path,
-                      max_micro_batch=max_micro_batch, jobs=jobs)
+        return _plan_from(ctx, hw, mdl, ds_config, write_config, out, as_json, no_progress,
+                          **search)
+    with progress_bar("plan", "sim", no_progress) as bar:
+        result = run_plan(hw, mdl, progress=bar.update, **search)
     if out and result.ds_config is not None:
         write_json(out, result.ds_config)
     if as_json:
@@ -1008,13 +1023,14 @@ def plan(ctx, model, hardware, gpus, nodes, seq, global_batch, grad_accum, micro
         ctx.exit(1)
 
 
-def _plan_from(ctx, hw, mdl, ds_config, write_config, out, as_json, quiet, **kw):
+def _plan_from(ctx, hw, mdl, ds_config, write_config, out, as_json, no_progress, **kw):
     """plan --ds-config: yours, the proposal as key changes, --write-config with "auto" kept."""
     from tierlab.profiles.load import load_ds_config
     from tierlab.sim.plan_from import format_from_config, plan_from_config, proposed_config
 
     cfg, where = load_ds_config(ds_config)
-    result = plan_from_config(hw, mdl, cfg, where, **kw)
+    with progress_bar("plan", "sim", no_progress) as bar:
+        result = plan_from_config(hw, mdl, cfg, where, progress=bar.update, **kw)
     proposed, told = proposed_config(cfg, result)
     if out and result.plan.ds_config is not None:
         write_json(out, result.plan.ds_config)

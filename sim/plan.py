@@ -47,8 +47,10 @@ def _over(memory, tier_name: str | None = None) -> str:
 class _Search:
     """Caches memory checks and simulations of variants; counts simulations."""
 
-    def __init__(self, req: Request, simulator: Callable, jobs: int):
+    def __init__(self, req: Request, simulator: Callable, jobs: int,
+                 progress: Callable[[int], None] | None = None):
         self.req, self.simulator, self.jobs = req, simulator, jobs
+        self.progress = progress
         self.seen: dict[Variant, Candidate] = {}
         self.simulations = 0
 
@@ -76,7 +78,8 @@ class _Search:
         cands = [self.check(v) for v in variants]
         todo = list(dict.fromkeys(c.variant for c in cands
                                   if c.fits and not c.result and c.verdict != "error"))
-        rows = run_points(todo, _Simulate(self.req, self.simulator), jobs=self.jobs)
+        rows = run_points(todo, _Simulate(self.req, self.simulator), jobs=self.jobs,
+                          on_rows=self.progress and (lambda done: self.progress(len(done))))
         self.simulations += len(todo)
         for v, row in zip(todo, rows):
             cand = self.seen[v]
@@ -354,12 +357,14 @@ def plan(hardware, model, *, global_batch: int | None = None, grad_accum: int | 
          precision: str | None = None, min_tokens_per_s: float | None = None,
          max_gpu_mem_bytes: float | None = None, nvme_path: str = DEFAULT_NVME_PATH,
          max_micro_batch: int = 64, simulator: Callable | None = None,
-         jobs: int = 1, base: dict | None = None) -> PlanResult:
+         jobs: int = 1, base: dict | None = None,
+         progress: Callable[[int], None] | None = None) -> PlanResult:
     """Search placements, micro-batch, grad accumulation and knobs for `model` on `hardware`
     (profile objects). `global_batch`: sequences per optimizer step over all GPUs (the planner
     then trades micro-batch against gradient accumulation); without it gradient accumulation
     is `grad_accum` (default 1). `checkpointing` None tries both. `base`: the user's ds_config,
-    which every variant changes instead of the planner's template (sim/plan_from.py)."""
+    which every variant changes instead of the planner's template (sim/plan_from.py).
+    `progress(n)` is called as each n simulations finish (a progress bar's update)."""
     from tierlab.scenario import default_precision
     from tierlab.sim.engine import simulate
 
@@ -371,7 +376,7 @@ def plan(hardware, model, *, global_batch: int | None = None, grad_accum: int | 
     precision = precision or default_precision(hardware)
     req = Request(hardware=hardware, model=model, precision=precision, nvme_path=nvme_path,
                   base=base)
-    s = _Search(req, simulator or simulate, jobs)
+    s = _Search(req, simulator or simulate, jobs, progress)
     batches = _batches(hardware.world_size, global_batch, grad_accum, micro_batch, max_micro_batch)
     ckpts = (True, False) if checkpointing is None else (checkpointing,)
     per_placement, failed = [], []
