@@ -78,6 +78,30 @@ def optimizer_dram_bytes_per_param(*, clipping: bool, params_offloaded: bool) ->
     return 4 + (8 if clipping else 0) + ADAM_DRAM_BYTES_PER_PARAM + (6 if params_offloaded else 0)
 
 
+FUSED_ADAM_HBM_BYTES_PER_PARAM = 28
+"""FusedAdam (multi_tensor_adam) on fp32 master weights: p, g, m, v read (16 B), p, m, v written
+(12 B)."""
+
+
+def gpu_optimizer_hbm_bytes_per_param(*, stage: int, clipping: bool) -> int:
+    """HBM bytes DeepSpeed 0.19.8's optimizer step moves per parameter without offload (bf16/fp16
+    training, fp32 master weights), read + write:
+    - the 16-bit gradient made fp32: read 2 + write 4 (stage 0: FP16_Optimizer.step `p.grad.to`,
+      fp16/fused_optimizer.py; ZeRO-1/2: `flat_grad_partition.to`, stage_1_and_2.step;
+      ZeRO-3: the fp32 gradient of each sub-group, stage3 `_prepare_fp32_grad_for_sub_group`);
+    - stages 0-2 flatten the gradients first (read + write 4 B at 16 bits for ZeRO-1/2's
+      `flatten(averaged_gradients)`, read + write 8 B at 32 bits for FP16_Optimizer's
+      `_flatten_dense_tensors`);
+    - the global norm: ZeRO-1/2 converts each gradient to fp32 again for it (read 2 + write 4 +
+      read 4, `get_grad_norm_direct`), stage 0 and ZeRO-3 read the fp32 gradients (4);
+    - with gradient_clipping, unscale_and_clip_grads scales them in place (read + write 8);
+    - FusedAdam (28); the updated fp32 weights copied to the 16-bit ones (read 4 + write 2)."""
+    to_fp32, adam_back = 6, FUSED_ADAM_HBM_BYTES_PER_PARAM + 6
+    flatten = {0: 8, 1: 4, 2: 4}.get(stage, 0)
+    norm = 10 if stage in (1, 2) else 4
+    return to_fp32 + flatten + norm + (8 if clipping else 0) + adam_back
+
+
 def cpu_adam_params_per_s(cpu: CPU, ranks: int,
                           dram_bytes_per_param: float = ADAM_DRAM_BYTES_PER_PARAM) -> float:
     """CPU optimizer throughput one rank sees when `ranks` ranks step at once.

@@ -30,11 +30,6 @@ from tierlab.units import fmt_gib
 
 log = logging.getLogger(__name__)
 
-GPU_ADAM_HBM_BYTES_PER_PARAM = 36
-"""Adam on the GPU (no offload): fp32 p, m, v, g read (16 B), p, m, v written (12 B), the fp32
-grad built from the 16-bit one (2 B read + 4 B write) and the 16-bit param written (2 B)."""
-
-
 @dataclass
 class _Timer:
     """How long each op takes on this hardware (cached per distinct op kind and size)."""
@@ -75,7 +70,8 @@ class _Timer:
             if kind == "head":
                 return op.amount * self.head_s
             if op.work == "adam_gpu":
-                return op.amount * GPU_ADAM_HBM_BYTES_PER_PARAM / hw.gpu.hbm_bandwidth_Bps
+                return op.amount * devices.gpu_optimizer_hbm_bytes_per_param(
+                    stage=s.zero.stage, clipping=s.gradient_clipping > 0) / hw.gpu.hbm_bandwidth_Bps
             return 0.0
         if r in ("gpu_comm", "network"):
             c = getattr(collectives, op.work)(hw, op.nbytes)

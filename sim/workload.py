@@ -345,17 +345,14 @@ def build_workload(hw: Hardware, model: Model, strategy: Strategy, *,
         start = (b.add("opt.rank_sync", "cpu_host", start, work="rank_sync", amount=1.0),)
     tensors = float(sum(len(m.own_params) for m in mods))
     step_s = step_cost_s(software, strategy) if software else 0.0
-    if step_s > 0 and strategy.zero.stage > 0:
-        # the partitioned optimizer's Python bookkeeping (norm, unscale, per-tensor views, copy-back
-        # bookkeeping) runs on the thread that then calls Adam; the clip decision reads the norm
-        # (a host sync): in series
+    if step_s > 0:
+        # the optimizer's Python loop over parameter tensors (stage 0 FP16_Optimizer.step: one
+        # fp32 conversion per gradient; ZeRO-1/2/3: norm, unscale, views, copy-back bookkeeping)
+        # runs on the thread that then launches Adam; the clip decision and the invalid-norm check
+        # read the norm on the host (a sync): the loop, then the optimizer's GPU/CPU work
         b.phase = "optimizer"
         start = (b.add("opt.host_loop", "cpu_host", start, work="step_host", amount=tensors),)
     _optimizer(b, c, groups, on_nvme, start)
-    if step_s > 0 and strategy.zero.stage == 0:
-        # FP16_Optimizer.step (stage 0, fp16 or bf16): Python walks every parameter tensor (norm,
-        # clipping, copy-back); the GPU kernels it launches overlap it
-        b.add("opt.host_loop", "cpu_host", start, work="step_host", amount=tensors)
     return Workload(ops=tuple(b.ops), micro_steps=gas, dp=dp,
                     sub_groups=tuple(float(sum(g)) for g in groups), nvme_param_fraction=frac,
                     optimizer_buffers=strategy.zero.offload_optimizer.buffer_count,
