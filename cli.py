@@ -992,7 +992,7 @@ def plan(ctx, model, hardware, gpus, nodes, seq, global_batch, grad_accum, micro
                         ("--jobs", jobs)):
         if value is not None and value < 1:
             raise ConfigError(f"{flag} must be >= 1, got {value}")
-    if global_batch is not None and grad_accum is not None:
+    if global_batch is not None and grad_accum is not None and not ds_config:
         raise ConfigError("give --global-batch or --grad-accum, not both")
     if write_config and not ds_config:
         raise ConfigError("--write-config needs --ds-config (the config to change)")
