@@ -859,7 +859,7 @@ def _measured_timeline(ctx, measurement, gpu_mem_cap, title, quiet, out, kw) -> 
 @click.option("--by", multiple=True, metavar="KEY",
               help="One plot line per value of this column (default: the other --vary keys).")
 @click.option("--list-keys", is_flag=True, help="List every key --vary accepts and exit.")
-@click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
+@no_progress_option
 @quiet_option
 @click.pass_context
 def sweep(ctx, varies, out, jobs, memory_only, strict, plot_path, x_key, by, list_keys,
@@ -899,7 +899,7 @@ def sweep(ctx, varies, out, jobs, memory_only, strict, plot_path, x_key, by, lis
     bars = []
 
     def start(todo, skipped):
-        bars.append(tqdm(total=todo, unit="config", file=sys.stderr, disable=no_progress,
+        bars.append(tqdm(total=todo, unit="config", file=sys.stderr, disable=no_progress or None,
                          dynamic_ncols=True, desc="sweep"))
 
     try:
