@@ -122,12 +122,6 @@ def persistent_params(model: Model, strategy: Strategy) -> int:
     return total + (final_norm if final_norm < t else 0)
 
 
-def sub_group_numel(model: Model, strategy: Strategy) -> int:
-    """Elements of the largest optimizer sub-group of one rank's partition."""
-    partition = model.n_params / strategy.data_parallel_size
-    return int(min(strategy.zero.sub_group_size, partition)) if strategy.zero.sub_group_size else int(partition)
-
-
 # ----------------------------------------------------------------------------------------------
 # activations
 

@@ -11,7 +11,7 @@ import copy
 import json
 import logging
 import math
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Mapping
 
 from tierlab.errors import ConfigError
@@ -581,13 +581,3 @@ def apply_overrides(cfg: Mapping[str, Any], overrides: list[str]) -> dict:
             raise ConfigError(f"--set {item!r}: not a finite number")
         node[keys[-1]] = value
     return out
-
-
-def with_batch(strategy: Strategy, *, micro_batch: int | None = None,
-               grad_accum: int | None = None, world_size: int | None = None) -> Strategy:
-    """A copy of `strategy` with batch numbers changed and the identity kept."""
-    mb = micro_batch or strategy.train_micro_batch_size_per_gpu
-    gas = grad_accum or strategy.gradient_accumulation_steps
-    dp = world_size or strategy.data_parallel_size
-    return replace(strategy, train_micro_batch_size_per_gpu=mb, gradient_accumulation_steps=gas,
-                   data_parallel_size=dp, train_batch_size=mb * gas * dp)
