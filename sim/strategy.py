@@ -442,11 +442,12 @@ def _blocks(zcfg: Mapping, aio: Any, warnings: list[str]) -> tuple[Zero, Aio]:
 
 
 def parse_ds_config(cfg: Mapping[str, Any], flags: Flags = Flags(),
-                    where: str = "ds_config") -> tuple[Strategy, list[str]]:
+                    where: str = "ds_config", judge: str = "auto") -> tuple[Strategy, list[str]]:
     """ds_config dict -> (Strategy, warnings about DeepSpeed quirks). Raises ConfigError.
 
-    The keys are read as DeepSpeed 0.19.8 reads them (sim/ds_read.py); "auto" is filled as the
-    Hugging Face integration fills it, from the flags."""
+    The keys are read as DeepSpeed 0.19.8 reads them (sim/ds_read.py; `judge`: its `prefer`,
+    'auto' = DeepSpeed's own models when importable, 'table' = the vendored table); "auto" is
+    filled as the Hugging Face integration fills it, from the flags."""
     from tierlab.sim.ds_read import read
 
     if not isinstance(cfg, Mapping):
@@ -455,7 +456,7 @@ def parse_ds_config(cfg: Mapping[str, Any], flags: Flags = Flags(),
     _refuse_expert_parallel(cfg, where)
     precision, warnings = _precision(cfg, flags, where)
     cfg = _resolve_auto(copy.deepcopy(dict(cfg)), flags, precision)
-    cfg, reading = read(cfg, where)
+    cfg, reading = read(cfg, where, prefer=judge)
     warnings = list(reading.warnings) + warnings
     _refuse_activation_checkpointing(cfg, where)
     cfg.update({k: dict(v) for k, v in reading.blocks.items() if k in cfg})
