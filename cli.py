@@ -373,8 +373,9 @@ def _echo_problems(problems) -> bool:
 @click.option("--overwrite", is_flag=True,
               help="Replace the measurement already in --out (refused without it).")
 @quiet_option
+@no_progress_option
 @click.pass_context
-def run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, **kw):
+def run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_progress, **kw):
     """Train a Llama model with DeepSpeed for real and write a Measurement.
 
     One GPU (or the CPU) runs in this process; --gpus N > 1 or --hostfile goes through
@@ -416,7 +417,8 @@ def run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, **kw):
         launch_deepspeed(Path(out_dir) / "spec.json", sc.hardware.gpus_per_node, hostfile)
         m = load_measurement(out_dir)
     else:
-        m = run_training(spec)
+        with progress_bar("run", "step", no_progress, total=spec.steps) as bar:
+            m = run_training(spec, on_step=lambda rec: bar.update(1))
     s = m.summary or {}
     st = (s.get("step_time_s") or {})
     click.echo(f"{m.status}{': ' + m.reason if m.reason else ''}")

@@ -222,9 +222,10 @@ class _Recorder:
     disk bytes since start; appended and flushed by the writer."""
 
     def __init__(self, writer: MeasurementWriter | None, spec: RunSpec, sampler, device: str | None,
-                 swap_dirs: list[Path], gc_clock: probes.GcClock | None = None):
+                 swap_dirs: list[Path], gc_clock: probes.GcClock | None = None,
+                 on_step: Callable[[StepRecord], None] | None = None):
         self.writer, self.spec, self.sampler, self.device = writer, spec, sampler, device
-        self.gc_clock = gc_clock
+        self.gc_clock, self.on_step = gc_clock, on_step
         self.swap_dirs = swap_dirs
         self.disk0 = probes.disk_bytes(device)
         self.steps_done = 0
@@ -246,6 +247,8 @@ class _Recorder:
         self.steps_done += 1
         if self.writer is not None:
             self.writer.append(rec)
+        if self.on_step is not None:
+            self.on_step(rec)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -339,9 +342,10 @@ def host_speed(cuda: bool) -> dict:
                                   f"{points[0]['calls']} calls, {PROBE_BEFORE_INIT}"}
 
 
-def run(spec: RunSpec) -> Measurement:
+def run(spec: RunSpec, on_step: Callable[[StepRecord], None] | None = None) -> Measurement:
     """Train per `spec` in this process and return the closed Measurement (never raises for a
-    training fault: OOM, DeepSpeed assertion, disk full and SIGINT/SIGTERM become a status)."""
+    training fault: OOM, DeepSpeed assertion, disk full and SIGINT/SIGTERM become a status).
+    `on_step(record)` is called after each step is written (a progress bar's update)."""
     from tierlab.runner.launch import ensure_dist_env
 
     ensure_dist_env()
@@ -359,7 +363,8 @@ def run(spec: RunSpec) -> Measurement:
     cuda = _cuda()
     sampler = probes.Sampler(gpu_index=local_rank if cuda else None, swap_device=device).start()
     gc_clock = probes.GcClock()
-    recorder = _Recorder(writer, spec, sampler, device, dsc.swap_dirs(spec.ds_config), gc_clock)
+    recorder = _Recorder(writer, spec, sampler, device, dsc.swap_dirs(spec.ds_config), gc_clock,
+                         on_step)
     status, kind, reason = "ok", "", ""
     try:
         applied = apply_gpu_mem_cap(spec.gpu_mem_cap_bytes, local_rank)
