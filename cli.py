@@ -871,8 +871,6 @@ def sweep(ctx, varies, out, jobs, memory_only, strict, plot_path, x_key, by, lis
     Invalid combinations are rows with the reason in `error`. Example:
     tierlab sweep -c zero3-nvme --micro-batch 4 --seq 1024 --vary nvme.drives=1,2,4,8
     --vary zero_optimization.sub_group_size=1e8,1e9 --out drives.csv --plot drives.png"""
-    from tqdm import tqdm
-
     from tierlab.sim.engine import simulate
     from tierlab.sim.sweep import Base, parse_vary, resolve, run_sweep, summary
     from tierlab.sim.sweep_keys import all_keys
@@ -898,28 +896,17 @@ def sweep(ctx, varies, out, jobs, memory_only, strict, plot_path, x_key, by, lis
         raise ConfigError(str(e)) from None
     # step_time_low_s / step_time_high_s columns: the 80% range (docs/ranges.md)
     simulator = None if memory_only else functools.partial(simulate, ranges=True)
-    bars = []
-
-    def start(todo, skipped):
-        bars.append(tqdm(total=todo, unit="config", file=sys.stderr, disable=no_progress or None,
-                         dynamic_ncols=True, desc="sweep"))
-
     try:
-        with signals_raise():
+        with signals_raise(), progress_bar("sweep", "config", no_progress) as bar:
             outcome = run_sweep(base, axes, simulator=simulator, strict=strict, jobs=jobs,
-                                out=out, on_start=start,
-                                on_rows=lambda rows: bars[0].update(len(rows)))
+                                out=out, on_start=lambda todo, skipped: bar.reset(total=todo),
+                                on_rows=lambda rows: bar.update(len(rows)))
     except (KeyboardInterrupt, Interrupted) as e:
-        for bar in bars:
-            bar.close()
         signum = getattr(e, "signum", signal.SIGINT)
         kept = f"the rows done are in {out}; run the same command to resume" if out else \
             "no --out, so no rows were kept"
         click.echo(f"interrupted ({signal.Signals(signum).name}): {kept}", err=True)
         ctx.exit(128 + signum)
-    finally:
-        for bar in bars:
-            bar.close()
     if outcome.torn:
         click.echo(f"warning: {out}: {outcome.torn} torn row(s) ignored and recomputed", err=True)
     df = outcome.frame
