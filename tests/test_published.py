@@ -1,4 +1,4 @@
-"""Published DeepSpeed figures (tolerance +-20%; /work/shared/DEEPSPEED_RUNTIME.md lists them).
+"""Published DeepSpeed figures (tolerance +-20%; each test cites its publication).
 
 Where the simulator misses a figure the test is xfail(strict=True) with the reason; constants are
 not bent to reach it. Model shapes of the 13/20/40B GPTs are assumed (12 L h^2 params): the blog
