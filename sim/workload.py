@@ -385,9 +385,9 @@ def bytes_by_resource(ops) -> dict[str, float]:
 
 def expected_bytes(hw: Hardware, model: Model, strategy: Strategy, *,
                    first_step: bool = False) -> dict[str, float]:
-    """Bytes per step of one rank by closed form (the bytes-per-parameter table tests/test_workload.py states, generalised to
-    any precision, gradient accumulation, reuse distance and max_in_cpu) — the conservation
-    check for the ops `build_workload` emits.
+    """Bytes per step of one rank by closed form (the bytes-per-parameter table that
+    tests/test_workload.py states, generalised to any precision, gradient accumulation, reuse
+    distance and max_in_cpu) — the conservation check for the ops `build_workload` emits.
 
     P = this rank's partition, F = elements fetched per micro-step (uses that re-gather), g =
     gradient_accumulation_steps, b = bytes per 16-bit param:
