@@ -22,7 +22,8 @@ CONFIGS = sorted(p for p in CORPUS.glob("*.json") if p.name != "sources.json")
 TOLERANCE = 1e-3          # the acceptance bound: within 0.1 % of transformers
 
 # Small synthetic configs: one per supported model_type (and the switches that change shapes),
-# for the families the real corpus has no file of. vocab 70000 keeps pad/eos ids in range.
+# for the switches and families (OLMo, OLMo-2) no real corpus file exercises. vocab 70000 keeps
+# pad/eos ids in range.
 BASE = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
             num_key_value_heads=2, vocab_size=70000, max_position_embeddings=32)
 GPT = dict(n_embd=64, n_layer=3, n_head=4, n_positions=32)
