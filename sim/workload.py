@@ -222,13 +222,6 @@ def _micro_step(b: _Builder, c: _Ctx, uses: list[Use], depth: int, micro: int, g
     compute: list[int | None] = [None] * n
     issued, bucket, nparams, pending, grad_ops = -1, 0.0, 0, [], []
     host_block: tuple = ()
-    last_host: tuple = ()
-    # ZeRO-3 gathers an offloaded partition with a blocking `p.ds_tensor.to(device)` inside the
-    # hook (partition_parameters.py `all_gather_coalesced`): in the forward the Python thread
-    # issues each fetch and prefetch when it gets there and waits for the copy before it goes
-    # on. Recompute and backward fetches stay asynchronous: blocking them too over-predicted
-    # the backward of the h200x2 ZeRO-3 runs (chosen on the committed runs, docs/host-costs.md)
-    host_fetch = s.param_device in ("cpu", "nvme") and bool(c.use_s)
     for i, use in enumerate(uses):
         mod = c.mods[use.module]
         b.phase = "forward" if use.kind == "fwd" else "backward"
@@ -236,22 +229,15 @@ def _micro_step(b: _Builder, c: _Ctx, uses: list[Use], depth: int, micro: int, g
         while issued < min(n - 1, i + depth):
             issued += 1
             if uses[issued].fetch:
-                # a blocking fetch starts when the Python thread reaches it (it runs ahead of
-                # the GPU); an asynchronous one when the previous use's compute is done
-                blocking = host_fetch and uses[issued].kind == "fwd"
-                after = (last_host or prev) if blocking else prev
-                wait = after + ((fetch_done[i],) if issued != i and fetch_done[i] is not None else ())
+                wait = prev + ((fetch_done[i],) if issued != i and fetch_done[i] is not None else ())
                 fetch_done[issued] = _fetch(b, c, c.mods[uses[issued].module],
                                             f"m{micro}.{use_tag(c, uses[issued])}", wait)
-                if blocking:
-                    host_block += (fetch_done[issued],)
         deps = prev + ((fetch_done[i],) if fetch_done[i] is not None else ())
         if c.ckpt_s > 0 and use.kind == "fwd" and mod.kind == "block":
             # HF gradient checkpointing wraps the block's forward in torch.utils.checkpoint
             # (saved-tensor hooks, RNG state) before any of its kernels is launched
             host_block = (b.add(f"m{micro}.{use_tag(c, use)}.ckpt", "cpu_host",
                                 deps[len(prev):] + host_block, work="ckpt_wrap", amount=1.0),)
-            last_host = host_block
         if c.use_s.get(use.kind, 0.0) > 0 and mod.hooked:
             # the Python thread launches each submodule's kernels (and under ZeRO-3 first runs
             # its pre-forward hook, which waits for its gathered params); it runs ahead of the
@@ -260,7 +246,6 @@ def _micro_step(b: _Builder, c: _Ctx, uses: list[Use], depth: int, micro: int, g
                          deps[len(prev):] + host_block, work=f"host.{use.kind}",
                          amount=float(mod.hooked))
             deps += (hook,)
-            last_host = (hook,)
         deps += host_block
         host_block = ()
         if not s.zero.overlap:

@@ -174,30 +174,3 @@ def test_checkpoint_cost_comes_from_host_bound_layer_points_into_the_cpu_profile
     loaded = _cpu(cpu, "cpus/x.yaml")
     assert loaded.host_costs["checkpoint_s_per_block"] == pytest.approx(0.5e-3)
     assert "layer benchmark" in loaded.sources["host_costs.checkpoint_s_per_block"]
-
-
-def test_forward_fetch_of_offloaded_params_blocks_the_python_thread():
-    """ZeRO-3 with offload_param: each forward fetch starts when the Python thread reaches it
-    and the next host op waits for it (a blocking `.to(device)`); resident parameters and the
-    backward's fetches do not hold the host."""
-    from tierlab.sim.workload import build_workload
-    from tests._simhelp import scenario
-
-    sw = load_software()
-    hw, m, s = scenario("zero3-cpu", hardware="h200-host")
-    ops = build_workload(hw, m, s, software=sw).ops
-    by_id = {op.id: op for op in ops}
-    fwd_h2d = [op for op in ops if op.name.endswith("param_h2d") and op.phase == "forward"]
-    assert fwd_h2d
-    host_after = [op for op in ops if op.resource == "cpu_host" and op.phase == "forward"
-                  and any(by_id[d].name.endswith("param_h2d") for d in op.deps)]
-    assert len(host_after) >= len(fwd_h2d) - 1
-    first_host = min(op.id for op in ops if op.resource == "cpu_host")
-    later = [op for op in fwd_h2d if op.id > first_host]      # issued once the host has run
-    assert later and all(any(by_id[d].resource == "cpu_host" for d in op.deps) for op in later)
-    bwd_h2d = [op for op in ops if op.name.endswith("param_h2d") and op.phase == "backward"]
-    assert bwd_h2d and not any(by_id[d].resource == "cpu_host" for op in bwd_h2d for d in op.deps)
-    _, _, resident = scenario("zero3-cpu", hardware="h200-host",
-                              sets=["zero_optimization.offload_param.device=none"])
-    assert not [op for op in build_workload(hw, m, resident, software=sw).ops
-                if op.name.endswith("param_h2d") and op.phase == "forward"]
