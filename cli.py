@@ -537,11 +537,14 @@ def preflight(ctx, gpu_mem_cap, swap_dir, no_probe, no_memory, quiet, **kw):
                    "checks; 5 min 23 s on a 2-core box without a GPU).")
 @click.option("--raw", default=None, metavar="FILE",
               help="Also write every measured point, with its settings, host facts and library "
-                   "versions, as JSON.")
+                   "versions, as JSON. Rewritten after every benchmark (\"complete\": false "
+                   "until the end), so a killed calibration keeps what it measured: rebuild "
+                   "with --from-raw.")
 @click.option("--skip", default="", metavar="LIST",
-              help="Comma-separated benchmarks not to run: gpu, pcie, gemm, nccl, aio, adam, "
-                   "memcpy, dispatch (the hooked module-call time), deepspeed (DeepSpeed's host "
-                   "costs on narrow Llama models, 5-8 min; docs/host-costs.md).")
+              help="Comma-separated benchmarks not to run: gpu, pcie, gemm, layer (real Hugging "
+                   "Face decoder layers at each model's width, plain and checkpointed, ~1-2 min), "
+                   "nccl, aio, adam, memcpy, dispatch (the hooked module-call time), deepspeed "
+                   "(DeepSpeed's host costs on narrow Llama models, 5-8 min; docs/host-costs.md).")
 @click.option("--sweep", multiple=True, metavar="KEY=V1,V2",
               help="Override sweep points, e.g. --sweep aio_block_sizes=1M,8M --sweep "
                    "aio_queue_depths=32,128 --sweep repeats=2 (sizes: K/M/G = KiB/MiB/GiB; "
@@ -602,7 +605,7 @@ def calibrate(nvme_path, out, name, hardware, quick, raw, skip, sweep, from_raw)
             yield task
 
     result = cal.calibrate(name=name, base=hardware, nvme_path=nvme_path, plan=plan, skip=skips,
-                           progress=bar)
+                           progress=bar, save_raw=(lambda rec: write_json(raw, rec)) if raw else None)
     _write_calibration(result, paths, raw)
 
 

@@ -618,8 +618,14 @@ class Calibration:
 
 def calibrate(*, name: str, base: str, nvme_path: str | Path | None, plan: SweepPlan,
               skip: set[str] = frozenset(), date: str | None = None,
-              progress: Callable[[list[Task]], Any] | None = None) -> Calibration:
-    """Measure what this host has, fill the rest from the `base` system profile."""
+              progress: Callable[[list[Task]], Any] | None = None,
+              save_raw: Callable[[dict], None] | None = None) -> Calibration:
+    """Measure what this host has, fill the rest from the `base` system profile.
+
+    `save_raw` receives the raw record after every benchmark (`complete: false`, with the tasks
+    done so far) and once more, complete, before the profile is built: a calibration that is
+    killed, or whose profile cannot be built, keeps every point it measured (rebuild with
+    `calibrate --from-raw`)."""
     import datetime
 
     import torch
@@ -648,19 +654,29 @@ def calibrate(*, name: str, base: str, nvme_path: str | Path | None, plan: Sweep
                                        facts=facts)
     results: dict[str, list] = {}
     elapsed: dict[str, float] = {}
-    for task in (progress(tasks) if progress else tasks):
+
+    def record(done: int) -> dict:
+        raw = cp.raw_record(name, date, base_docs["systems_name"], plan, results, skipped,
+                            facts, elapsed)
+        return {**raw, "complete": done == len(tasks), "tasks_done": done,
+                "tasks_total": len(tasks)}
+
+    for done, task in enumerate(progress(tasks) if progress else tasks, start=1):
         t0 = time.perf_counter()
         points = task.run()
         if points:
             results.setdefault(task.group, []).extend(points)
         elapsed[task.group] = round(elapsed.get(task.group, 0.0) + time.perf_counter() - t0, 3)
+        if save_raw and done < len(tasks):
+            save_raw(record(done))
     for group, why in skipped.items():
         log.info("calibrate: skipped %s (%s)", group, why)
+    raw = record(len(tasks))
+    if save_raw:
+        save_raw(raw)
     docs = cp.build_documents(name, date, results, facts, base_docs)
     texts = {kind: cp.render_yaml(doc) for kind, doc in docs.items()}
     hardware = cp.check_loadable(texts, name)
-    raw = cp.raw_record(name, date, base_docs["systems_name"], plan, results, skipped, facts,
-                        elapsed)
     return Calibration(docs, texts, raw, skipped, hardware)
 
 
@@ -677,6 +693,10 @@ def from_raw(raw: Any, *, name: str | None = None, where: str = "raw record") ->
     name = name or raw["name"]
     if not name or "/" in name or name.startswith("."):
         raise ConfigError(f"--name {name!r}: use a plain profile name such as h200-host")
+    if raw.get("complete") is False:
+        log.warning("%s: a partial record (%s of %s benchmarks measured before it stopped): what "
+                    "was not measured comes from the base profile", where, raw.get("tasks_done"),
+                    raw.get("tasks_total"))
     base_docs = cp.base_documents(raw["base"])
     docs = cp.build_documents(name, raw["date"], raw["results"], raw["host"], base_docs)
     texts = {kind: cp.render_yaml(doc) for kind, doc in docs.items()}

@@ -344,3 +344,27 @@ def test_bad_layer_time_is_one_line():
     doc["layer_time"] = {"source": "x", "points": [[1e-3, -1.0, 2e-3]]}
     with pytest.raises(ConfigError, match="layer_time_curve"):
         gpu_from_data(doc, "gpus/h200.yaml")
+
+
+def test_raw_record_is_saved_after_every_benchmark_and_survives_a_failure(monkeypatch):
+    """A benchmark that dies mid-calibration (a crash, a kill) leaves the raw record of every
+    benchmark before it, marked incomplete; a complete run ends with `complete: true`."""
+    saved = []
+    boom = cal.Task("memcpy", "fails", lambda: (_ for _ in ()).throw(RuntimeError("killed")))
+    ok = cal.Task("memcpy", "ok", lambda: [{"nbytes": 1, "rep": 0, "seconds": 1.0, "Bps": 1.0}])
+
+    def tasks(plan, **kw):
+        return [ok, ok, boom], {"nccl": "test"}
+
+    monkeypatch.setattr(cal, "calibration_tasks", tasks)
+    with pytest.raises(RuntimeError, match="killed"):
+        cal.calibrate(name="t", base="h200-host", nvme_path=None, plan=cal.quick_plan(),
+                      save_raw=lambda rec: saved.append(json.loads(json.dumps(rec))))
+    assert [r["tasks_done"] for r in saved] == [1, 2]
+    assert all(r["complete"] is False and r["tasks_total"] == 3 for r in saved)
+    assert len(saved[-1]["results"]["memcpy"]) == 2 and saved[-1]["skipped"] == {"nccl": "test"}
+
+
+def test_the_cli_raw_record_ends_complete(calibrated):
+    raw = calibrated["raw"]
+    assert raw["complete"] is True and raw["tasks_done"] == raw["tasks_total"] > 0
