@@ -50,6 +50,7 @@ def main() -> int:
 
     t0 = time.perf_counter()
     sw = load_software()
+    ckpt_s, ckpt_from = other_hosts_checkpoint_s()      # read once, applied per machine
     for raw in sorted((ROOT / "validate" / "cases").glob("*/*-raw.json")):
         points = json.loads(raw.read_text())["results"].get("deepspeed")
         if not points:
@@ -68,7 +69,6 @@ def main() -> int:
             print(f"  not derived: {p}")
         stock_hw = replace(hw, cpu=replace(hw.cpu, host_costs={}))
         no_curve = replace(hw, gpu=replace(hw.gpu, layer_time_curve=()))
-        ckpt_s, ckpt_from = other_hosts_checkpoint_s()
         with_ckpt = (replace(hw, cpu=replace(hw.cpu, host_costs={
             **hw.cpu.host_costs, "checkpoint_s_per_block": ckpt_s}))
             if ckpt_s and "checkpoint_s_per_block" not in hw.cpu.host_costs else None)

@@ -10,6 +10,7 @@ in the docs is touched. Figures quoted in prose are not found: grep for them.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shlex
 import sys
@@ -50,8 +51,6 @@ def main() -> int:
     ap.add_argument("files", nargs="*", type=Path)
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args()
-    import os
-
     from click.testing import CliRunner
     from test_docs import DOCS, examples, scratch
 
@@ -97,9 +96,6 @@ def main() -> int:
 def refresh_console(path: Path, check: bool) -> bool:
     """The same for docs/ds-config.md's ```console blocks (`$ tierlab ...` then quoted lines),
     run from the repository root as tests/test_docs_ds_config.py runs them."""
-    import os
-    import tempfile
-
     from click.testing import CliRunner
 
     from tierlab.cli import main as cli

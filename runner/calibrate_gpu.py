@@ -327,8 +327,7 @@ def checkpoint_cost(points: list[dict]) -> tuple[float | None, str]:
     pts = [p for p in points if p.get("ckpt_fwd_s", 0) > 0 and p.get("fwd_s", 0) > 0]
     if not pts:
         return None, "no checkpointed layer point"
-    floor = min(p["fwd_s"] for p in pts)
-    host = [p for p in pts if p["fwd_s"] < flops.HOST_BOUND_MARGIN * floor]
+    host = [p for p, ok in zip(pts, flops.gpu_bound([p["fwd_s"] for p in pts])) if not ok]
     diffs = [max(0.0, p["ckpt_fwd_s"] - p["fwd_s"]) for p in host]
     value = statistics.median(diffs)
     each = ", ".join(f"{p['model']} x{p['tokens']} {d * 1e3:.2f} ms" for p, d in zip(host, diffs))
@@ -360,8 +359,9 @@ def layer_curve(points: list[dict], gpu, precision: str = "bf16"
     rows.sort(key=lambda r: r[0][0])
     floor = min(r[0][1] for r in rows)
     errs, host = [], []
+    bound = flops.gpu_bound([r[0][1] for r in rows])
     for i, (pt, label) in enumerate(rows):
-        if pt[1] < flops.HOST_BOUND_MARGIN * floor:
+        if not bound[i]:
             host.append(label)
             continue
         others = tuple(tuple(r[0]) for j, r in enumerate(rows) if j != i)

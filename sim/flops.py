@@ -151,6 +151,12 @@ fastest point's: the fastest is the Python dispatch floor of an eager HF layer (
 launches), which the simulator charges to cpu_host (Software.host_dispatch_*), not to the GPU."""
 
 
+def gpu_bound(forward_s: list[float]) -> list[bool]:
+    """Which measured layer forwards are GPU-bound (HOST_BOUND_MARGIN x the fastest or more)."""
+    floor = min(forward_s, default=0.0)
+    return [f >= HOST_BOUND_MARGIN * floor for f in forward_s]
+
+
 def block_seconds(gpu: GPU, precision: str, lf: LayerFlops) -> tuple[float, float]:
     """(forward s, backward s) of one block's GPU kernels: the model above (backward = 2 x
     forward) times the measured/modelled ratios of the GPU profile's layer-time curve, where it
@@ -168,9 +174,8 @@ def kernel_ratios(curve: tuple[tuple[float, float, float], ...],
     below 1: a layer is not faster than its kernels' model."""
     if not curve:
         return 1.0, 1.0
-    floor = min(f for _, f, _ in curve)
-    pts = sorted((m, max(1.0, f / m), max(1.0, b / (2.0 * m))) for m, f, b in curve
-                 if f >= HOST_BOUND_MARGIN * floor)
+    pts = sorted((m, max(1.0, f / m), max(1.0, b / (2.0 * m)))
+                 for (m, f, b), ok in zip(curve, gpu_bound([f for _, f, _ in curve])) if ok)
     if not pts:
         return 1.0, 1.0
     if model_s <= pts[0][0]:
