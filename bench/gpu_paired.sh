@@ -11,6 +11,7 @@
 # on an H200 host). CALIBRATE=0 skips the calibration: for a second command on the same, still
 # warm machine (machine.txt in both outputs names the host and GPU UUID, to check it). GEMM=1 also
 # measures the GEMM curve (~20 s); the `layer` benchmark (real decoder layers, ~1 min) always runs.
+# PLAN=FILE takes the cases from FILE instead of validate/plan.yaml (e.g. bench/advice/cases.yaml).
 # CAL_SKIP=a,b replaces the --skip list (e.g. a second command that measures only DeepSpeed's host
 # costs: merge the two raw records' results and rebuild with `tierlab calibrate --from-raw`).
 # Leaves in $OUT (at most 8 files come back): $NAME-raw.json (every calibration point: rebuild
@@ -53,6 +54,6 @@ left=$(( ${BUDGET_S:-420} - ($(date +%s) - t0) ))
 echo "calibrated at $(( $(date +%s) - t0 )) s; cases get ${left} s"
 # shellcheck disable=SC2086
 python3 bench/gpu_validate.py --out "$OUT" --hardware "$BASE" --budget "$left" \
-  --case-timeout "${CASE_TIMEOUT:-120}" ${STEPS:+--steps $STEPS} --only $CASES
+  --case-timeout "${CASE_TIMEOUT:-120}" ${STEPS:+--steps $STEPS} ${PLAN:+--plan $PLAN} --only $CASES
 grep -E "^(==|--)|steady step" "$OUT/validate-session.log" | tail -40 || true
 echo "total: $(( $(date +%s) - t0 )) s"

@@ -35,6 +35,8 @@ def command(case: dict, defaults: dict, out_dir: Path, hardware: str, swap: str,
         cmd += ["--gpu-mem-cap", c["cap"]]
     if int(c.get("grad_accum", 1)) > 1:
         cmd += ["--grad-accum", str(c["grad_accum"])]
+    if c.get("checkpointing") is False:
+        cmd += ["--no-checkpointing"]
     if int(c.get("gpus", 1)) > 1:
         cmd += ["--gpus", str(c["gpus"])]
     for s in c.get("set", []):

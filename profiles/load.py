@@ -535,7 +535,8 @@ _OPTIONAL_SOFTWARE_TERMS = {
     "offload_step_pageable_per_param": ("seconds", "offload_step_pageable_s_per_param"),
     "checkpoint_per_block": ("seconds", "checkpoint_s_per_block"),
     "zero3_step_per_param": ("seconds", "zero3_step_s_per_param"),
-    "zero12_step_per_param": ("seconds", "zero12_step_s_per_param")}
+    "zero12_step_per_param": ("seconds", "zero12_step_s_per_param"),
+    "overflow_scan_per_element": ("seconds", "overflow_scan_s_per_element")}
 HOST_COST_KEYS = {field: key for key, (_, field) in
                   {**_SOFTWARE_TERMS, **_OPTIONAL_SOFTWARE_TERMS}.items()}
 """Software field -> its YAML key (the CPU profile's deepspeed_host_costs use the same keys)."""

@@ -414,7 +414,7 @@ HOST_COST_FIELDS = ("host_dispatch_s_per_module", "host_dispatch_bwd_s_per_modul
                     "offload_grad_s_per_param", "offload_accum_s_per_param",
                     "offload_step_s_per_param", "offload_step_pageable_s_per_param",
                     "checkpoint_s_per_block", "zero3_step_s_per_param",
-                    "zero12_step_s_per_param")
+                    "zero12_step_s_per_param", "overflow_scan_s_per_element")
 """Software terms that are DeepSpeed's per-event host costs: `tierlab calibrate` measures them
 on a host (runner/calibrate_ds.py) into its CPU profile's `deepspeed_host_costs`, which then
 override the software profile's values for that host (sim/host_costs.py)."""
@@ -505,6 +505,13 @@ class Software:
     RNG state stash) on the Python thread. Measured by `tierlab calibrate`'s `layer` benchmark
     (checkpointed minus plain forward of host-bound layers); 0 where a fitted dispatch term was
     fitted on checkpointed runs and carries it."""
+    overflow_scan_s_per_element: float = 0.0
+    """Host seconds per gradient element of ZeRO-3's fp16 overflow check with the optimizer
+    offloaded: stage3.py `has_overflow` (0.19.8 lines 3009-3027) runs `torch.isinf(buf).any()`
+    and `torch.isnan(buf).any()` over the rank's flat fp32 gradient partition in host memory
+    (`grad_partitions_flat_buffer`) on the optimizer's thread before the step; bf16 and fp32
+    skip it (`_overflow_check_and_loss_scale_update`). Measured by `tierlab calibrate`'s
+    `overflow` benchmark (the same two torch calls on a host buffer)."""
     train_cases: tuple[str, ...] = ()
     """Measured cases the fitted terms were fitted on; all others are held out."""
     sources: Mapping[str, str] = field(default_factory=dict)

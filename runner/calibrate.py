@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 KiB, MiB, GiB = 2**10, 2**20, 2**30
 SKIPPABLE = ("gpu", "pcie", "gemm", "layer", "nccl", "aio", "adam", "memcpy", "dispatch",
-             "deepspeed")
+             "deepspeed", "overflow")
 _TMPFS = {"tmpfs", "ramfs", "devtmpfs"}
 
 
@@ -71,6 +71,8 @@ class SweepPlan:
     aio_latency_reads: int = 64
     """4 KiB O_DIRECT reads at queue depth 1 for the drive's latency."""
     adam_params: int = 64 * 2**20
+    overflow_elements: int = 2**28
+    """fp32 elements of the overflow-check benchmark's host buffer (1 GiB)."""
     adam_threads: tuple[int, ...] = ()
     """Thread counts; () = 1, 2, 4, ... up to the usable cores, and the usable cores."""
     adam_torch: bool = True
@@ -102,7 +104,8 @@ def quick_plan() -> SweepPlan:
                      nccl_sizes=(16 * MiB,), aio_file_size=64 * MiB,
                      aio_block_sizes=(128 * KiB, 1 * MiB), aio_queue_depths=(4, 32),
                      aio_parallelism=(1, 2), aio_latency_reads=16, adam_params=4 * 2**20,
-                     adam_threads=(), memcpy_size=128 * MiB, deepspeed=False)
+                     adam_threads=(), memcpy_size=128 * MiB, deepspeed=False,
+                     overflow_elements=2**24)
 
 
 def _parse_size(text: str, key: str) -> int:
@@ -333,6 +336,34 @@ def adam_throughput(kind: str, n_params: int, threads: int, repeats: int) -> lis
         torch.set_num_threads(before)
 
 
+def overflow_scan_time(n_elements: int, repeats: int) -> list[dict]:
+    """Seconds per element of ZeRO-3's fp16 overflow check with the optimizer offloaded, run as
+    DeepSpeed 0.19.8 runs it (stage3.py `has_overflow`): `torch.isinf(buf).any()` and
+    `torch.isnan(buf).any()` OR-ed into a bool tracker, over a flat fp32 buffer in host memory
+    (pinned where there is a GPU, as DeepSpeed pins it), with torch's default threads."""
+    import torch
+
+    buf = torch.full((n_elements,), 1e-3, dtype=torch.float32)
+    if torch.cuda.is_available():
+        buf = buf.pin_memory()
+    tracker = torch.zeros(1, dtype=torch.bool)
+
+    def scan() -> float:
+        t0 = time.perf_counter()
+        tracker.logical_or_(torch.isinf(buf).any())
+        tracker.logical_or_(torch.isnan(buf).any())
+        bool(tracker)           # DeepSpeed reads it (all_reduce, then .item())
+        return time.perf_counter() - t0
+
+    scan()                      # first touch of the result allocations
+    points = []
+    for i in range(repeats):
+        dt = scan()
+        points.append({"n_elements": n_elements, "rep": i, "seconds": dt,
+                       "s_per_element": dt / n_elements})
+    return points
+
+
 def module_call_time(cuda: bool, repeats: int, calls: int = 4000, width: int = 64) -> list[dict]:
     """Host seconds per forward call of a small nn.Linear with a forward pre-hook and post-hook,
     autograd recording, on the GPU when there is one: Python + hook + torch dispatch + kernel
@@ -520,6 +551,9 @@ def calibration_tasks(plan: SweepPlan, *, nvme_path: Path | None, skip: set[str]
                 tasks.append(Task("adam", f"{kind} Adam x{t} threads",
                                   lambda k=kind, t=t: adam_throughput(k, plan.adam_params, t,
                                                                       plan.repeats)))
+    if wanted("overflow", skip, skipped):
+        tasks.append(Task("overflow", f"fp16 overflow check {plan.overflow_elements / 2**20:.0f}M",
+                          lambda: overflow_scan_time(plan.overflow_elements, plan.repeats)))
     if wanted("dispatch", skip, skipped):
         tasks.append(Task("dispatch", "hooked module call",
                           lambda: module_call_time(cuda, max(3, plan.repeats))))

@@ -379,7 +379,24 @@ def build_documents(name: str, date: str, results: dict, facts: dict, base: dict
         ckpt = _checkpoint_cost_entry(results.get("layer", []), m)
         if ckpt:
             docs["cpus"].setdefault("deepspeed_host_costs", {})["checkpoint_per_block"] = ckpt
+        scan = _overflow_scan_entry(results.get("overflow", []), m)
+        if scan:
+            docs["cpus"].setdefault("deepspeed_host_costs", {})["overflow_scan_per_element"] = scan
     return docs
+
+
+def _overflow_scan_entry(points: list[dict], m: str) -> dict | None:
+    """fp16 ZeRO-3 overflow check per gradient element (median of the repeats), None without
+    points."""
+    values = sorted(p["s_per_element"] for p in points if p.get("s_per_element"))
+    if not values:
+        return None
+    mid = values[len(values) // 2]
+    return {"value": f"{mid * 1e9:.4g} ns",
+            "range": [f"{values[0] * 1e9:.4g} ns", f"{values[-1] * 1e9:.4g} ns"],
+            "source": f"{m} (overflow benchmark): torch.isinf(buf).any() + torch.isnan(buf).any() "
+                      f"over {points[0]['n_elements']:,} fp32 host elements, as stage3.py "
+                      f"has_overflow runs them; median of {len(values)}"}
 
 
 def _checkpoint_cost_entry(points: list[dict], m: str) -> dict | None:

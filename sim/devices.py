@@ -67,15 +67,22 @@ def pcie_seconds(pcie: PCIe, nbytes: float, direction: str, pinned: bool,
     return pcie.latency_s + nbytes / pcie_bandwidth_Bps(pcie, direction, pinned, gpus_per_node)
 
 
-def optimizer_dram_bytes_per_param(*, clipping: bool, params_offloaded: bool) -> int:
+def grads_rescaled(*, stage: int, clipping: bool, fp16: bool) -> bool:
+    """Whether the optimizer step scales the fp32 gradients in place (`unscale_and_clip_grads`'s
+    `grad.mul_(1 / combined_scale)`, DeepSpeed 0.19.8): always at stage 3 (stage3.py 2979-2988)
+    and stage 0 (fp16/fused_optimizer.py 374-385, called from `step`); ZeRO-1/2 skip it only with
+    neither gradient_clipping nor fp16 loss scaling (stage_1_and_2.py 3194-3195)."""
+    return stage not in (1, 2) or clipping or fp16
+
+
+def optimizer_dram_bytes_per_param(*, rescaled: bool, params_offloaded: bool) -> int:
     """DRAM bytes the CPU optimizer step moves per parameter of a sub-group (DeepSpeed 0.19.8):
     the global grad norm reads the fp32 grads (4 B, stage3.scaled_global_norm /
-    stage_1_and_2.get_grad_norm); with gradient_clipping the grads are scaled in place when the
-    norm exceeds it (read + write 8 B, unscale_and_clip_grads; charged every step: the norm is not
-    known ahead); DeepSpeedCPUAdam itself (28 B); with offloaded params the updated fp32 partition
-    is copied into the 16-bit CPU buffer (read 4 B + write 2 B,
+    stage_1_and_2.get_grad_norm); `rescaled` (grads_rescaled): the grads are scaled in place
+    (read + write 8 B, unscale_and_clip_grads); DeepSpeedCPUAdam itself (28 B); with offloaded
+    params the updated fp32 partition is copied into the 16-bit CPU buffer (read 4 B + write 2 B,
     stage3._reassign_or_swap_out_partitioned_parameters)."""
-    return 4 + (8 if clipping else 0) + ADAM_DRAM_BYTES_PER_PARAM + (6 if params_offloaded else 0)
+    return 4 + (8 if rescaled else 0) + ADAM_DRAM_BYTES_PER_PARAM + (6 if params_offloaded else 0)
 
 
 FUSED_ADAM_HBM_BYTES_PER_PARAM = 28
@@ -83,7 +90,7 @@ FUSED_ADAM_HBM_BYTES_PER_PARAM = 28
 (12 B)."""
 
 
-def gpu_optimizer_hbm_bytes_per_param(*, stage: int, clipping: bool) -> int:
+def gpu_optimizer_hbm_bytes_per_param(*, stage: int, rescaled: bool) -> int:
     """HBM bytes DeepSpeed 0.19.8's optimizer step moves per parameter without offload (bf16/fp16
     training, fp32 master weights), read + write:
     - the 16-bit gradient made fp32: read 2 + write 4 (stage 0: FP16_Optimizer.step `p.grad.to`,
@@ -94,12 +101,12 @@ def gpu_optimizer_hbm_bytes_per_param(*, stage: int, clipping: bool) -> int:
       `_flatten_dense_tensors`);
     - the global norm: ZeRO-1/2 converts each gradient to fp32 again for it (read 2 + write 4 +
       read 4, `get_grad_norm_direct`), stage 0 and ZeRO-3 read the fp32 gradients (4);
-    - with gradient_clipping, unscale_and_clip_grads scales them in place (read + write 8);
+    - `rescaled` (grads_rescaled): unscale_and_clip_grads scales them in place (read + write 8);
     - FusedAdam (28); the updated fp32 weights copied to the 16-bit ones (read 4 + write 2)."""
     to_fp32, adam_back = 6, FUSED_ADAM_HBM_BYTES_PER_PARAM + 6
     flatten = {0: 8, 1: 4, 2: 4}.get(stage, 0)
     norm = 10 if stage in (1, 2) else 4
-    return to_fp32 + flatten + norm + (8 if clipping else 0) + adam_back
+    return to_fp32 + flatten + norm + (8 if rescaled else 0) + adam_back
 
 
 def cpu_adam_params_per_s(cpu: CPU, ranks: int,

@@ -49,6 +49,8 @@ class _Timer:
         ce_bytes = 2.0 * mb * self.model.seq_len * self.model.vocab * s.bytes_per_param
         self.head_s = (flops.gemm_seconds(gpu, s.precision, logits)
                        + ce_bytes / gpu.hbm_bandwidth_Bps)
+        self.rescaled = devices.grads_rescaled(stage=s.zero.stage, clipping=s.gradient_clipping > 0,
+                                               fp16=s.precision == "fp16")
         self._cache: dict[tuple, float] = {}
 
     def seconds(self, op: Op) -> float:
@@ -71,7 +73,7 @@ class _Timer:
                 return op.amount * self.head_s
             if op.work == "adam_gpu":
                 return op.amount * devices.gpu_optimizer_hbm_bytes_per_param(
-                    stage=s.zero.stage, clipping=s.gradient_clipping > 0) / hw.gpu.hbm_bandwidth_Bps
+                    stage=s.zero.stage, rescaled=self.rescaled) / hw.gpu.hbm_bandwidth_Bps
             return 0.0
         if r in ("gpu_comm", "network"):
             c = getattr(collectives, op.work)(hw, op.nbytes)
@@ -80,7 +82,7 @@ class _Timer:
             return devices.pcie_seconds(hw.pcie, op.nbytes, r[-3:], op.pinned, ranks)
         if r == "cpu_adam":
             per_param = devices.optimizer_dram_bytes_per_param(
-                clipping=s.gradient_clipping > 0, params_offloaded=s.param_device != "none")
+                rescaled=self.rescaled, params_offloaded=s.param_device != "none")
             return devices.cpu_adam_seconds(hw.cpu, ranks, op.amount, per_param)
         if r in ("nvme_read", "nvme_write"):
             if hw.nvme is None or hw.nvme_drives == 0:
@@ -97,6 +99,8 @@ class _Timer:
                 return op.amount * host_costs.checkpoint_cost_s(sw, s)
             if op.work == "step_host":
                 return op.amount * host_costs.step_cost_s(sw, s)
+            if op.work == "overflow_scan":
+                return op.amount * host_costs.overflow_scan_cost_s(sw, s)
             if op.work == "rank_sync":
                 return op.amount * sw.multi_rank_sync_s
             if op.work.startswith("host."):

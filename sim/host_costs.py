@@ -77,6 +77,15 @@ def checkpoint_cost_s(sw: Software, strategy: Strategy) -> float:
     return sw.checkpoint_s_per_block if strategy.activation_checkpointing else 0.0
 
 
+def overflow_scan_cost_s(sw: Software, strategy: Strategy) -> float:
+    """Host seconds per gradient element of the fp16 overflow check on the host-memory gradient
+    partition (ZeRO-3 with offload_optimizer and fp16 only; 0 otherwise)."""
+    if (strategy.zero.stage == 3 and strategy.optimizer_device != "none"
+            and strategy.precision == "fp16"):
+        return sw.overflow_scan_s_per_element
+    return 0.0
+
+
 def grad_event_cost_s(sw: Software, boundary: bool) -> float:
     """ZeRO-1/2 with offload_optimizer, per parameter tensor: the copy into the fp32 partition
     at the boundary (`copy_grads_in_partition`), else the CPU accumulation round trip

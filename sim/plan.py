@@ -264,12 +264,7 @@ def _add_ranges(req: Request, cands: list[Candidate]) -> None:
 
 def tokens_per_s_range(c: Candidate) -> tuple[float, float] | None:
     """(low, high) tokens/s from the step time's 80% range, None without one."""
-    lo, hi, step = (c.result.get(k) for k in ("step_time_low_s", "step_time_high_s",
-                                              "step_time_s"))
-    if not (lo and hi and step):
-        return None
-    tokens = c.tokens_per_s * step
-    return tokens / hi, tokens / lo
+    return c.tokens_per_s_range
 
 
 def _ties(winner: Candidate | None, ranked: list[Candidate]) -> list[str]:

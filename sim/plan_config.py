@@ -229,6 +229,21 @@ class Candidate:
     def bottleneck(self) -> str | None:
         return self.result.get("bottleneck")
 
+    @property
+    def step_time_range_s(self) -> tuple[float, float] | None:
+        """The step time's 80% range (plan adds it to each placement's best), None without."""
+        lo, hi = self.result.get("step_time_low_s"), self.result.get("step_time_high_s")
+        return (lo, hi) if lo and hi else None
+
+    @property
+    def tokens_per_s_range(self) -> tuple[float, float] | None:
+        """(low, high) tokens/s from the step time's 80% range, None without one."""
+        span, step = self.step_time_range_s, self.step_time_s
+        if not (span and step):
+            return None
+        tokens = self.tokens_per_s * step
+        return tokens / span[1], tokens / span[0]
+
     def to_dict(self) -> dict:
         v = self.variant
         return {"placement": self.label, "stage": v.placement.stage,
@@ -237,7 +252,9 @@ class Candidate:
                 "activation_checkpointing": v.checkpointing, "knobs": dict(v.knobs),
                 "fits": self.fits, "over": self.over, "verdict": self.verdict,
                 "reason": self.reason, "step_time_s": self.step_time_s,
-                "tokens_per_s": self.tokens_per_s or None, "bottleneck": self.bottleneck,
+                "step_time_range_s": self.step_time_range_s,
+                "tokens_per_s": self.tokens_per_s or None,
+                "tokens_per_s_range": self.tokens_per_s_range, "bottleneck": self.bottleneck,
                 "memory": self.memory.to_dict() if self.memory is not None else None}
 
 

@@ -210,7 +210,7 @@ def plan_from_config(hardware, model, cfg: Mapping[str, Any], where: str, *,
     between them with their effect. Raises ConfigError for a config DeepSpeed refuses."""
     from tierlab.scenario import resolve
     from tierlab.sim.engine import simulate
-    from tierlab.sim.plan import _Search, plan
+    from tierlab.sim.plan import _Search, _add_ranges, plan
 
     cap = plan_kwargs.pop("max_gpu_mem_bytes", None)
     if cap is not None:         # yours and the search see the same capped GPU
@@ -228,12 +228,14 @@ def plan_from_config(hardware, model, cfg: Mapping[str, Any], where: str, *,
     result = plan(hardware, model, global_batch=global_batch or s.train_batch_size,
                   checkpointing=checkpointing, precision=s.precision, simulator=simulator,
                   jobs=jobs, base=base, **plan_kwargs)
-    search = _Search(Request(hardware=hardware, model=model, precision=s.precision,
-                             nvme_path=plan_kwargs.get("nvme_path", "/local_nvme"), base=base),
-                     simulator or simulate, jobs)
+    req = Request(hardware=hardware, model=model, precision=s.precision,
+                  nvme_path=plan_kwargs.get("nvme_path", "/local_nvme"), base=base)
+    search = _Search(req, simulator or simulate, jobs)
     baseline = search.check(yours)
     if baseline.fits:
         baseline = search.simulate([yours])[0]
+        if simulator is None:           # yours gets the 80% range the proposal has
+            _add_ranges(req, [baseline])
     out = FromConfig(where=where, baseline=baseline, plan=result, base=base,
                      notes=list(sc.warnings), hidden=model.hidden)
     for key, given, value in (("train_micro_batch_size_per_gpu", micro_batch,
@@ -353,7 +355,11 @@ def _outcome(c: Candidate) -> str:
         return f"doesn't fit: {c.over or c.reason}"
     if not c.step_time_s:
         return f"{c.verdict}: {c.reason}"
-    return f"{c.step_time_s:.3f} s/step, {c.tokens_per_s:,.0f} tokens/s ({c.bottleneck} binds)"
+    step, tok = c.step_time_range_s, c.tokens_per_s_range
+    rng = f" ({step[0]:.2f}-{step[1]:.2f})" if step else ""
+    tok = f" ({tok[0]:,.0f}-{tok[1]:,.0f})" if tok else ""
+    return (f"{c.step_time_s:.3f} s/step{rng}, {c.tokens_per_s:,.0f} tokens/s{tok} "
+            f"({c.bottleneck} binds)")
 
 
 def format_from_config(result: FromConfig) -> str:

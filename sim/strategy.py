@@ -281,6 +281,12 @@ def _check_blocks(cfg: Mapping[str, Any], where: str) -> None:
             raise ConfigError(f"{where}: {key} must be an object{example}, got {value!r}")
 
 
+NO_OPTIMIZER_BLOCK = {"type": "AdamW", "params": {"lr": 1e-5, "betas": [0.9, 0.999],
+                                                  "eps": 1e-8, "weight_decay": 0.0}}
+"""What a ds_config without an optimizer block gets (the HF docs' AdamW; the learning rate
+does not change the step time)."""
+
+
 def _resolve_auto(cfg: dict, flags: Flags, precision: Precision) -> dict:
     """Fill the "auto" values transformers' HfTrainerDeepSpeedConfig fills (ds_read.HF_FILLED):
     bucket sizes from the hidden size (the stage3_* pair only at stage 3, as HF does), fp16/bf16
@@ -456,6 +462,12 @@ def parse_ds_config(cfg: Mapping[str, Any], flags: Flags = Flags(),
     _refuse_expert_parallel(cfg, where)
     precision, warnings = _precision(cfg, flags, where)
     cfg = _resolve_auto(copy.deepcopy(dict(cfg)), flags, precision)
+    if "optimizer" not in cfg:
+        cfg["optimizer"] = copy.deepcopy(NO_OPTIMIZER_BLOCK)
+        warnings.append(
+            f"{where} has no optimizer block: tierlab simulates and runs DeepSpeed's AdamW "
+            "(DeepSpeedCPUAdam when offloaded; DeepSpeed alone would train nothing); the "
+            "Hugging Face Trainer passes torch's AdamW instead, slower on the CPU than predicted")
     cfg, reading = read(cfg, where, prefer=judge)
     warnings = list(reading.warnings) + warnings
     _refuse_activation_checkpointing(cfg, where)

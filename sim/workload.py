@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 
 from tierlab.errors import ConfigError
 from tierlab.profiles.schema import Hardware, Model, Software
-from tierlab.sim.host_costs import checkpoint_cost_s, grad_event_cost_s, step_cost_s, use_cost_s
+from tierlab.sim.host_costs import (checkpoint_cost_s, grad_event_cost_s, overflow_scan_cost_s,
+                                   step_cost_s, use_cost_s)
 from tierlab.sim.modules import (Module, Use, ceil_div, modules,  # noqa: F401 (re-export)
                                  nvme_param_fraction, prefetch_depth, sub_groups, trace)
 from tierlab.sim.strategy import Strategy
@@ -352,6 +353,12 @@ def build_workload(hw: Hardware, model: Model, strategy: Strategy, *,
         # read the norm on the host (a sync): the loop, then the optimizer's GPU/CPU work
         b.phase = "optimizer"
         start = (b.add("opt.host_loop", "cpu_host", start, work="step_host", amount=tensors),)
+    if software and overflow_scan_cost_s(software, strategy) > 0:
+        # fp16 ZeRO-3 with the optimizer offloaded: isinf/isnan over the host gradient partition
+        # before any sub-group steps (stage3.py step -> _overflow_check_and_loss_scale_update)
+        b.phase = "optimizer"
+        start = (b.add("opt.overflow_scan", "cpu_host", start, work="overflow_scan",
+                       amount=float(sum(sum(g) for g in groups))),)
     _optimizer(b, c, groups, on_nvme, start)
     return Workload(ops=tuple(b.ops), micro_steps=gas, dp=dp,
                     sub_groups=tuple(float(sum(g)) for g in groups), nvme_param_fraction=frac,

@@ -125,7 +125,7 @@ def test_calibrate_lists_the_deepspeed_benchmark_when_skipped():
     assert "quick" in skipped["deepspeed"]
     tasks, _ = calibration_tasks(SweepPlan(ds_variants=("stage0",)), nvme_path=None,
                                  skip={"memcpy", "adam", "dispatch", "gpu", "pcie", "gemm",
-                                       "nccl", "aio"}, cuda=False, n_gpus=0, facts={})
+                                       "nccl", "aio", "overflow"}, cuda=False, n_gpus=0, facts={})
     assert [t.group for t in tasks] == ["deepspeed", "deepspeed"]
     with pytest.raises(ConfigError, match="ds_variants=nope"):
         calibration_tasks(SweepPlan(ds_variants=("nope",)), nvme_path=None, skip=set(),
@@ -174,3 +174,43 @@ def test_checkpoint_cost_comes_from_host_bound_layer_points_into_the_cpu_profile
     loaded = _cpu(cpu, "cpus/x.yaml")
     assert loaded.host_costs["checkpoint_s_per_block"] == pytest.approx(0.5e-3)
     assert "layer benchmark" in loaded.sources["host_costs.checkpoint_s_per_block"]
+
+
+def test_fp16_zero3_offload_pays_the_overflow_scan_over_its_gradient_partition():
+    """stage3.py has_overflow: isinf/isnan over the host gradient partition, fp16 only, ZeRO-3
+    with the optimizer offloaded; one cpu_host op of n_params elements before the sub-groups."""
+    from dataclasses import replace
+
+    from tierlab.profiles.load import load_hardware, load_model
+    from tierlab.scenario import resolve
+    from tierlab.sim.host_costs import default_software
+    from tierlab.sim.workload import build_workload
+
+    hw, model = load_hardware("h200-host"), load_model("tinyllama-1.1b")
+    sw = replace(default_software(), overflow_scan_s_per_element=1e-9)
+    steps = {}
+    for precision in ("fp16", "bf16"):
+        for config in ("zero3-cpu", "zero2-cpu"):
+            sc = resolve(model, hw, config, micro_batch=4, seq=1024, precision=precision,
+                         software=sw)
+            w = build_workload(hw, sc.model, sc.strategy, software=sw)
+            scans = [op for op in w.ops if op.work == "overflow_scan"]
+            if (precision, config) == ("fp16", "zero3-cpu"):
+                assert len(scans) == 1 and scans[0].amount == pytest.approx(model.n_params)
+            else:
+                assert scans == []
+            steps[precision, config] = sc.simulate().phases["optimizer_s"]
+    # the scan is on the optimizer's critical path: n_params x 1 ns longer than bf16
+    assert steps["fp16", "zero3-cpu"] - steps["bf16", "zero3-cpu"] == pytest.approx(
+        model.n_params * 1e-9, rel=0.1)
+
+
+def test_the_calibrate_overflow_benchmark_times_the_scan_per_element():
+    from tierlab.runner.calibrate import overflow_scan_time
+    from tierlab.runner.calibrate_profile import _overflow_scan_entry
+
+    points = overflow_scan_time(2**20, repeats=3)
+    assert len(points) == 3 and all(0 < p["s_per_element"] < 1e-6 for p in points)
+    entry = _overflow_scan_entry(points, "measured today")
+    assert entry["value"].endswith(" ns") and "has_overflow" in entry["source"]
+    assert _overflow_scan_entry([], "m") is None

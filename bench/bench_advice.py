@@ -1,0 +1,215 @@
+"""Advice that pays: `tierlab plan --ds-config` on configs users copy, its proposal measured.
+
+Three steps (the second on the GPU host):
+
+    python bench/bench_advice.py prepare            # CPU: plan each start, write the proposals
+    NAME=h200-j PLAN=bench/advice/cases.yaml ... bash bench/gpu_paired.sh   # GPU: measure both
+    python bench/bench_advice.py report RUNS_DIR [--profile h200-j]        # the table
+
+`prepare` runs `tierlab plan -c START --max-gpu-mem 8GiB --micro-batch 4 --seq 1024 -H h200-host
+--gpus 1 --json --write-config` for each start config and model, keeps the JSON and the proposed
+ds_config under bench/advice/, and writes bench/advice/cases.yaml: one `tierlab run` case for the
+start and one for the proposal, each on an 8 GiB capped H200 (--gpu-mem-cap 8GiB), in the form
+bench/gpu_validate.py reads.
+
+`report` reads the measured runs (a folder holding <case>/measurement.json) and prints, for each
+start/proposal pair: predicted (from the plan, i.e. the stock h200-host profile, and, with
+--profile, from the calibration of the machine that ran them) and measured step time, tokens/s,
+GPU peak and host RSS, and the measured speedup beside the predicted one. A start that ran out of
+memory is reported as such (the plan predicted whether it fits)."""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+ADVICE = ROOT / "bench" / "advice"
+CAP = "8GiB"
+SEQ = 1024
+MICRO_BATCH = 4
+HARDWARE = "h200-host"
+MODELS = ("tinyllama-1.1b", "llama-3b")
+STARTS = {
+    # name: (path, origin). Origins with commits: tests/data/ds_configs/ORIGINS.yaml.
+    "seed-example": ("profiles/configs/offload-example.json",
+                     "the classic ZeRO-Offload example (stage 2, optimizer + params on CPU, fp16)"),
+    "llamafactory-z3-offload": ("tests/data/ds_configs/llamafactory_ds_z3_offload.json",
+                                "hiyouga/LLaMA-Factory examples/deepspeed/ds_z3_offload_config.json"),
+    "axolotl-z3-cpuoffload-all": ("tests/data/ds_configs/axolotl_zero3_bf16_cpuoffload_all.json",
+                                  "axolotl-ai-cloud/axolotl deepspeed_configs/"
+                                  "zero3_bf16_cpuoffload_all.json"),
+    "fastchat-s3": ("tests/data/ds_configs/fastchat_deepspeed_config_s3.json",
+                    "lm-sys/FastChat playground/deepspeed_config_s3.json"),
+}
+SHORT = {"tinyllama-1.1b": "tinyllama", "llama-3b": "3b"}
+
+
+def pair_name(model: str, start: str) -> str:
+    return f"a-{SHORT[model]}-{start}"
+
+
+def plan_command(model: str, start_path: str, proposed: Path) -> list[str]:
+    return [sys.executable, "-m", "tierlab.cli", "plan", "-m", model, "-H", HARDWARE,
+            "--gpus", "1", "--seq", str(SEQ), "--micro-batch", str(MICRO_BATCH),
+            "--max-gpu-mem", CAP, "-c", start_path, "--json", "-q", "--no-progress",
+            "--write-config", str(proposed)]
+
+
+def prepare(jobs: int) -> int:
+    ADVICE.mkdir(parents=True, exist_ok=True)
+    cases = []
+    for model in MODELS:
+        for start, (path, _origin) in STARTS.items():
+            name = pair_name(model, start)
+            proposed = ADVICE / f"{name}.proposed.json"
+            cmd = plan_command(model, path, proposed) + ["-j", str(jobs)]
+            print(f"== {name}: tierlab {' '.join(cmd[3:])}", flush=True)
+            done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+            if done.returncode not in (0, 1):
+                print(done.stderr, file=sys.stderr)
+                return done.returncode
+            plan = json.loads(done.stdout)
+            (ADVICE / f"{name}.plan.json").write_text(json.dumps(plan, indent=1) + "\n")
+            yours, best = plan["yours"], plan["plan"]["best"]
+            cases.append({"name": f"{name}-start", "model": model, "config": path, "cap": CAP,
+                          "seq": SEQ, "micro_batch": yours["micro_batch"],
+                          "grad_accum": yours["grad_accum"]})
+            if best and plan["changes"]:
+                cases.append({"name": f"{name}-proposed", "model": model,
+                              "config": str(proposed.relative_to(ROOT)), "cap": CAP, "seq": SEQ,
+                              "micro_batch": best["micro_batch"],
+                              "grad_accum": best["grad_accum"],
+                              **({} if best["activation_checkpointing"] else
+                                 {"checkpointing": False})})
+            print(f"   yours {_fmt(yours)}\n   proposed {_fmt(best) if best else '-'}")
+    text = ("# Written by `python bench/bench_advice.py prepare`: each start config and the\n"
+            "# proposal `tierlab plan --ds-config` made from it, both run with --gpu-mem-cap 8GiB.\n"
+            + yaml.safe_dump({"defaults": {"seq": SEQ, "micro_batch": MICRO_BATCH, "steps": 6,
+                                           "warmup_steps": 2, "gpus": 1},
+                              "cases": cases}, sort_keys=False, width=200))
+    (ADVICE / "cases.yaml").write_text(text)
+    print(f"{len(cases)} cases -> {(ADVICE / 'cases.yaml').relative_to(ROOT)}")
+    return 0
+
+
+def _fmt(c: dict) -> str:
+    if not c.get("fits"):
+        return f"{c['placement']}, mb {c['micro_batch']} gas {c['grad_accum']}: doesn't fit ({c['over']})"
+    lo, hi = c.get("step_time_range_s") or (None, None)
+    rng = f" ({lo:.2f}-{hi:.2f})" if lo else ""
+    return (f"{c['placement']}, mb {c['micro_batch']} gas {c['grad_accum']}: "
+            f"{c['step_time_s']:.3f} s{rng}, {c['tokens_per_s']:,.0f} tokens/s")
+
+
+def _measured(run_dir: Path) -> dict | None:
+    from tierlab.runner.measurement import load_measurement
+    from tierlab.validate.compare import measured_metrics
+
+    if not (run_dir / "measurement.json").is_file():
+        return None
+    m = load_measurement(run_dir)
+    out = {"status": m.status, "failure": m.failure_kind, "measurement": m}
+    if m.status == "ok":
+        out.update(measured_metrics(m))
+        tokens = ((m.run or {}).get("seq") or SEQ) * m.ds_config.get(
+            "train_batch_size", MICRO_BATCH)
+        out["tokens_per_s"] = tokens / out["step_time_s"] if out["step_time_s"] else None
+    return out
+
+
+def _predicted(measurement, profile: str) -> dict:
+    from tierlab.profiles.load import load_hardware
+    from tierlab.validate.compare import predicted_metrics, scenario_of
+
+    result = scenario_of(measurement, load_hardware(profile)).simulate()
+    out = predicted_metrics(result)
+    out["fits"] = result.fits
+    out["tokens_per_s"] = result.tokens_per_s
+    return out
+
+
+def _gib(x) -> str:
+    return f"{x / 2**30:.2f}" if x else "-"
+
+
+def report(runs: Path, profile: str | None) -> int:
+    cases = yaml.safe_load((ADVICE / "cases.yaml").read_text())["cases"]
+    names = sorted({c["name"].rsplit("-", 1)[0] for c in cases}, key=lambda n: [
+        c["name"] for c in cases].index(n + "-start"))
+    head = (f"{'pair':34s} {'run':8s} {'plan s':>7s} {'cal s':>7s} {'meas s':>7s} "
+            f"{'meas tok/s':>10s} {'GPU GiB':>7s} {'RSS GiB':>7s}")
+    print(head + "\n" + "-" * len(head))
+    summary = []
+    for name in names:
+        plan = json.loads((ADVICE / f"{name}.plan.json").read_text())
+        row = {}
+        for kind, pred in (("start", plan["yours"]), ("proposed", plan["plan"]["best"])):
+            m = _measured(runs / f"{name}-{kind}")
+            cal = (_predicted(m["measurement"], profile)
+                   if m and profile and m["status"] == "ok" else {})
+            row[kind] = (pred, m, cal)
+            meas = ("not run" if m is None else
+                    f"{m['step_time_s']:7.3f}" if m["status"] == "ok" else
+                    f"{m['failure'] or m['status']}")
+            plan_s = f"{pred['step_time_s']:7.3f}" if pred and pred.get("step_time_s") else (
+                "  no fit" if pred else "      -")
+            cal_s = f"{cal['step_time_s']:7.3f}" if cal.get("step_time_s") else "      -"
+            ok = m is not None and m["status"] == "ok"
+            print(f"{name:34s} {kind:8s} {plan_s} {cal_s} {meas:>7s} "
+                  f"{(m['tokens_per_s'] if ok else 0):10,.0f} "
+                  f"{_gib(m.get('gpu_peak_allocated_bytes')) if ok else '-':>7s} "
+                  f"{_gib(m.get('host_rss_bytes')) if ok else '-':>7s}")
+        (ps, ms, cs), (pp, mp, cp) = row["start"], row["proposed"]
+        if ms and mp and ms["status"] == mp["status"] == "ok":
+            meas_x = mp["tokens_per_s"] / ms["tokens_per_s"]
+            plan_x = (pp["tokens_per_s"] / ps["tokens_per_s"]
+                      if ps.get("tokens_per_s") and pp.get("tokens_per_s") else None)
+            cal_x = (cp["tokens_per_s"] / cs["tokens_per_s"]
+                     if cs.get("tokens_per_s") and cp.get("tokens_per_s") else None)
+            summary.append((name, meas_x, plan_x, cal_x))
+        elif mp and mp["status"] == "ok" and ms and ms["status"] != "ok":
+            summary.append((name, None, None, None))
+            print(f"{'':34s} start failed ({ms['failure'] or ms['status']}); the plan said "
+                  f"{'it fits' if ps.get('fits') else 'it does not fit'}")
+    print("\nspeedup in tokens/s, proposal over start (measured; predicted by the plan on the "
+          "stock profile; predicted on the machine's calibration):")
+    for name, meas_x, plan_x, cal_x in summary:
+        if meas_x is None:
+            print(f"  {name:34s} start could not train; proposal trains")
+            continue
+        err = f"{(plan_x / meas_x - 1):+.0%}" if plan_x else "-"
+        cal = f"{cal_x:.2f}x ({(cal_x / meas_x - 1):+.0%})" if cal_x else "-"
+        print(f"  {name:34s} measured {meas_x:.2f}x  plan {plan_x:.2f}x ({err})  "
+              f"calibrated {cal}")
+    wins = sum(1 for _, x, _, _ in summary if x and x >= 1.2)
+    within = [abs(p / x - 1) <= 0.15 for _, x, p, _ in summary if x and p]
+    print(f"\npairs with a measured speedup >= 1.2x: {wins}; predicted speedup within 15% of "
+          f"the measured one: {sum(within)} of {len(within)}")
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="verb", required=True)
+    p = sub.add_parser("prepare", help="plan each start config; write bench/advice/")
+    p.add_argument("-j", "--jobs", type=int, default=2)
+    r = sub.add_parser("report", help="the table from the measured runs")
+    r.add_argument("runs", type=Path, help="folder holding <case>/measurement.json")
+    r.add_argument("--profile", help="the calibrated profile of the machine that ran them")
+    args = ap.parse_args()
+    if args.verb == "prepare":
+        return prepare(args.jobs)
+    if not args.runs.is_dir():
+        print(f"error: {args.runs}: no such folder", file=sys.stderr)
+        return 2
+    return report(args.runs, args.profile)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
