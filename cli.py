@@ -380,7 +380,23 @@ def run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_progr
 
     One GPU (or the CPU) runs in this process; --gpus N > 1 or --hostfile goes through
     DeepSpeed's launcher. Writes DIR/measurement.json, steps.jsonl (flushed every step),
-    samples.jsonl and summary.json. Exit 0 ok, 1 failed, 130 interrupted, 2 bad input."""
+    samples.jsonl and summary.json. Ctrl-C or SIGTERM closes the record as "interrupted" with
+    the steps measured. Exit 0 ok, 1 failed, 2 bad input, 130 Ctrl-C (SIGINT), 143 SIGTERM."""
+    from tierlab.runner.measurement import MEASUREMENT_FILE
+
+    try:
+        with signals_raise():
+            _run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_progress, kw)
+    except (KeyboardInterrupt, Interrupted) as e:      # before or after the measured part
+        signum = getattr(e, "signum", signal.SIGINT)
+        out_dir = ctx.meta.get("tierlab.run.out")
+        kept = (f"measurement: {out_dir}" if out_dir and (Path(out_dir) / MEASUREMENT_FILE)
+                .exists() else "nothing was measured")
+        click.echo(f"interrupted ({signal.Signals(signum).name}): {kept}", err=True)
+        ctx.exit(128 + signum)
+
+
+def _run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_progress, kw):
     import time as _time
 
     from tierlab.errors import require
@@ -390,7 +406,7 @@ def run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_progr
     from tierlab.runner.launch import launch_deepspeed
     from tierlab.runner.measurement import MEASUREMENT_FILE, load_measurement
     from tierlab.runner.preflight import run_preflight
-    from tierlab.runner.train import EXIT_CODES, run as run_training
+    from tierlab.runner.train import exit_code, run as run_training
 
     if out_dir and (Path(out_dir) / MEASUREMENT_FILE).exists() and not overwrite:
         raise ConfigError(f"--out {out_dir}: holds a measurement already; choose another folder "
@@ -412,6 +428,7 @@ def run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_progr
             sc.hardware, sc.model, sc.strategy, gpu_mem_cap_bytes=sc.gpu_mem_cap_bytes)):
         click.echo("error: pre-flight failed (use --skip-preflight to launch anyway)", err=True)
         ctx.exit(2)
+    ctx.meta["tierlab.run.out"] = out_dir        # from here on a record is being written
     if sc.strategy.data_parallel_size > 1 or hostfile:
         write_text(Path(out_dir) / "spec.json", spec.to_json())
         launch_deepspeed(Path(out_dir) / "spec.json", sc.hardware.gpus_per_node, hostfile)
@@ -427,7 +444,7 @@ def run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_progr
                    f"{st['n']} steps), {s.get('tokens_per_s', 0):.1f} tokens/s, "
                    f"loss {s.get('loss_last'):.4f}")
     click.echo(f"measurement: {out_dir}")
-    ctx.exit(EXIT_CODES.get(m.status, 1))
+    ctx.exit(exit_code(m))
 
 
 @main.command()
