@@ -866,8 +866,9 @@ def _measured_timeline(ctx, measurement, gpu_mem_cap, title, quiet, out, kw) -> 
                    "and model.* keys; see --list-keys. Ranges: 1..8, 1..64:x2.")
 @click.option("--out", "-o", default=None, metavar="FILE",
               help="Results file, .csv or .parquet (Parquet needs pyarrow), written atomically; "
-                   "rows already in it are skipped (resume). Without it the rows are printed "
-                   "as CSV.")
+                   "rows already in it are skipped (resume), and Ctrl-C/SIGTERM keeps the rows "
+                   "done in it. Without it the rows are printed as CSV on stdout, on Ctrl-C or "
+                   "SIGTERM too (the rows done so far).")
 @click.option("--jobs", "-j", type=int, default=None,
               help="Worker processes (default: every core this process may use).")
 @click.option("--memory-only", is_flag=True,
@@ -922,9 +923,15 @@ def sweep(ctx, varies, out, jobs, memory_only, strict, plot_path, x_key, by, lis
                                 out=out, on_start=lambda todo, skipped: bar.reset(total=todo),
                                 on_rows=lambda rows: bar.update(len(rows)))
     except (KeyboardInterrupt, Interrupted) as e:
-        signum = getattr(e, "signum", signal.SIGINT)
-        kept = f"the rows done are in {out}; run the same command to resume" if out else \
-            "no --out, so no rows were kept"
+        signum, done = getattr(e, "signum", signal.SIGINT), getattr(e, "partial", None)
+        if out:
+            kept = f"the rows done are in {out}; run the same command to resume"
+        elif done is not None and not done.frame.empty:     # no file: the rows go to stdout
+            click.echo(done.frame.to_csv(index=False), nl=False)
+            kept = (f"the {len(done.frame)} of {done.total} rows done are printed above as CSV; "
+                    "with --out FILE they are kept in FILE and a rerun resumes")
+        else:
+            kept = "no row was finished"
         click.echo(f"interrupted ({signal.Signals(signum).name}): {kept}", err=True)
         ctx.exit(128 + signum)
     if outcome.torn:
