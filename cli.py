@@ -462,34 +462,46 @@ def _run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_prog
               callback=_finite(0, open_min=True),
               help="Total time for all variants: each gets at most what is left (a variant cut "
                    "short keeps its finished steps; one with no time left is skipped).")
-@click.option("--out", "out_dir", default="runs/compare", show_default=True, metavar="DIR",
-              help="Directory of the per-variant Measurements, compare.csv and compare.png.")
-def compare(variants, uncapped_baseline, timeout_s, budget_s, out_dir, **kw):
+@click.option("--out", "out_dir", default=None, metavar="DIR",
+              help="Directory of the per-variant Measurements, compare.csv, compare.json and "
+                   "compare.png (default: runs/compare-<time>).")
+@click.option("--overwrite", is_flag=True,
+              help="Replace the comparison already in --out: its table files and the "
+                   "Measurements of the variants run now (refused without it).")
+def compare(variants, uncapped_baseline, timeout_s, budget_s, out_dir, overwrite, **kw):
     """Offload vs baseline: the same model and data with no offload, ZeRO-2 CPU, ZeRO-3 CPU and
     ZeRO-3 NVMe, each in its own subprocess (an OOM is a row). Prints one table and writes
     compare.csv, compare.png and compare.json under --out. --ds-config is not used: each
     variant uses its preset, with the --set overrides applied to all."""
-    from tierlab.errors import require
+    import time as _time
 
+    from tierlab.errors import require
+    from tierlab.safeio import free_folder
+
+    out_dir = out_dir or str(free_folder(f"runs/compare-{_time.strftime('%Y%m%d-%H%M%S')}"))
     writable(out_dir, "--out", folder=True)
     require("torch", "deepspeed", "transformers", "psutil", what="tierlab compare")
-    from tierlab.runner.compare import (VARIANTS, Planned, figure, format_table, rows_to_csv,
-                                        run_comparison)
+    from tierlab.runner.compare import (VARIANTS, Planned, earlier_outputs, figure, format_table,
+                                        rows_to_csv, run_comparison)
 
     cap = kw["gpu_mem_cap"]
     todo = [(v, cap) for v in (variants or VARIANTS)]
     if uncapped_baseline:
         todo.insert(0, ("no-offload", None))
+    labels = [f"{v}-uncapped" if cap is not None and vcap is None else v for v, vcap in todo]
+    there = earlier_outputs(out_dir, labels)
+    if there and not overwrite:
+        raise ConfigError(f"--out {out_dir}: holds a comparison already ({', '.join(there)}); "
+                          "choose another folder or pass --overwrite to replace it")
     planned = []
-    for variant, vcap in todo:
-        label = f"{variant}-uncapped" if cap is not None and vcap is None else variant
+    for (variant, vcap), label in zip(todo, labels):
         sc = runner_scenario(kw, VARIANTS[variant][0], gpu_mem_cap=vcap)
         planned.append(Planned(label, sc, runner_spec(sc, kw, Path(out_dir) / label, label)))
     rows = run_comparison(planned, preflight=not kw["skip_preflight"], timeout_s=timeout_s,
                           budget_s=budget_s, say=lambda text: click.echo(text, err=True))
     click.echo(format_table(rows))
     out = Path(out_dir)
-    write_text(out / "compare.csv", rows_to_csv(rows))
+    write_text(out / "compare.csv", rows_to_csv(rows))      # runner.compare.TABLE_FILES
     write_json(out / "compare.json", rows)
     sc = planned[-1].scenario
     title = (f"{sc.model.name}, micro-batch {sc.strategy.train_micro_batch_size_per_gpu}, "
