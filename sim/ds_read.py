@@ -74,9 +74,9 @@ class Reading:
 # text
 
 def loads(text: str, where: str) -> dict:
-    """hjson text -> dict, as DeepSpeedConfig(path) parses it. Raises ConfigError."""
-    import hjson
-
+    """hjson text -> dict, as DeepSpeedConfig(path) parses it (hjson.load, duplicate keys
+    refused). Without the hjson package (a dependency of tierlab and of DeepSpeed), plain JSON
+    is read and anything else is one line saying that hjson is missing. Raises ConfigError."""
     def no_duplicates(pairs):
         keys = [k for k, _ in pairs]
         dup = sorted({k for k in keys if keys.count(k) > 1})
@@ -86,14 +86,17 @@ def loads(text: str, where: str) -> dict:
         return dict(pairs)
 
     try:
+        import hjson
+    except ImportError:
+        return _loads_json(text.lstrip("\ufeff"), where, no_duplicates)
+    try:
         data = hjson.loads(text.lstrip("\ufeff"), object_pairs_hook=no_duplicates)
     except hjson.HjsonDecodeError as e:
         raise ConfigError(f"{where}: malformed JSON at line {e.lineno} column {e.colno}: "
                           f"{e.msg} (read as hjson, as DeepSpeed reads it)") from None
     except RecursionError:
         raise ConfigError(f"{where}: nested too deeply") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{where}: the top level must be an object")
+    _top_level_object(data, where)
     try:
         json.loads(text)
     except (json.JSONDecodeError, RecursionError):
@@ -102,6 +105,25 @@ def loads(text: str, where: str) -> dict:
                     "the HF Trainer and accelerate load a ds_config file with json.load and "
                     "refuse it", where)
     return data
+
+
+def _loads_json(text: str, where: str, hook) -> dict:
+    """`loads` without the hjson package: JSON only."""
+    try:
+        data = json.loads(text, object_pairs_hook=hook)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{where}: not JSON (line {e.lineno} column {e.colno}: {e.msg}); "
+                          "DeepSpeed reads a ds_config as hjson (comments, unquoted keys), but "
+                          "the hjson package is not installed: pip install hjson") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: nested too deeply") from None
+    _top_level_object(data, where)
+    return data
+
+
+def _top_level_object(data, where: str) -> None:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: the top level must be an object")
 
 
 # ----------------------------------------------------------------------------------------------

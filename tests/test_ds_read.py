@@ -243,6 +243,72 @@ def test_hjson_and_duplicates(tmp_path, caplog):
         load_ds_config(str(p))
 
 
+HJSON = """{
+  # a ds_config as DeepSpeed's hjson reads it: comments, unquoted keys, no commas
+  zero_optimization: {
+    stage: 3
+    offload_param: { device: "cpu" }
+    /* the optimizer state on the host too */
+    offload_optimizer: {
+      device: cpu
+      pin_memory: true
+    }
+  }
+  // quoted and unquoted keys mix
+  "train_micro_batch_size_per_gpu": 2
+  gradient_accumulation_steps: 1
+  bf16: { enabled: true }
+  optimizer: { type: "AdamW", params: { lr: 1e-4 } }
+}
+"""
+
+
+def test_hjson_config_on_the_command_line(tmp_path, monkeypatch):
+    """A real hjson ds_config is read as DeepSpeed reads it (hjson.load with its duplicate-key
+    hook), by path or as a bare .hjson name; a broken one is exit 2, one line naming the file."""
+    import hjson
+    from deepspeed.runtime.config_utils import dict_raise_error_on_duplicate_keys
+
+    from _cli import assert_user_error, run
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "zero3.hjson").write_text(HJSON)
+    cfg, where = load_ds_config("zero3.hjson")
+    assert cfg == json.loads(json.dumps(hjson.loads(
+        HJSON, object_pairs_hook=dict_raise_error_on_duplicate_keys)))       # DeepSpeed's reading
+    assert cfg["zero_optimization"]["offload_optimizer"] == {"device": "cpu", "pin_memory": True}
+    args = ["memory", "-m", "tinyllama-1.1b", "-H", "dgx-a100", "--gpus", "1", "--json"]
+    r = run(*args, "-c", "zero3.hjson")
+    assert r.exit_code == 0, r.output
+    (tmp_path / "zero3.json").write_text(json.dumps(cfg))
+    as_json = run(*args, "-c", str(tmp_path / "zero3.json"))
+    assert json.loads(r.stdout)["tiers"] == json.loads(as_json.stdout)["tiers"]
+    for bad, what in (("{\n  zero_optimization: {\n    stage: 3\n", "zero3-bad.hjson"),
+                      ("{\n zero_optimization: {stage: 3}\n}}\n", "zero3-bad.json")):
+        (tmp_path / what).write_text(bad)
+        assert_user_error(run(*args, "-c", what), f"{what}: malformed JSON at line",
+                          "read as hjson")
+
+
+def test_hjson_missing_is_one_line(tmp_path, monkeypatch):
+    """Without the hjson package a plain JSON ds_config still reads; an hjson one is one line
+    saying what is missing."""
+    import sys
+
+    from _cli import assert_user_error, run
+
+    monkeypatch.setitem(sys.modules, "hjson", None)
+    p = tmp_path / "c.json"
+    p.write_text('{"zero_optimization": {"stage": 2}}')
+    assert load_ds_config(str(p))[0] == {"zero_optimization": {"stage": 2}}
+    p.write_text('{"zero_optimization": {"stage": 2, "stage": 3}}')
+    with pytest.raises(ConfigError, match="duplicate key 'stage'"):
+        load_ds_config(str(p))
+    p.write_text(HJSON)
+    assert_user_error(run("memory", "-m", "tinyllama-1.1b", "-c", str(p)), f"{p}: not JSON",
+                      "the hjson package is not installed: pip install hjson")
+
+
 def test_precision_message_says_what_the_config_implies():
     cfg = {"fp16": {"enabled": "auto"}, "zero_optimization": {"stage": 2}}
     # tierlab's default (bf16 on this GPU) is no flag the user passed
