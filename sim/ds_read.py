@@ -279,9 +279,17 @@ def _worded(r: Rejected, model: str, block: Mapping, name: str, schema: Mapping)
     return r
 
 
+def legacy_blocks(cfg: Mapping[str, Any], where: str = "ds_config") -> tuple[dict, list[str]]:
+    """(cfg with the old block formats read as DeepSpeed reads them, warnings): before anything
+    judges a block, e.g. the precision (`bfloat16: {enabled: true}` trains in bf16)."""
+    warnings: list[str] = []
+    return _legacy_blocks(dict(cfg), warnings, where), warnings
+
+
 def _legacy_blocks(cfg: dict, warnings: list[str], where: str) -> dict:
     """`zero_optimization: true` (DeepSpeed's old format: stage 1) and `bfloat16` (the old name
-    of bf16), as runtime/zero/config.py and precision_config.py read them."""
+    of bf16, read when bf16 is absent or null: precision_config.py get_bfloat16_config), as
+    runtime/zero/config.py and precision_config.py read them."""
     cfg = dict(cfg)
     if isinstance(cfg.get("zero_optimization"), bool):
         on = cfg["zero_optimization"]
@@ -289,7 +297,7 @@ def _legacy_blocks(cfg: dict, warnings: list[str], where: str) -> dict:
                                      cfg.get("allgather_size", 500_000_000)} if on else {})
         warnings.append(f"{where}: zero_optimization: {str(on).lower()} is DeepSpeed's deprecated "
                         f"format; read as stage {1 if on else 0}")
-    if "bf16" not in cfg and "bfloat16" in cfg:
+    if cfg.get("bf16") is None and "bfloat16" in cfg:
         cfg["bf16"] = cfg.pop("bfloat16")
         warnings.append(f"{where}: bfloat16 is the old name of bf16; read as bf16")
     return cfg
