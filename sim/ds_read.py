@@ -96,6 +96,8 @@ def loads(text: str, where: str) -> dict:
                           f"{e.msg} (read as hjson, as DeepSpeed reads it)") from None
     except RecursionError:
         raise ConfigError(f"{where}: nested too deeply") from None
+    except OverflowError:     # hjson 3.1 crashes on 1e400 (int(inf)); so does DeepSpeed's reading
+        return _overflow(text.lstrip("\ufeff"), where, no_duplicates)
     _top_level_object(data, where)
     try:
         json.loads(text)
@@ -118,6 +120,19 @@ def _loads_json(text: str, where: str, hook) -> dict:
     except RecursionError:
         raise ConfigError(f"{where}: nested too deeply") from None
     _top_level_object(data, where)
+    return data
+
+
+def _overflow(text: str, where: str, hook) -> dict:
+    """A number hjson cannot hold (1e400): named by its key where the text is also JSON."""
+    from tierlab.safeio import check_finite
+
+    try:
+        data = json.loads(text, object_pairs_hook=hook)
+    except (json.JSONDecodeError, RecursionError):
+        raise ConfigError(f"{where}: a number too large for a float (such as 1e400); hjson, "
+                          "which DeepSpeed reads a ds_config with, fails on it too") from None
+    check_finite(data, where)
     return data
 
 

@@ -288,6 +288,14 @@ def test_hjson_config_on_the_command_line(tmp_path, monkeypatch):
         (tmp_path / what).write_text(bad)
         assert_user_error(run(*args, "-c", what), f"{what}: malformed JSON at line",
                           "read as hjson")
+    # 1e400: hjson itself raises OverflowError on it; one line, the key named where it can be
+    (tmp_path / "big.json").write_text('{"zero_optimization": {"stage": 3, '
+                                       '"sub_group_size": 1e400}}')
+    assert_user_error(run(*args, "-c", "big.json"),
+                      "big.json: zero_optimization.sub_group_size = inf is not a finite number")
+    (tmp_path / "big.hjson").write_text("{\n  zero_optimization: {\n    sub_group_size: 1e400\n"
+                                        "  }\n}\n")
+    assert_user_error(run(*args, "-c", "big.hjson"), "big.hjson: a number too large for a float")
 
 
 def test_hjson_missing_is_one_line(tmp_path, monkeypatch):
