@@ -391,7 +391,11 @@ def run(spec: RunSpec, on_step: Callable[[StepRecord], None] | None = None) -> M
     m.run["swap_device"] = device
     gate = SignalGate(held=True)      # a signal from here on finds a record to close
     old = _install_signal_handlers(gate)
-    writer = MeasurementWriter(out_dir, m)
+    try:
+        writer = MeasurementWriter(out_dir, m)
+    except BaseException:
+        _restore_signal_handlers(old)
+        raise
     cuda = _cuda()
     sampler = probes.Sampler(gpu_index=local_rank if cuda else None, swap_device=device).start()
     gc_clock = probes.GcClock()
