@@ -380,7 +380,23 @@ def run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_progr
 
     One GPU (or the CPU) runs in this process; --gpus N > 1 or --hostfile goes through
     DeepSpeed's launcher. Writes DIR/measurement.json, steps.jsonl (flushed every step),
-    samples.jsonl and summary.json. Exit 0 ok, 1 failed, 130 interrupted, 2 bad input."""
+    samples.jsonl and summary.json. Ctrl-C or SIGTERM closes the record as "interrupted" with
+    the steps measured. Exit 0 ok, 1 failed, 2 bad input, 130 Ctrl-C (SIGINT), 143 SIGTERM."""
+    from tierlab.runner.measurement import MEASUREMENT_FILE
+
+    try:
+        with signals_raise():
+            _run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_progress, kw)
+    except (KeyboardInterrupt, Interrupted) as e:      # before or after the measured part
+        signum = getattr(e, "signum", signal.SIGINT)
+        out_dir = ctx.meta.get("tierlab.run.out")
+        kept = (f"measurement: {out_dir}" if out_dir and (Path(out_dir) / MEASUREMENT_FILE)
+                .exists() else "nothing was measured")
+        click.echo(f"interrupted ({signal.Signals(signum).name}): {kept}", err=True)
+        ctx.exit(128 + signum)
+
+
+def _run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_progress, kw):
     import time as _time
 
     from tierlab.errors import require
@@ -390,7 +406,7 @@ def run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_progr
     from tierlab.runner.launch import launch_deepspeed
     from tierlab.runner.measurement import MEASUREMENT_FILE, load_measurement
     from tierlab.runner.preflight import run_preflight
-    from tierlab.runner.train import EXIT_CODES, run as run_training
+    from tierlab.runner.train import exit_code, run as run_training
 
     if out_dir and (Path(out_dir) / MEASUREMENT_FILE).exists() and not overwrite:
         raise ConfigError(f"--out {out_dir}: holds a measurement already; choose another folder "
@@ -412,6 +428,7 @@ def run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_progr
             sc.hardware, sc.model, sc.strategy, gpu_mem_cap_bytes=sc.gpu_mem_cap_bytes)):
         click.echo("error: pre-flight failed (use --skip-preflight to launch anyway)", err=True)
         ctx.exit(2)
+    ctx.meta["tierlab.run.out"] = out_dir        # from here on a record is being written
     if sc.strategy.data_parallel_size > 1 or hostfile:
         write_text(Path(out_dir) / "spec.json", spec.to_json())
         launch_deepspeed(Path(out_dir) / "spec.json", sc.hardware.gpus_per_node, hostfile)
@@ -427,7 +444,7 @@ def run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_progr
                    f"{st['n']} steps), {s.get('tokens_per_s', 0):.1f} tokens/s, "
                    f"loss {s.get('loss_last'):.4f}")
     click.echo(f"measurement: {out_dir}")
-    ctx.exit(EXIT_CODES.get(m.status, 1))
+    ctx.exit(exit_code(m))
 
 
 @main.command()
@@ -445,34 +462,46 @@ def run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_progr
               callback=_finite(0, open_min=True),
               help="Total time for all variants: each gets at most what is left (a variant cut "
                    "short keeps its finished steps; one with no time left is skipped).")
-@click.option("--out", "out_dir", default="runs/compare", show_default=True, metavar="DIR",
-              help="Directory of the per-variant Measurements, compare.csv and compare.png.")
-def compare(variants, uncapped_baseline, timeout_s, budget_s, out_dir, **kw):
+@click.option("--out", "out_dir", default=None, metavar="DIR",
+              help="Directory of the per-variant Measurements, compare.csv, compare.json and "
+                   "compare.png (default: runs/compare-<time>).")
+@click.option("--overwrite", is_flag=True,
+              help="Replace the comparison already in --out: its table files and the "
+                   "Measurements of the variants run now (refused without it).")
+def compare(variants, uncapped_baseline, timeout_s, budget_s, out_dir, overwrite, **kw):
     """Offload vs baseline: the same model and data with no offload, ZeRO-2 CPU, ZeRO-3 CPU and
     ZeRO-3 NVMe, each in its own subprocess (an OOM is a row). Prints one table and writes
     compare.csv, compare.png and compare.json under --out. --ds-config is not used: each
     variant uses its preset, with the --set overrides applied to all."""
-    from tierlab.errors import require
+    import time as _time
 
+    from tierlab.errors import require
+    from tierlab.safeio import free_folder
+
+    out_dir = out_dir or str(free_folder(f"runs/compare-{_time.strftime('%Y%m%d-%H%M%S')}"))
     writable(out_dir, "--out", folder=True)
     require("torch", "deepspeed", "transformers", "psutil", what="tierlab compare")
-    from tierlab.runner.compare import (VARIANTS, Planned, figure, format_table, rows_to_csv,
-                                        run_comparison)
+    from tierlab.runner.compare import (VARIANTS, Planned, earlier_outputs, figure, format_table,
+                                        rows_to_csv, run_comparison)
 
     cap = kw["gpu_mem_cap"]
     todo = [(v, cap) for v in (variants or VARIANTS)]
     if uncapped_baseline:
         todo.insert(0, ("no-offload", None))
+    labels = [f"{v}-uncapped" if cap is not None and vcap is None else v for v, vcap in todo]
+    there = earlier_outputs(out_dir, labels)
+    if there and not overwrite:
+        raise ConfigError(f"--out {out_dir}: holds a comparison already ({', '.join(there)}); "
+                          "choose another folder or pass --overwrite to replace it")
     planned = []
-    for variant, vcap in todo:
-        label = f"{variant}-uncapped" if cap is not None and vcap is None else variant
+    for (variant, vcap), label in zip(todo, labels):
         sc = runner_scenario(kw, VARIANTS[variant][0], gpu_mem_cap=vcap)
         planned.append(Planned(label, sc, runner_spec(sc, kw, Path(out_dir) / label, label)))
     rows = run_comparison(planned, preflight=not kw["skip_preflight"], timeout_s=timeout_s,
                           budget_s=budget_s, say=lambda text: click.echo(text, err=True))
     click.echo(format_table(rows))
     out = Path(out_dir)
-    write_text(out / "compare.csv", rows_to_csv(rows))
+    write_text(out / "compare.csv", rows_to_csv(rows))      # runner.compare.TABLE_FILES
     write_json(out / "compare.json", rows)
     sc = planned[-1].scenario
     title = (f"{sc.model.name}, micro-batch {sc.strategy.train_micro_batch_size_per_gpu}, "
@@ -849,8 +878,9 @@ def _measured_timeline(ctx, measurement, gpu_mem_cap, title, quiet, out, kw) -> 
                    "and model.* keys; see --list-keys. Ranges: 1..8, 1..64:x2.")
 @click.option("--out", "-o", default=None, metavar="FILE",
               help="Results file, .csv or .parquet (Parquet needs pyarrow), written atomically; "
-                   "rows already in it are skipped (resume). Without it the rows are printed "
-                   "as CSV.")
+                   "rows already in it are skipped (resume), and Ctrl-C/SIGTERM keeps the rows "
+                   "done in it. Without it the rows are printed as CSV on stdout, on Ctrl-C or "
+                   "SIGTERM too (the rows done so far).")
 @click.option("--jobs", "-j", type=int, default=None,
               help="Worker processes (default: every core this process may use).")
 @click.option("--memory-only", is_flag=True,
@@ -905,9 +935,15 @@ def sweep(ctx, varies, out, jobs, memory_only, strict, plot_path, x_key, by, lis
                                 out=out, on_start=lambda todo, skipped: bar.reset(total=todo),
                                 on_rows=lambda rows: bar.update(len(rows)))
     except (KeyboardInterrupt, Interrupted) as e:
-        signum = getattr(e, "signum", signal.SIGINT)
-        kept = f"the rows done are in {out}; run the same command to resume" if out else \
-            "no --out, so no rows were kept"
+        signum, done = getattr(e, "signum", signal.SIGINT), getattr(e, "partial", None)
+        if out:
+            kept = f"the rows done are in {out}; run the same command to resume"
+        elif done is not None and not done.frame.empty:     # no file: the rows go to stdout
+            click.echo(done.frame.to_csv(index=False), nl=False)
+            kept = (f"the {len(done.frame)} of {done.total} rows done are printed above as CSV; "
+                    "with --out FILE they are kept in FILE and a rerun resumes")
+        else:
+            kept = "no row was finished"
         click.echo(f"interrupted ({signal.Signals(signum).name}): {kept}", err=True)
         ctx.exit(128 + signum)
     if outcome.torn:

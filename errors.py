@@ -11,9 +11,12 @@ class Interrupted(BaseException):
     """SIGINT/SIGTERM turned into an exception so `finally` blocks flush and stop workers;
     cli.py exits 128 + signum (130 for Ctrl-C, 143 for SIGTERM)."""
 
-    def __init__(self, signum: int):
+    def __init__(self, signum: int, partial=None):
         super().__init__(f"signal {signum}")
         self.signum = signum
+        self.partial = partial
+        """What was done before the signal (a sweep's SweepOutcome so far), or None; a sweep
+        sets it on a KeyboardInterrupt too."""
 
 
 def require(*modules: str, extra: str = "runner", what: str = "this command") -> None:

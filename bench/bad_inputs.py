@@ -2,7 +2,8 @@
 lost data. Prints one line per failing case and the totals; exits 0 (a figure, not a test).
 
     .venv/bin/python bench/bad_inputs.py            # everything but the slow real-run case
-    .venv/bin/python bench/bad_inputs.py --slow     # also `run --out` onto a measurement
+    .venv/bin/python bench/bad_inputs.py --slow     # also real runs: `run --out` onto a
+                                                    # measurement, SIGTERM on a run (minutes)
 
 The fuzz suite (tests/test_fuzz_cli.py) holds the same contract as a test.
 """
@@ -44,10 +45,10 @@ def tl(*args, env=None, code=None, timeout=60):
         return -9, "TIMEOUT: still running (it did not refuse)"
 
 
-def case(name, args, expect=(2,), code=None):
+def case(name, args, expect=(2,), code=None, timeout=60):
     """Run one case: a traceback, or an exit code outside `expect`, is counted."""
     results["cases"] += 1
-    rc, out = tl(*args, code=code)
+    rc, out = tl(*args, code=code, timeout=timeout)
     if "Traceback" in out:
         results["traceback"] += 1
         last = [l for l in out.strip().splitlines() if l.strip()][-1:]
@@ -136,8 +137,12 @@ def main(slow: bool) -> None:
               f"zero_optimization.sub_group_size=1e8,{value}"], expect=(0, 2))
     for item in ("bf16=true", "fp16=1", "zero_optimization=5", "aio=[1]", "aio.block_size=0",
                  "aio.queue_depth=0", "aio.intra_op_parallelism=0", "optimizer=3",
-                 "zero_optimization.offload_optimizer=true", "bf16.enabled=yes"):
+                 "zero_optimization.offload_optimizer=true"):
         case(f"--set {item}", ["simulate", "-c", "zero3-nvme", "--set", item])
+    # DeepSpeed 0.19.8 reads bf16.enabled "yes" as true (pydantic's lax bool: DeepSpeedBF16Config
+    # (enabled="yes").enabled is True), and tierlab reads the config as DeepSpeed does (issue 15)
+    case("--set bf16.enabled=yes", ["simulate", "-c", "zero3-nvme", "--set", "bf16.enabled=yes"],
+         expect=(0,))
     for cfg, what in ((bad_utf8, "non-UTF-8 ds_config"), (nan_cfg, "NaN ds_config"),
                       (inf_cfg, "1e400 ds_config")):
         case(what, ["simulate", "-c", cfg])
@@ -208,12 +213,30 @@ def main(slow: bool) -> None:
             results["wrong"] += 1
             print(f"WRONG      no psutil/torch: {verb[0]} does not name the extra")
 
+    hjson_bad = write(tmp / "bad.hjson", "{\n  zero_optimization: {\n    stage: 3\n")
+    hjson_big = write(tmp / "big.hjson", "{\n  zero_optimization: {\n    sub_group_size: 1e400\n"
+                                         "  }\n}\n")
+    for cfg, what in ((hjson_bad, "unclosed hjson ds_config"), (hjson_big, "1e400 hjson ds_config")):
+        case(what, ["memory", "-c", cfg])
+    compare_cases(tmp)
     sweep_cases(tmp)
     if slow:
         slow_cases(tmp)
     print(f"\n{results['cases']} cases: {results['traceback']} tracebacks, {results['wrong']} wrong "
           f"exit codes or answers, {results['lost']} losses")
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+def compare_cases(tmp: Path) -> None:
+    """`compare --out` onto an earlier comparison must refuse, the earlier files untouched."""
+    d = tmp / "cmp"
+    kept = [Path(write(d / "compare.csv", "variant,status\nno-offload,ok\n")),
+            shutil.copytree(CASE, d / "no-offload") / "measurement.json"]
+    before = [p.read_bytes() for p in kept]
+    case("compare --out onto a comparison", ["compare", "-m", str(TINY), "--variants",
+                                              "no-offload", "--out", str(d)], timeout=120)
+    if [p.read_bytes() for p in kept] != before:
+        lost("compare --out onto a comparison", "replaced")
 
 
 def sweep_cases(tmp: Path) -> None:
@@ -286,6 +309,21 @@ def sweep_cases(tmp: Path) -> None:
         print("TRACEBACK  SIGTERM on sweep")
     if not term.exists():
         lost("SIGTERM on sweep", "no rows kept")
+    # SIGTERM mid-sweep without --out: the rows done are printed, exit 143
+    results["cases"] += 1
+    p = subprocess.Popen([*TIERLAB, *big[:-2]], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=env, start_new_session=True)
+    time.sleep(8)                  # no file to watch: imports, then rows
+    p.send_signal(signal.SIGTERM)
+    o, e = p.communicate(timeout=120)
+    if "Traceback" in e:
+        results["traceback"] += 1
+        print("TRACEBACK  SIGTERM on sweep without --out")
+    elif p.returncode == 143 and len(o.splitlines()) < 2:
+        lost("SIGTERM on sweep without --out", "no rows printed")
+    elif p.returncode != 143:
+        results["wrong"] += 1
+        print(f"WRONG rc={p.returncode} SIGTERM on sweep without --out: {e.strip()[-110:]}")
 
 
 def slow_cases(tmp: Path) -> None:
@@ -297,7 +335,37 @@ def slow_cases(tmp: Path) -> None:
                  "--micro-batch", "1", "--out", str(d), timeout=600)
     if not (d / "steps.jsonl").exists() or (d / "steps.jsonl").read_text() != before:
         lost("run --out onto a measurement", "replaced")
+    # SIGTERM once a step is measured (real DeepSpeed on CPU): exit 143, steps kept, closed record
+    results["cases"] += 1
+    d = tmp / "term-run"
+    p = subprocess.Popen([*TIERLAB, "run", "-m", str(TINY), "-c", "no-offload", "--steps", "500",
+                          "--micro-batch", "1", "--seq", "64", "--no-progress", "--out", str(d)],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         env={**os.environ, "DS_ACCELERATOR": "cpu"}, start_new_session=True)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 900 and p.poll() is None and not (
+            (d / "steps.jsonl").exists() and (d / "steps.jsonl").read_text().count("\n") >= 1):
+        time.sleep(0.2)
+    p.send_signal(signal.SIGTERM)
+    o = p.communicate(timeout=300)[0]
+    from tierlab.runner.measurement import load_measurement
+
+    m = load_measurement(d) if (d / "measurement.json").exists() else None
+    if "Traceback" in o:
+        results["traceback"] += 1
+        print("TRACEBACK  SIGTERM on run")
+    elif m is None or not m.steps or m.status != "interrupted":
+        lost("SIGTERM on run", f"status {m and m.status}, {m and len(m.steps)} steps kept")
+    elif p.returncode != 143:
+        results["wrong"] += 1
+        print(f"WRONG rc={p.returncode} SIGTERM on run: {o.strip().splitlines()[-1:]}")
 
 
 if __name__ == "__main__":
-    main("--slow" in sys.argv)
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--slow", action="store_true",
+                    help="also the cases that train for real (DeepSpeed on CPU: minutes)")
+    main(ap.parse_args().slow)

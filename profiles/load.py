@@ -377,7 +377,8 @@ def _names(directory: Path, suffix: str) -> dict[str, Path]:
 def _find(directory: Path, suffix: str, name: str, what: str) -> Path:
     """A profile by file stem (case-insensitive) or by path; unknown -> closest names."""
     candidate = Path(name).expanduser()
-    if candidate.suffix in (".yaml", ".yml", ".json") or "/" in name:
+    paths = (".yaml", ".yml", ".json") + ((".hjson",) if suffix == ".json" else ())   # ds_configs
+    if candidate.suffix in paths or "/" in name:
         if not candidate.is_file():
             raise ConfigError(f"{candidate}: no such file")
         return candidate
@@ -478,7 +479,7 @@ def load_model(name: str, *, seq_len: int | None = None) -> Model:
 
 
 def load_ds_config(name: str) -> tuple[dict, str]:
-    """A ds_config preset by name or a JSON file path -> (dict, where it came from)."""
+    """A ds_config preset by name or a JSON/hjson file path -> (dict, where it came from)."""
     from tierlab.safeio import check_finite, read_text
     from tierlab.sim.ds_read import loads
 

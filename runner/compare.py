@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from tierlab.runner.measurement import Measurement, MeasurementWriter, load_measurement
+from tierlab.runner.measurement import (MEASUREMENT_FILE, SAMPLES_FILE, STEPS_FILE, SUMMARY_FILE,
+                                        Measurement, MeasurementWriter, load_measurement)
 from tierlab.runner.train import RunSpec
 
 # label -> (ds_config preset, description)
@@ -26,11 +27,22 @@ VARIANTS = {
     "zero3-nvme": ("zero3-nvme", "ZeRO-3, optimizer on NVMe (ZeRO-Infinity)"),
 }
 GiB = 2**30
+RECORD_FILES = (MEASUREMENT_FILE, STEPS_FILE, SAMPLES_FILE, SUMMARY_FILE)
+TABLE_FILES = ("compare.csv", "compare.json", "compare.png")
+"""What `tierlab compare` writes in --out besides one Measurement folder per variant."""
 
 COLUMNS = ["variant", "status", "gpu_mem_cap_GiB", "gpu_peak_allocated_GiB",
            "gpu_peak_reserved_GiB", "step_time_s", "step_time_iqr_s", "tokens_per_s", "loss_last",
            "host_rss_peak_GiB", "swap_GiB", "disk_read_GB_per_step", "disk_written_GB_per_step",
            "steps", "reason"]
+
+
+def earlier_outputs(out_dir: str | Path, labels: Iterable[str]) -> list[str]:
+    """What an earlier comparison left in `out_dir` that this one would replace: its table
+    files and the Measurements of these variants (paths relative to `out_dir`)."""
+    out = Path(out_dir)
+    names = [*TABLE_FILES, *(f"{label}/{MEASUREMENT_FILE}" for label in labels)]
+    return [name for name in names if (out / name).exists()]
 
 
 def run_variant(spec: RunSpec, timeout_s: float | None = None, python: str = sys.executable
@@ -39,6 +51,8 @@ def run_variant(spec: RunSpec, timeout_s: float | None = None, python: str = sys
     killed hard (the kernel's OOM killer, a segfault) or over time still gives a closed record."""
     out = Path(spec.out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    for name in RECORD_FILES:     # an earlier run's (compare --overwrite) is never read as this one's
+        (out / name).unlink(missing_ok=True)
     spec_path = out / "spec.json"
     spec_path.write_text(spec.to_json())
     env = {k: v for k, v in os.environ.items()

@@ -7,6 +7,7 @@ FILE` as the worker that compare's subprocesses and DeepSpeed's launcher start o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import json
 import logging
@@ -223,9 +224,11 @@ class _Recorder:
 
     def __init__(self, writer: MeasurementWriter | None, spec: RunSpec, sampler, device: str | None,
                  swap_dirs: list[Path], gc_clock: probes.GcClock | None = None,
-                 on_step: Callable[[StepRecord], None] | None = None):
+                 on_step: Callable[[StepRecord], None] | None = None,
+                 gate: SignalGate | None = None):
         self.writer, self.spec, self.sampler, self.device = writer, spec, sampler, device
         self.gc_clock, self.on_step = gc_clock, on_step
+        self.gate = gate or SignalGate()
         self.swap_dirs = swap_dirs
         self.disk0 = probes.disk_bytes(device)
         self.steps_done = 0
@@ -246,7 +249,8 @@ class _Recorder:
             time_unix=time.time(), **gc_time, **phases)
         self.steps_done += 1
         if self.writer is not None:
-            self.writer.append(rec)
+            with self.gate.hold():     # the step is in steps.jsonl and the summary, or in neither
+                self.writer.append(rec)
         if self.on_step is not None:
             self.on_step(rec)
 
@@ -254,14 +258,41 @@ class _Recorder:
 # ----------------------------------------------------------------------------------------------
 # one run
 
-def _install_signal_handlers() -> dict:
-    def handler(signum, frame):
+class SignalGate:
+    """SIGINT/SIGTERM -> RunInterrupted, except while held: then the signal waits (kept, not
+    lost) and is raised on release. Held while a step is written (it is in steps.jsonl and the
+    summary, or in neither) and while the record is opened (a signal then finds one to close)."""
+
+    def __init__(self, held: bool = False):
+        self.held, self.pending = held, 0
+
+    def handler(self, signum, frame) -> None:
+        if self.held:
+            self.pending = self.pending or signum
+            return
         raise RunInterrupted(signum)
 
+    def release(self) -> None:
+        self.held = False
+        if self.pending:
+            signum, self.pending = self.pending, 0
+            raise RunInterrupted(signum)
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        self.held = True
+        try:
+            yield
+        finally:
+            self.held = False
+        self.release()
+
+
+def _install_signal_handlers(gate: SignalGate) -> dict:
     old = {}
     try:
         for sig in (signal.SIGINT, signal.SIGTERM):
-            old[sig] = signal.signal(sig, handler)
+            old[sig] = signal.signal(sig, gate.handler)
     except ValueError:            # not the main thread: leave signals alone
         pass
     return old
@@ -358,15 +389,21 @@ def run(spec: RunSpec, on_step: Callable[[StepRecord], None] | None = None) -> M
                     versions=probes.library_versions(), host=probes.host_facts(paths),
                     started_unix=time.time())
     m.run["swap_device"] = device
-    writer = MeasurementWriter(out_dir, m)
-    old = _install_signal_handlers()
+    gate = SignalGate(held=True)      # a signal from here on finds a record to close
+    old = _install_signal_handlers(gate)
+    try:
+        writer = MeasurementWriter(out_dir, m)
+    except BaseException:
+        _restore_signal_handlers(old)
+        raise
     cuda = _cuda()
     sampler = probes.Sampler(gpu_index=local_rank if cuda else None, swap_device=device).start()
     gc_clock = probes.GcClock()
     recorder = _Recorder(writer, spec, sampler, device, dsc.swap_dirs(spec.ds_config), gc_clock,
-                         on_step)
+                         on_step, gate)
     status, kind, reason = "ok", "", ""
     try:
+        gate.release()
         applied = apply_gpu_mem_cap(spec.gpu_mem_cap_bytes, local_rank)
         if cuda is not None:
             cuda.set_device(local_rank)
@@ -395,6 +432,17 @@ def run(spec: RunSpec, on_step: Callable[[StepRecord], None] | None = None) -> M
 
 
 EXIT_CODES = {"ok": 0, "failed": 1, "interrupted": 130}
+"""Exit code by status; an interrupted run exits 128 + its signal (`exit_code`)."""
+
+
+def exit_code(m: Measurement) -> int:
+    """0 ok, 1 failed, 128 + signal number for a run a signal stopped (130 SIGINT, 143 SIGTERM):
+    the signal is the one `classify` wrote into the reason ("received SIGTERM after 3 steps")."""
+    if m.status == "interrupted":
+        for word in m.reason.split():
+            if word in signal.Signals.__members__:
+                return 128 + signal.Signals[word]
+    return EXIT_CODES.get(m.status, 1)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -410,7 +458,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = RunSpec.from_json(Path(args.spec).read_text())
     m = run(spec)
     print(f"tierlab run: {m.status} {m.reason}".rstrip(), file=sys.stderr)
-    return EXIT_CODES[m.status]
+    return exit_code(m)
 
 
 if __name__ == "__main__":

@@ -74,9 +74,9 @@ class Reading:
 # text
 
 def loads(text: str, where: str) -> dict:
-    """hjson text -> dict, as DeepSpeedConfig(path) parses it. Raises ConfigError."""
-    import hjson
-
+    """hjson text -> dict, as DeepSpeedConfig(path) parses it (hjson.load, duplicate keys
+    refused). Without the hjson package (a dependency of tierlab and of DeepSpeed), plain JSON
+    is read and anything else is one line saying that hjson is missing. Raises ConfigError."""
     def no_duplicates(pairs):
         keys = [k for k, _ in pairs]
         dup = sorted({k for k in keys if keys.count(k) > 1})
@@ -86,14 +86,19 @@ def loads(text: str, where: str) -> dict:
         return dict(pairs)
 
     try:
+        import hjson
+    except ImportError:
+        return _loads_json(text.lstrip("\ufeff"), where, no_duplicates)
+    try:
         data = hjson.loads(text.lstrip("\ufeff"), object_pairs_hook=no_duplicates)
     except hjson.HjsonDecodeError as e:
         raise ConfigError(f"{where}: malformed JSON at line {e.lineno} column {e.colno}: "
                           f"{e.msg} (read as hjson, as DeepSpeed reads it)") from None
     except RecursionError:
         raise ConfigError(f"{where}: nested too deeply") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{where}: the top level must be an object")
+    except OverflowError:     # hjson 3.1 crashes on 1e400 (int(inf)); so does DeepSpeed's reading
+        return _overflow(text.lstrip("\ufeff"), where, no_duplicates)
+    _top_level_object(data, where)
     try:
         json.loads(text)
     except (json.JSONDecodeError, RecursionError):
@@ -102,6 +107,38 @@ def loads(text: str, where: str) -> dict:
                     "the HF Trainer and accelerate load a ds_config file with json.load and "
                     "refuse it", where)
     return data
+
+
+def _loads_json(text: str, where: str, hook) -> dict:
+    """`loads` without the hjson package: JSON only."""
+    try:
+        data = json.loads(text, object_pairs_hook=hook)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{where}: not JSON (line {e.lineno} column {e.colno}: {e.msg}); "
+                          "DeepSpeed reads a ds_config as hjson (comments, unquoted keys), but "
+                          "the hjson package is not installed: pip install hjson") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: nested too deeply") from None
+    _top_level_object(data, where)
+    return data
+
+
+def _overflow(text: str, where: str, hook) -> dict:
+    """A number hjson cannot hold (1e400): named by its key where the text is also JSON."""
+    from tierlab.safeio import check_finite
+
+    try:
+        data = json.loads(text, object_pairs_hook=hook)
+    except (json.JSONDecodeError, RecursionError):
+        raise ConfigError(f"{where}: a number too large for a float (such as 1e400); hjson, "
+                          "which DeepSpeed reads a ds_config with, fails on it too") from None
+    check_finite(data, where)
+    return data
+
+
+def _top_level_object(data, where: str) -> None:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: the top level must be an object")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -257,9 +294,17 @@ def _worded(r: Rejected, model: str, block: Mapping, name: str, schema: Mapping)
     return r
 
 
+def legacy_blocks(cfg: Mapping[str, Any], where: str = "ds_config") -> tuple[dict, list[str]]:
+    """(cfg with the old block formats read as DeepSpeed reads them, warnings): before anything
+    judges a block, e.g. the precision (`bfloat16: {enabled: true}` trains in bf16)."""
+    warnings: list[str] = []
+    return _legacy_blocks(dict(cfg), warnings, where), warnings
+
+
 def _legacy_blocks(cfg: dict, warnings: list[str], where: str) -> dict:
     """`zero_optimization: true` (DeepSpeed's old format: stage 1) and `bfloat16` (the old name
-    of bf16), as runtime/zero/config.py and precision_config.py read them."""
+    of bf16, read when bf16 is absent or null: precision_config.py get_bfloat16_config), as
+    runtime/zero/config.py and precision_config.py read them."""
     cfg = dict(cfg)
     if isinstance(cfg.get("zero_optimization"), bool):
         on = cfg["zero_optimization"]
@@ -267,7 +312,7 @@ def _legacy_blocks(cfg: dict, warnings: list[str], where: str) -> dict:
                                      cfg.get("allgather_size", 500_000_000)} if on else {})
         warnings.append(f"{where}: zero_optimization: {str(on).lower()} is DeepSpeed's deprecated "
                         f"format; read as stage {1 if on else 0}")
-    if "bf16" not in cfg and "bfloat16" in cfg:
+    if cfg.get("bf16") is None and "bfloat16" in cfg:
         cfg["bf16"] = cfg.pop("bfloat16")
         warnings.append(f"{where}: bfloat16 is the old name of bf16; read as bf16")
     return cfg

@@ -454,14 +454,15 @@ def parse_ds_config(cfg: Mapping[str, Any], flags: Flags = Flags(),
     The keys are read as DeepSpeed 0.19.8 reads them (sim/ds_read.py; `judge`: its `prefer`,
     'auto' = DeepSpeed's own models when importable, 'table' = the vendored table); "auto" is
     filled as the Hugging Face integration fills it, from the flags."""
-    from tierlab.sim.ds_read import read
+    from tierlab.sim.ds_read import legacy_blocks, read
 
     if not isinstance(cfg, Mapping):
         raise ConfigError(f"{where}: the top level must be a JSON object")
     _check_blocks(cfg, where)
     _refuse_expert_parallel(cfg, where)
+    cfg, legacy = legacy_blocks(copy.deepcopy(dict(cfg)), where)     # bfloat16 -> bf16 first
     precision, warnings = _precision(cfg, flags, where)
-    cfg = _resolve_auto(copy.deepcopy(dict(cfg)), flags, precision)
+    cfg = _resolve_auto(cfg, flags, precision)
     if "optimizer" not in cfg:
         cfg["optimizer"] = copy.deepcopy(NO_OPTIMIZER_BLOCK)
         warnings.append(
@@ -469,7 +470,7 @@ def parse_ds_config(cfg: Mapping[str, Any], flags: Flags = Flags(),
             "(DeepSpeedCPUAdam when offloaded; DeepSpeed alone would train nothing); the "
             "Hugging Face Trainer passes torch's AdamW instead, slower on the CPU than predicted")
     cfg, reading = read(cfg, where, prefer=judge)
-    warnings = list(reading.warnings) + warnings
+    warnings = legacy + list(reading.warnings) + warnings
     _refuse_activation_checkpointing(cfg, where)
     cfg.update({k: dict(v) for k, v in reading.blocks.items() if k in cfg})
     try:

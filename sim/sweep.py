@@ -12,7 +12,9 @@ Nothing is lost (issue 16): while a sweep runs, every finished row is appended t
 end (also on Ctrl-C/SIGTERM) and the journal removed. A sweep killed hard (SIGKILL, power) keeps
 its journal, and the next run of the same command reads it back. One writer at a time: the file
 is locked (flock) for the whole sweep, a second sweep on it refuses. Torn rows (a CSV cut
-mid-row by another tool or a full disk) are ignored, reported and recomputed.
+mid-row by another tool or a full disk) are ignored, reported and recomputed. Without `--out`,
+Ctrl-C or SIGTERM hands the rows done so far to the caller on the exception (`.partial`), and
+the CLI prints them as a finished sweep prints its rows.
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from tierlab.errors import ConfigError
+from tierlab.errors import ConfigError, Interrupted
 from tierlab.scenario import DEFAULT_CONFIG, DEFAULT_HARDWARE, DEFAULT_MODEL
 from tierlab.sim.resources import RESOURCES
 from tierlab.sim.sweep_keys import (HARDWARE_KEYS, Axis, _load, key_kind, make_axis, make_grid,
@@ -212,12 +214,15 @@ def _worker_init() -> None:
 
 def _stop(pool) -> None:
     """Stop a pool now: cancel what has not started and terminate the workers (an interrupted
-    sweep must not leave processes computing rows nobody will read)."""
+    sweep must not leave processes computing rows nobody will read). The workers are taken
+    before shutdown, which forgets them (`_processes = None`): taken after, none was stopped and
+    the queued chunks ran to their end before the process could exit."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
     pool.shutdown(wait=False, cancel_futures=True)
-    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+    for proc in procs:
         if proc.is_alive():
             proc.terminate()
-    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+    for proc in procs:
         proc.join(timeout=5)
 
 
@@ -440,6 +445,8 @@ class SweepOutcome:
     extra: dict = field(default_factory=dict)
     torn: int = 0
     """Torn rows of the previous file or journal that were ignored (and recomputed)."""
+    total: int = 0
+    """Points in the grid (fewer rows in `frame`: the sweep was interrupted)."""
 
 
 def run_sweep(base: Base, axes: Sequence[Axis], *, simulator: Callable | None = None,
@@ -451,7 +458,9 @@ def run_sweep(base: Base, axes: Sequence[Axis], *, simulator: Callable | None = 
     `on_start(todo, skipped)` is called once the grid is known; `on_rows(rows)` per finished
     chunk. With `out`, the file is locked for the whole sweep (a second writer gets a
     ConfigError), each finished row is appended to the journal at once, and the file is
-    rewritten atomically at the end, also when an exception (Ctrl-C, SIGTERM) ends the sweep."""
+    rewritten atomically at the end, also when an exception (Ctrl-C, SIGTERM) ends the sweep.
+    Ctrl-C (KeyboardInterrupt) or SIGTERM (raised as Interrupted) stops the workers and is
+    raised on with `.partial`: the SweepOutcome of the rows done so far, in grid order."""
     if out is None:
         return _run_grid(base, axes, simulator, strict, jobs, None, on_rows, on_start)
     from tierlab.safeio import exclusive
@@ -496,8 +505,11 @@ def _run_grid(base, axes, simulator, strict, jobs, out: Path | None, on_rows, on
         if on_rows:
             on_rows(rows)
 
+    stopped: BaseException | None = None
     try:
         run_points(todo, evaluate, jobs=jobs, on_rows=collect)
+    except (KeyboardInterrupt, Interrupted) as e:     # Ctrl-C / SIGTERM: keep the rows done
+        stopped = e
     finally:
         if journal is not None:
             journal.close()
@@ -506,8 +518,12 @@ def _run_grid(base, axes, simulator, strict, jobs, out: Path | None, on_rows, on
             journal_path(out).unlink(missing_ok=True)
     frame = assemble()
     errors = int((frame["error"] != "").sum()) if "error" in frame.columns else 0
-    return SweepOutcome(frame=frame, computed=len(new_rows), skipped=len(grid) - len(todo),
-                        errors=errors, torn=torn + torn_j)
+    outcome = SweepOutcome(frame=frame, computed=len(new_rows), skipped=len(grid) - len(todo),
+                           errors=errors, torn=torn + torn_j, total=len(grid))
+    if stopped is not None:
+        stopped.partial = outcome
+        raise stopped
+    return outcome
 
 
 def _plain(value):

@@ -14,7 +14,7 @@ from tierlab.profiles.load import load_ds_config
 from tierlab.sim import ds_read
 from tierlab.sim.ds_schema import load_schema
 from tierlab.sim.strategy import (_ZERO_PASSTHROUGH, _ZERO_UNMODELLED, Flags, OffloadOptimizer,
-                                  OffloadParam, Zero, parse_ds_config)
+                                  OffloadParam, Zero, parse_ds_config, to_ds_config)
 
 CORPUS = Path(__file__).parent / "data" / "ds_configs"
 ORIGINS = yaml.safe_load((CORPUS / "ORIGINS.yaml").read_text())
@@ -243,6 +243,80 @@ def test_hjson_and_duplicates(tmp_path, caplog):
         load_ds_config(str(p))
 
 
+HJSON = """{
+  # a ds_config as DeepSpeed's hjson reads it: comments, unquoted keys, no commas
+  zero_optimization: {
+    stage: 3
+    offload_param: { device: "cpu" }
+    /* the optimizer state on the host too */
+    offload_optimizer: {
+      device: cpu
+      pin_memory: true
+    }
+  }
+  // quoted and unquoted keys mix
+  "train_micro_batch_size_per_gpu": 2
+  gradient_accumulation_steps: 1
+  bf16: { enabled: true }
+  optimizer: { type: "AdamW", params: { lr: 1e-4 } }
+}
+"""
+
+
+def test_hjson_config_on_the_command_line(tmp_path, monkeypatch):
+    """A real hjson ds_config is read as DeepSpeed reads it (hjson.load with its duplicate-key
+    hook), by path or as a bare .hjson name; a broken one is exit 2, one line naming the file."""
+    import hjson
+    from deepspeed.runtime.config_utils import dict_raise_error_on_duplicate_keys
+
+    from _cli import assert_user_error, run
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "zero3.hjson").write_text(HJSON)
+    cfg, where = load_ds_config("zero3.hjson")
+    assert cfg == json.loads(json.dumps(hjson.loads(
+        HJSON, object_pairs_hook=dict_raise_error_on_duplicate_keys)))       # DeepSpeed's reading
+    assert cfg["zero_optimization"]["offload_optimizer"] == {"device": "cpu", "pin_memory": True}
+    args = ["memory", "-m", "tinyllama-1.1b", "-H", "dgx-a100", "--gpus", "1", "--json"]
+    r = run(*args, "-c", "zero3.hjson")
+    assert r.exit_code == 0, r.output
+    (tmp_path / "zero3.json").write_text(json.dumps(cfg))
+    as_json = run(*args, "-c", str(tmp_path / "zero3.json"))
+    assert json.loads(r.stdout)["tiers"] == json.loads(as_json.stdout)["tiers"]
+    for bad, what in (("{\n  zero_optimization: {\n    stage: 3\n", "zero3-bad.hjson"),
+                      ("{\n zero_optimization: {stage: 3}\n}}\n", "zero3-bad.json")):
+        (tmp_path / what).write_text(bad)
+        assert_user_error(run(*args, "-c", what), f"{what}: malformed JSON at line",
+                          "read as hjson")
+    # 1e400: hjson itself raises OverflowError on it; one line, the key named where it can be
+    (tmp_path / "big.json").write_text('{"zero_optimization": {"stage": 3, '
+                                       '"sub_group_size": 1e400}}')
+    assert_user_error(run(*args, "-c", "big.json"),
+                      "big.json: zero_optimization.sub_group_size = inf is not a finite number")
+    (tmp_path / "big.hjson").write_text("{\n  zero_optimization: {\n    sub_group_size: 1e400\n"
+                                        "  }\n}\n")
+    assert_user_error(run(*args, "-c", "big.hjson"), "big.hjson: a number too large for a float")
+
+
+def test_hjson_missing_is_one_line(tmp_path, monkeypatch):
+    """Without the hjson package a plain JSON ds_config still reads; an hjson one is one line
+    saying what is missing."""
+    import sys
+
+    from _cli import assert_user_error, run
+
+    monkeypatch.setitem(sys.modules, "hjson", None)
+    p = tmp_path / "c.json"
+    p.write_text('{"zero_optimization": {"stage": 2}}')
+    assert load_ds_config(str(p))[0] == {"zero_optimization": {"stage": 2}}
+    p.write_text('{"zero_optimization": {"stage": 2, "stage": 3}}')
+    with pytest.raises(ConfigError, match="duplicate key 'stage'"):
+        load_ds_config(str(p))
+    p.write_text(HJSON)
+    assert_user_error(run("memory", "-m", "tinyllama-1.1b", "-c", str(p)), f"{p}: not JSON",
+                      "the hjson package is not installed: pip install hjson")
+
+
 def test_precision_message_says_what_the_config_implies():
     cfg = {"fp16": {"enabled": "auto"}, "zero_optimization": {"stage": 2}}
     # tierlab's default (bf16 on this GPU) is no flag the user passed
@@ -257,6 +331,51 @@ def test_precision_message_says_what_the_config_implies():
     assert s.precision == "fp16"
     s, w = parse_ds_config({"zero_optimization": {"stage": 2}}, Flags(default_precision="bf16"))
     assert s.precision == "fp32" and any("DeepSpeed trains in fp32" in x for x in w)
+
+
+@pytest.mark.parametrize("blocks", [{}, {"fp16": {}}, {"bf16": {"enabled": False}},
+                                    {"fp16": {"loss_scale": 0}}, {"bfloat16": {"enabled": True}},
+                                    {"bf16": None, "bfloat16": {"enabled": True}},
+                                    {"fp16": {"enabled": False}, "bfloat16": {"enabled": False}}])
+def test_precision_is_deepspeeds_when_the_config_has_no_enabled_block(blocks):
+    """What DeepSpeed 0.19.8 trains in (precision_config.py: get_float16_config and
+    get_bfloat16_config, which reads the old `bfloat16` name when `bf16` is absent or null) is
+    what tierlab simulates under its default precision, with a warning when that is fp32."""
+    from deepspeed.runtime.precision_config import get_bfloat16_config, get_float16_config
+
+    cfg = {"zero_optimization": {"stage": 2}, **blocks}
+    ds = ("fp16" if get_float16_config(cfg).enabled else
+          "bf16" if get_bfloat16_config(cfg).enabled else "fp32")
+    for default in ("bf16", "fp16"):
+        s, w = parse_ds_config(cfg, Flags(default_precision=default))
+        assert s.precision == ds
+        assert any("DeepSpeed trains in fp32" in x for x in w) == (ds == "fp32")
+        assert ds_read.read(to_ds_config(s), "round trip")[0].get("bf16", {}).get(
+            "enabled", False) == (ds == "bf16")
+
+
+def test_no_precision_block_on_the_command_line(tmp_path):
+    """`simulate -c FILE` without fp16/bf16 on an H200 (tierlab's default there: bf16) simulates
+    fp32 as DeepSpeed trains it and says so; --precision fp32 agrees silently, --precision bf16
+    is one error line."""
+    from _cli import assert_user_error, run
+
+    p = tmp_path / "noprec.json"
+    p.write_text(json.dumps({"zero_optimization": {"stage": 2, "offload_optimizer":
+                                                   {"device": "cpu"}},
+                             "train_micro_batch_size_per_gpu": 1,
+                             "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}}))
+    args = ["simulate", "-m", "tinyllama-1.1b", "-H", "h200-host", "-c", str(p)]
+    r = run(*args)
+    assert r.exit_code == 0, r.output
+    assert f"warning: {p}: neither fp16 nor bf16 is enabled: DeepSpeed trains in fp32" in r.output
+    assert "seq 2048, fp32" in r.output
+    r32 = run(*args, "--precision", "fp32")
+    assert r32.exit_code == 0 and "warning" not in r32.output
+    assert r32.output.splitlines()[0] == [x for x in r.output.splitlines()
+                                          if not x.startswith("warning")][0]
+    assert_user_error(run(*args, "--precision", "bf16"), str(p), "--precision bf16 contradicts "
+                      "the config, which trains in fp32 (neither fp16 nor bf16 is enabled)")
 
 
 @pytest.mark.parametrize("key", ["partition_activations", "cpu_checkpointing",

@@ -469,6 +469,44 @@ def test_sweep_signal_then_resume(tmp_path, sig):
     assert not list(tmp_path.glob(".grid.csv*")), list(tmp_path.iterdir())
 
 
+def _children(pid: int) -> list[str]:
+    ps = subprocess.run(["ps", "-eo", "pid=,ppid="], capture_output=True, text=True).stdout
+    return [line.split()[0] for line in ps.splitlines() if line.split()[1] == str(pid)]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_sweep_without_out_prints_the_rows_done(tmp_path, sig):
+    """No --out: a stopped sweep prints the rows done so far as CSV on stdout (what a finished
+    one prints), says how many of how many on stderr, exits 128 + signal, and stops its workers."""
+    import io
+
+    import pandas as pd
+
+    cmd = _sweep_cmd(tmp_path / "unused.csv")
+    cmd = [a.replace("seq=128,256", "seq=128,256,512,1024") for a in cmd[:cmd.index("--out")]]
+    cmd += ["--vary", "grad_accum=1,2,4"]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "DS_ACCELERATOR": "cpu"}, start_new_session=True)
+    t0 = time.monotonic()
+    while not _children(p.pid):          # the pool is up: the sweep is computing rows
+        assert p.poll() is None and time.monotonic() - t0 < 60, p.communicate()
+        time.sleep(0.05)
+    time.sleep(1.5)
+    os.kill(p.pid, sig)
+    stdout, stderr = p.communicate(timeout=60)
+    time.sleep(0.2)
+    assert not _group_alive(p.pid), "worker processes left running"
+    assert p.returncode == 128 + sig and "Traceback" not in stderr, stderr
+    total = 64 * 4 * 3 * 3
+    df = pd.read_csv(io.StringIO(stdout))
+    assert 0 < len(df) < total, stderr
+    assert df["point_id"].is_unique and not df["step_time_s"].isna().any()
+    name = signal.Signals(sig).name
+    assert (f"interrupted ({name}): the {len(df)} of {total} rows done are printed above as "
+            "CSV" in stderr), stderr
+    assert not list(tmp_path.iterdir())        # nothing written without --out
+
+
 def test_sweep_resume_ignores_torn_rows(tmp_path):
     import pandas as pd
 

@@ -59,3 +59,39 @@ def test_budget_limits_each_variant_and_skips_what_cannot_start(tmp_path, monkey
     rows = compare.run_comparison(planned(tmp_path, "no-offload"), preflight=False,
                                   budget_s=compare.MIN_VARIANT_S)
     assert rows == [{"variant": "no-offload", "status": "skipped", "reason": "budget spent"}]
+
+
+def test_compare_refuses_an_existing_comparison_unless_overwrite(tmp_path, monkeypatch):
+    """`compare --out DIR` again: exit 2 with one line naming what is there; --overwrite
+    replaces the table; the default folder never collides."""
+    from _cli import assert_user_error, run
+
+    def recorded(spec, limit):             # the variant's folder as a worker leaves it
+        from tierlab.runner.measurement import MeasurementWriter
+
+        ok(spec, limit)
+        return MeasurementWriter(spec.out_dir, Measurement(run_id=spec.label)).close(
+            "ok", samples=[])
+    ok.limits = []
+    monkeypatch.setattr(compare, "run_variant", recorded)
+    out = tmp_path / "cmp"
+    args = ["compare", "-m", TINY, "--micro-batch", "1", "--seq", "64", "--steps", "3",
+            "--warmup-steps", "1", "--variants", "no-offload", "--skip-preflight"]
+    first = run(*args, "--out", str(out))
+    assert first.exit_code == 0, first.output
+    table = (out / "compare.csv").read_text()
+    assert_user_error(run(*args, "--out", str(out)), f"--out {out}: holds a comparison already",
+                      "compare.csv", "no-offload/measurement.json", "--overwrite")
+    assert (out / "compare.csv").read_text() == table            # untouched
+    # another variant into the same folder: the table would be replaced, so refused too
+    assert_user_error(run(*args[:-3], "--variants", "zero3-cpu", "--skip-preflight",
+                          "--out", str(out)), "compare.csv")
+    again = run(*args, "--out", str(out), "--overwrite")
+    assert again.exit_code == 0, again.output
+    assert not [p for p in out.rglob("*") if ".tmp" in p.name]
+    # the default folder: runs/compare-<time>, a new one each time
+    monkeypatch.chdir(tmp_path)
+    for _ in range(2):
+        assert run(*args).exit_code == 0
+    assert len(list((tmp_path / "runs").glob("compare-*/compare.csv"))) == 2
+    assert compare.earlier_outputs(tmp_path / "nothing", ["no-offload"]) == []

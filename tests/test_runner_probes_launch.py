@@ -5,7 +5,8 @@ import socket
 from _runnerhelp import swap_root
 from tierlab.runner import launch, probes
 from tierlab.runner.ds_config import swap_dirs, swap_paths, with_swap_dir
-from tierlab.runner.train import RunInterrupted, classify
+from tierlab.runner.measurement import Measurement
+from tierlab.runner.train import RunInterrupted, SignalGate, classify, exit_code
 
 
 def test_block_device_diskstats_and_dir_bytes():
@@ -127,3 +128,34 @@ def test_run_probes_the_host_before_deepspeed_initialize(tmp_path, monkeypatch):
     m = train.run(spec)
     assert calls == ["probe", "initialize"]
     assert m.status == "failed" and "stop here" in m.reason
+
+
+def test_exit_code_is_128_plus_the_signal_that_stopped_the_run():
+    def m(status, exc=None):
+        reason = classify(exc, 4)[2] if exc is not None else ""
+        return Measurement(run_id="x", status=status, reason=reason)
+    assert exit_code(m("interrupted", RunInterrupted(signal.SIGTERM))) == 143
+    assert exit_code(m("interrupted", RunInterrupted(signal.SIGINT))) == 130
+    assert exit_code(m("interrupted", KeyboardInterrupt())) == 130
+    assert (exit_code(m("ok")), exit_code(m("failed")), exit_code(m("running"))) == (0, 1, 1)
+
+
+def test_signal_gate_holds_a_signal_until_released():
+    gate = SignalGate()
+    try:
+        gate.handler(signal.SIGTERM, None)
+        raise AssertionError("an open gate raises at once")
+    except RunInterrupted as e:
+        assert e.signum == signal.SIGTERM
+    written = []
+    try:
+        with gate.hold():
+            gate.handler(signal.SIGINT, None)      # arrives mid-write: waits
+            gate.handler(signal.SIGTERM, None)     # the first one is kept
+            written.append("step")
+        raise AssertionError("a held signal is raised on release")
+    except RunInterrupted as e:
+        assert e.signum == signal.SIGINT and written == ["step"]
+    with gate.hold():                              # nothing pending: nothing raised
+        written.append("step")
+    assert not gate.held and not gate.pending
