@@ -1,12 +1,16 @@
-"""Which shipped hardware profiles are the catalogue (hardware a user picks) and which are this
-project's own test machines (validation data: calibrations of the H200 machines the committed runs
-in validate/cases were measured on).
+"""Which hardware profiles are the catalogue (hardware a user picks) and which are this project's
+own test machines (validation data: calibrations of the H200 machines the committed runs in
+validate/cases were measured on).
 
-The test machines stay where they are (validate/cases and the tests name them) and load by name as
-before; they are only left out of `tierlab profiles` unless `--test-machines` is given. A part
-(GPU, CPU, NVMe profile) is a test-machine part when every system that names it is a test machine
-(h200-host-virtio, the h200x2-* CPUs); a part no system names, or one a catalogue system also names
-(the h200 GPU, named by h200-gen5), is catalogue.
+The test machines stay in profiles/hardware beside the catalogue, so a checkout (`pip install -e .`
+or PYTHONPATH) loads them by name as validate/cases and the tests do; they are left out of
+`tierlab profiles` unless `--test-machines` is given, and out of the wheel by setup.cfg's
+`exclude_package_data` (the same names as `TEST_MACHINE`; tests/test_package_data.py holds the two
+together). A test machine is a system named by `TEST_MACHINE`: a new one (`calibrate --name
+h200-j`, with its parts named h200-j too) needs no edit here or in setup.cfg. A part (GPU, CPU,
+NVMe profile) is a test-machine part when every system that names it is a test machine
+(h200-host-virtio, the h200x2-* CPUs); a part no system names, or one a catalogue system also
+names (the h200 GPU, named by h200-gen5), is catalogue.
 """
 from __future__ import annotations
 
@@ -14,12 +18,14 @@ import re
 
 from tierlab.profiles.load import HARDWARE_DIR, list_profiles, read_data
 
-TEST_MACHINES = frozenset({
-    "h200-host",                # the first H200 machine (/work/shared/gpu-host/README.md)
-    "h200-g", "h200-h", "h200-i",  # single-H200 machines calibrated by tierlab calibrate
-    "h200x2-host", "h200x2-b", "h200x2-c", "h200x2-d", "h200x2-e", "h200x2-f",  # 2x H200 ones
-})
-"""System profiles (file stems) that are calibrations of this project's test machines."""
+TEST_MACHINE = re.compile(r"h200-(host[\w.+-]*|[a-z])|h200x\d+-[\w.+-]+")
+"""System profile stems that are calibrations of this project's test machines: h200-host (the first
+H200 machine), h200-<letter> (single-H200 machines calibrated by `tierlab calibrate`),
+h200x<N>-<name> (N x H200 ones). h200-gen5 (a published Azure ND H200 v5 host) is catalogue."""
+
+TEST_MACHINES = frozenset(p.stem.lower() for p in (HARDWARE_DIR / "systems").glob("*.yaml")
+                          if TEST_MACHINE.fullmatch(p.stem.lower()))
+"""The test-machine system profiles present (none in an installed wheel)."""
 
 _PARTS = {"gpus": "gpu", "cpus": "cpu", "nvme": "nvme"}
 

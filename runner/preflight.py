@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Literal, Mapping
 
 from tierlab.profiles.schema import Model
-from tierlab.sim.memory_host import MIN_AIO_BYTES   # swap_tensor/utils.py: smaller is never swapped
+from tierlab.sim.layout import ParamLayout, nvme_resident_params, param_layout, swap_file_bytes
 from tierlab.sim.strategy import Strategy
 
 Severity = Literal["error", "warning"]
@@ -42,61 +42,22 @@ def _gib(n: float) -> str:
 
 
 # ----------------------------------------------------------------------------------------------
-# model/strategy arithmetic
+# model/strategy arithmetic: read off the one parameter layout (sim/layout.py)
+
+def _layout(model: Model, strategy: Strategy) -> ParamLayout:
+    return param_layout(model, strategy, strategy.data_parallel_size)
+
 
 def params_per_rank(model: Model, strategy: Strategy) -> int:
-    """Elements of one rank's parameter partition (ZeRO-3 partitions params; below it every rank
-    holds the whole optimizer partition of 1/dp)."""
-    return math.ceil(model.n_params / strategy.data_parallel_size)
+    """Elements of one rank's parameter (and optimizer) partition."""
+    return math.ceil(_layout(model, strategy).partition_numel)
 
 
-def param_tensors(model: Model) -> list[tuple[str, int]]:
-    """(name, elements) of every parameter tensor in forward order (profiles/layout.py names)."""
-    from tierlab.profiles.layout import embed_params, head_params
-
-    out = list(embed_params(model).items())
-    for i in range(model.n_layers):
-        mats = model.layer_matrices(i)
-        # HF registers gate_proj before up_proj (the layout lists it last)
-        names = list(mats)
-        if "gate_proj" in mats:
-            names.remove("gate_proj")
-            names.insert(names.index("up_proj"), "gate_proj")
-        out += [(f"layers.{i}.{name}", mats[name][0] * mats[name][1]) for name in names]
-        out += [(f"layers.{i}.{k}", v) for k, v in model.layer_small_params(i).items()]
-    head = {"norm" if k == "final_norm" else k: v for k, v in head_params(model).items()}
-    if model.tie_embeddings:
-        head.pop("lm_head")
-    return out + list(head.items())
-
-
-def nvme_param_tensors(model: Model, strategy: Strategy) -> list[tuple[str, int]]:
-    """Parameter partitions that really live on NVMe: params are assigned to the pinned CPU flat
-    buffer in sub-group order until `max_in_cpu` elements (stage3.py
-    _create_param_groups_fp16_flat_cpu_memory); partitions under 1 MiB are never swapped
-    (partitioned_param_swapper.swappable_tensor)."""
-    if strategy.param_device != "nvme":
-        return []
-    dp, esize = strategy.data_parallel_size, strategy.bytes_per_param
-    max_cpu = strategy.zero.offload_param.max_in_cpu
-    sub = strategy.zero.sub_group_size
-    out, in_cpu, group, group_n = [], 0, [], 0
-    groups = []
-    for name, n in param_tensors(model):
-        group.append((name, math.ceil(n / dp)))
-        group_n += math.ceil(n / dp)
-        if group_n >= sub:
-            groups.append(group)
-            group, group_n = [], 0
-    if group:
-        groups.append(group)
-    for g in groups:
-        size = sum(n for _, n in g)
-        if in_cpu + size <= max_cpu:
-            in_cpu += size
-            continue
-        out += [(name, n) for name, n in g if n * esize >= MIN_AIO_BYTES]
-    return out
+def nvme_param_tensors(model: Model, strategy: Strategy) -> list[tuple[str, float]]:
+    """(name, partition elements) of the parameters that live on NVMe during training: swappable
+    partitions (>= max(1 MiB, block_size)) of the sub-groups past max_in_cpu (sim/layout.py)."""
+    lay = _layout(model, strategy)
+    return [(lay.names[i], lay.parts[i]) for i in nvme_resident_params(lay, strategy)]
 
 
 def retained_nvme_params(model: Model, strategy: Strategy) -> int:
@@ -104,31 +65,25 @@ def retained_nvme_params(model: Model, strategy: Strategy) -> int:
     parameter whose next use is within `stage3_max_reuse_distance` elements of module traversal
     (partitioned_param_coordinator.__params_to_release). Forward then backward (reversed), so
     the distance from a forward use to its backward use is ~2x the elements after it."""
-    nvme = {name for name, _ in nvme_param_tensors(model, strategy)}
+    lay = _layout(model, strategy)
+    nvme = set(nvme_resident_params(lay, strategy))
     if not nvme:
         return 0
     d = strategy.zero.stage3_max_reuse_distance
-    tensors = param_tensors(model)
     after, kept = 0, 0
-    for name, n in reversed(tensors):
-        if name in nvme and 2 * after < d:
+    for i in reversed(range(len(lay.numels))):
+        if i in nvme and 2 * after < d:
             kept += 1
-        after += n
+        after += lay.numels[i]
     return kept
 
 
-def swap_bytes_needed(model: Model, strategy: Strategy) -> int:
-    """Bytes DeepSpeed writes under nvme_path per rank: optimizer on NVMe: fp32 p, m, v and the
-    fp32 gradient = 16 B per parameter (1.1e9 x 16 B = 17.6 GB, the 16.4 GiB seen on the H200
-    host); params on NVMe: every swappable 16-bit partition (written at partitioning time)."""
-    n = params_per_rank(model, strategy)
-    total = 16 * n if strategy.optimizer_device == "nvme" else 0
-    if strategy.param_device == "nvme":
-        total += strategy.bytes_per_param * sum(
-            math.ceil(c / strategy.data_parallel_size) for _, c in param_tensors(model)
-            if math.ceil(c / strategy.data_parallel_size) * strategy.bytes_per_param
-            >= MIN_AIO_BYTES)
-    return total
+def swap_bytes_needed(model: Model, strategy: Strategy) -> float:
+    """Bytes DeepSpeed writes under the nvme_path(s) per rank (sim/layout.py swap_file_bytes):
+    optimizer on NVMe, fp32 p, m, v and the fp32 gradient = 16 B per parameter (1.1e9 x 16 B =
+    17.6 GB, the 16.4 GiB seen on the H200 host); params on NVMe, every swappable 16-bit
+    partition (zero.Init writes them all, max_in_cpu or not)."""
+    return float(sum(swap_file_bytes(_layout(model, strategy), strategy).values()))
 
 
 def pinned_bytes(model: Model, strategy: Strategy) -> int:
@@ -270,7 +225,7 @@ def optimizer_buffers_needed(model: Model, strategy: Strategy) -> int:
     4 x (1 + read + write) -> 4, 8 or 12 (the H200 host: 4 and 8 fail, 12 works)."""
     from tierlab.sim.workload import optimizer_buffers_needed as per_strategy
 
-    groups = math.ceil(params_per_rank(model, strategy) / strategy.zero.sub_group_size)
+    groups = len(_layout(model, strategy).groups)
     return 4 if groups < 2 else per_strategy(strategy)
 
 
@@ -297,7 +252,7 @@ def check_param_buffers(model: Model, strategy: Strategy) -> list[Problem]:
     if strategy.param_device != "nvme":
         return []
     op, z, out = strategy.zero.offload_param, strategy.zero, []
-    biggest = max(math.ceil(n / strategy.data_parallel_size) for _, n in param_tensors(model))
+    biggest = math.ceil(max(_layout(model, strategy).parts))
     if biggest > op.buffer_size:
         out.append(Problem("param-swap-buffers", f"offload_param.buffer_size {op.buffer_size:.3g} "
                            f"< the largest parameter partition {biggest:.3g} elements",
@@ -484,15 +439,14 @@ def _check_swap_paths(model: Model, strategy: Strategy) -> list[Problem]:
     """Each distinct nvme_path against the swap bytes of everything written there (all ranks of
     the node write under the same path)."""
     z, out = strategy.zero, []
+    files = swap_file_bytes(_layout(model, strategy), strategy)
     need: dict[str, list] = {}
-    if strategy.optimizer_device == "nvme":
-        need.setdefault(z.offload_optimizer.nvme_path, ["offload_optimizer", 0])[1] += (
-            16 * params_per_rank(model, strategy))
-    if strategy.param_device == "nvme":
-        only_params = replace(strategy, zero=replace(z, offload_optimizer=replace(
-            z.offload_optimizer, device="none")))
-        need.setdefault(z.offload_param.nvme_path, ["offload_param", 0])[1] += swap_bytes_needed(
-            model, only_params)
+    for what, path, keys in (("offload_optimizer", z.offload_optimizer.nvme_path,
+                              ("optimizer_p_m_v_fp32", "grads_fp32")),
+                             ("offload_param", z.offload_param.nvme_path, ("params_16bit",))):
+        nbytes = sum(files.get(k, 0.0) for k in keys)
+        if nbytes:
+            need.setdefault(path, [what, 0.0])[1] += nbytes
     for path, (what, nbytes) in need.items():
         out += check_swap_path(probe_swap_path(path), nbytes * strategy.data_parallel_size, what)
     return out

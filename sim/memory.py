@@ -18,10 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from tierlab.profiles.layout import head_params, mean_active_ffn
+from tierlab.profiles.layout import mean_active_ffn
 from tierlab.profiles.schema import Hardware, Model, Software
-from tierlab.sim.memory_host import (host_breakdown, largest_param_numel,  # noqa: F401
-                                     pinned_bytes)   # pinned_bytes: re-exported for callers
+from tierlab.sim.layout import ParamLayout, param_layout, swap_file_bytes
+from tierlab.sim.memory_host import host_breakdown, pinned_bytes  # noqa: F401 (re-exported)
 from tierlab.sim.strategy import Strategy
 from tierlab.units import fmt_gib, gib, gib_dict
 
@@ -110,18 +110,6 @@ def largest_module_params(model: Model) -> int:
     return max(model.params_per_layer, model.vocab * model.hidden)
 
 
-def persistent_params(model: Model, strategy: Strategy) -> int:
-    """ZeRO-3 keeps parameters under stage3_param_persistence_threshold whole on every GPU."""
-    t = strategy.zero.stage3_param_persistence_threshold
-    total = 0
-    for rep, n in model.layer_groups():
-        small = [v for v in model.layer_small_params(rep).values() if v < t]
-        small += [i * o for i, o in model.layer_matrices(rep).values() if i * o < t]
-        total += n * sum(small)
-    final_norm = head_params(model)["final_norm"]
-    return total + (final_norm if final_norm < t else 0)
-
-
 # ----------------------------------------------------------------------------------------------
 # activations
 
@@ -165,7 +153,7 @@ def logits_loss_bytes(model: Model, strategy: Strategy) -> float:
     return float(tokens * model.vocab * 12)
 
 
-def gathered_numel(model: Model, strategy: Strategy) -> float:
+def gathered_numel(model: Model, strategy: Strategy, lay: ParamLayout) -> float:
     """Elements ZeRO-3 holds all-gathered on the GPU at the end of the forward.
 
     Reuse distance >= a module (default 1e9): partitioned_param_coordinator.py
@@ -175,7 +163,7 @@ def gathered_numel(model: Model, strategy: Strategy) -> float:
     stage3_max_reuse_distance below a module (e.g. 0) every module is released after use: the
     largest module plus one prefetch bucket (Llama-0.5B: 136 M + 50 M elements)."""
     z = strategy.zero
-    fetched = model.n_params - persistent_params(model, strategy)
+    fetched = sum(lay.numels) - lay.persistent_numel
     largest = largest_module_params(model)
     if z.stage3_max_reuse_distance < largest:
         return float(min(fetched, largest + z.stage3_prefetch_bucket_size))
@@ -187,29 +175,30 @@ def gathered_numel(model: Model, strategy: Strategy) -> float:
 
 def gpu_persistent(hw: Hardware, model: Model, strategy: Strategy) -> dict[str, float]:
     """Bytes on one GPU for the whole step: context, model states, allocated-once buffers."""
-    n, dp, z = model.n_params, strategy.data_parallel_size, strategy.zero
+    lay = param_layout(model, strategy, strategy.data_parallel_size)
+    n, part, z = sum(lay.numels), lay.partition_numel, strategy.zero
     b = strategy.bytes_per_param
     opt_bytes = (16.0 if strategy.precision != "fp32" else 8.0)   # fp32 grads + master + m, v
     out: dict[str, float] = {"cuda_context": hw.gpu.cuda_context_bytes}
     if z.stage == 3:
-        out["persistent_params"] = float(b * persistent_params(model, strategy))
+        out["persistent_params"] = float(b * lay.persistent_numel)
         if strategy.param_device == "none":
-            out["param_partition"] = b * n / dp
+            out["param_partition"] = b * part
         # stage3.py _setup_for_real_optimizer: the ipg bucket buffer, allocated once
         out["reduce_bucket"] = float(b * z.reduce_bucket_size)
     else:
         out["params"] = float(b * n)
         grads_on_gpu = z.stage < 2
-        out["grads"] = b * n / (1 if grads_on_gpu else dp) if strategy.optimizer_device == "none" \
+        out["grads"] = b * (n if grads_on_gpu else part) if strategy.optimizer_device == "none" \
             else 0.0
     if strategy.optimizer_device == "none":
-        out["optimizer_states"] = opt_bytes * n / (dp if z.stage >= 1 else 1)
+        out["optimizer_states"] = opt_bytes * part
         if z.stage == 3:
-            out["grad_partition"] = b * n / dp
+            out["grad_partition"] = b * part
     if z.stage in (1, 2) and strategy.optimizer_device != "none":
         # stage_1_and_2.py: temp_grad_buffer_for_gpu_offload, largest parameter, 16-bit
-        out["temp_grad_buffer"] = float(b * largest_param_numel(model))
-    if z.stage in (1, 2) and dp > 1:
+        out["temp_grad_buffer"] = float(b * max(lay.numels))
+    if z.stage in (1, 2) and strategy.data_parallel_size > 1:
         out["allgather_bucket"] = float(b * z.allgather_bucket_size)
     return out
 
@@ -218,10 +207,11 @@ def gpu_moments(hw: Hardware, model: Model, strategy: Strategy) -> dict[str, dic
     """What comes and goes on top of `gpu_persistent`, at each candidate peak of a step."""
     n, dp, z = model.n_params, strategy.data_parallel_size, strategy.zero
     b = strategy.bytes_per_param
+    lay = param_layout(model, strategy, dp)
     acts = activation_bytes(model, strategy)
     held = {k: v for k, v in acts.items() if k != "recompute_block"}
     if z.stage == 3:
-        held["gathered_params"] = b * gathered_numel(model, strategy)
+        held["gathered_params"] = b * gathered_numel(model, strategy, lay)
     loss = {**held, "logits": logits_loss_bytes(model, strategy)}
     backward = {**held, **acts}
     out = {"loss": loss, "backward": backward}
@@ -234,7 +224,7 @@ def gpu_moments(hw: Hardware, model: Model, strategy: Strategy) -> dict[str, dic
         mid = {k: v * left for k, v in held.items()} if left else {}
         if left and "recompute_block" in acts:
             mid["recompute_block"] = acts["recompute_block"]
-        out["grad_reduce"] = grad_reduce_bytes(model, strategy, mid)
+        out["grad_reduce"] = grad_reduce_bytes(model, strategy, lay, mid)
     elif z.stage >= 1 or dp > 1:
         # stage_1_and_2.py setup_buckets: ipg buffers allocated at the first gradient hook
         # (2 with overlap_comm), released in independent_gradient_partition_epilogue
@@ -249,8 +239,8 @@ def gpu_moments(hw: Hardware, model: Model, strategy: Strategy) -> dict[str, dic
     return out
 
 
-def grad_reduce_bytes(model: Model, strategy: Strategy, held: dict[str, float]
-                      ) -> dict[str, float]:
+def grad_reduce_bytes(model: Model, strategy: Strategy, lay: ParamLayout,
+                      held: dict[str, float]) -> dict[str, float]:
     """ZeRO-3 reducing a full gradient bucket (stage3.py `__reduce_and_partition_ipg_grads`).
 
     With reduce_scatter (the default) `reduce_scatter_coalesced` torch.cat's the bucket's
@@ -271,7 +261,7 @@ def grad_reduce_bytes(model: Model, strategy: Strategy, held: dict[str, float]
     if z.reduce_scatter:
         out["reduce_scatter_flat"] = b * bucket
     if strategy.optimizer_device != "none":
-        part = largest_param_numel(model) / dp
+        part = max(lay.parts)          # the largest parameter's partition
         norm = 8.0 * min(part, 2.5e8)
         out["grad_partition_copy"] = b * part
         if strategy.optimizer_device == "nvme":
@@ -295,16 +285,9 @@ def gpu_breakdown(hw: Hardware, model: Model, strategy: Strategy) -> dict[str, f
 
 
 def nvme_breakdown(hw: Hardware, model: Model, strategy: Strategy) -> dict[str, float]:
-    """Swap-file bytes of one node."""
-    ranks = hw.gpus_per_node
-    part = model.n_params / strategy.data_parallel_size
-    out: dict[str, float] = {}
-    if strategy.optimizer_device == "nvme":
-        out["optimizer_p_m_v_fp32"] = 12.0 * part * ranks
-        out["grads_fp32"] = 4.0 * part * ranks
-    if strategy.param_device == "nvme":
-        out["params_16bit"] = 2.0 * max(0.0, part - strategy.zero.offload_param.max_in_cpu) * ranks
-    return {k: v for k, v in out.items() if v}
+    """Swap-file bytes of one node: every rank's files (sim/layout.py swap_file_bytes)."""
+    lay = param_layout(model, strategy, strategy.data_parallel_size)
+    return {k: v * hw.gpus_per_node for k, v in swap_file_bytes(lay, strategy).items()}
 
 
 def plan_memory(hardware: Hardware, model: Model, strategy: Strategy, *,

@@ -9,16 +9,11 @@ from __future__ import annotations
 
 import math
 
-from tierlab.profiles.layout import largest_matrix_numel
 from tierlab.profiles.schema import Hardware, Model, Software
 from tierlab.sim.host_costs import software_for
-from tierlab.sim.modules import Module, modules, nvme_param_fraction, sub_groups
+from tierlab.sim.layout import (ParamLayout, io_aligned_numel, min_aio_bytes, param_layout,
+                                partition)
 from tierlab.sim.strategy import Strategy
-
-# DeepSpeed's aio tensors smaller than max(1 MiB, block_size) are not swapped (swap_tensor/utils.py)
-MIN_AIO_BYTES = 1 << 20
-# aio read/write alignment per intra-op thread (swap_tensor/utils.py AIO_ALIGNED_BYTES)
-AIO_ALIGNED_BYTES = 1024
 
 
 def pinned_bytes(nbytes: float) -> float:
@@ -51,11 +46,12 @@ def rank_offload_items(model: Model, strategy: Strategy) -> dict[str, float]:
     z = strategy.zero
     if z.stage == 3 and strategy.optimizer_device == "none" and strategy.param_device == "none":
         return {}
-    out = _zero3_host(model, strategy) if z.stage == 3 else _zero12_host(model, strategy)
+    lay = param_layout(model, strategy, strategy.data_parallel_size)
+    out = _zero3_host(model, strategy, lay) if z.stage == 3 else _zero12_host(strategy, lay)
     return {k: v for k, v in out.items() if v}
 
 
-def _zero12_host(model: Model, strategy: Strategy) -> dict[str, float]:
+def _zero12_host(strategy: Strategy, lay: ParamLayout) -> dict[str, float]:
     """One rank, stages 0-2 with the optimizer on the CPU (stage_1_and_2.py, one param group):
     `single_partition_of_fp32_groups` (fp32 master, pinned if pin_memory),
     `param_buffer_of_bit16_for_cpu_offload_groups` (16-bit copy-back buffer),
@@ -63,42 +59,21 @@ def _zero12_host(model: Model, strategy: Strategy) -> dict[str, float]:
     (16-bit, largest parameter), and DeepSpeedCPUAdam's m, v (pageable, created lazily)."""
     if strategy.optimizer_device != "cpu":
         return {}
-    part = model.n_params / strategy.data_parallel_size
+    part = lay.partition_numel
     oo = strategy.zero.offload_optimizer
     pin = pinned_bytes if oo.pin_memory else (lambda x: x)
     kind = "pinned" if oo.pin_memory else "pageable"
     b = strategy.bytes_per_param
-    largest = largest_param_numel(model)
+    largest = max(lay.numels)           # the largest parameter tensor
     return {f"{kind}:master_fp32": pin(4.0 * part), f"{kind}:params_16bit_buffer": pin(b * part),
             f"{kind}:grads_fp32": pin(4.0 * part), f"{kind}:temp_grad_buffer": pin(b * largest),
             "pageable:adam_m_v": 8.0 * part}
 
 
-def largest_param_numel(model: Model) -> int:
-    """Elements of the model's largest parameter tensor (a block matrix or the embedding):
-    the size of ZeRO-1/2 offload's temp gradient buffers (stage_1_and_2.py)."""
-    return largest_matrix_numel(model)
-
-
-def _io_aligned_numel(numel: float, elem_bytes: int, strategy: Strategy) -> float:
-    """Elements rounded up to the aio alignment: 1 KiB x intra_op_parallelism (swap_tensor/
-    utils.py AIO_ALIGNED_BYTES; partitioned_param_swapper.py / optimizer_utils.py
-    `_io_aligned_numel`)."""
-    align = AIO_ALIGNED_BYTES * strategy.aio.intra_op_parallelism // elem_bytes
-    return float(math.ceil(numel / align) * align)
-
-
-def _min_aio_bytes(strategy: Strategy) -> int:
-    """Tensors smaller than this are never swapped (swappable_tensor: max(1 MiB, block_size))."""
-    return max(MIN_AIO_BYTES, strategy.aio.block_size)
-
-
-def _zero3_host(model: Model, strategy: Strategy) -> dict[str, float]:
+def _zero3_host(model: Model, strategy: Strategy, lay: ParamLayout) -> dict[str, float]:
     """One rank, stage 3 with offload (stage3.py, partition_parameters.py, swap_tensor/)."""
     z, b = strategy.zero, strategy.bytes_per_param
-    part = model.n_params / strategy.data_parallel_size
-    mods = modules(model, strategy)
-    groups = sub_groups(mods, strategy, strategy.data_parallel_size)
+    part, groups = lay.partition_numel, lay.groups
     out: dict[str, float] = {}
     if strategy.optimizer_device == "cpu":
         out.update(_zero3_cpu_optimizer_host(strategy, groups, part))
@@ -110,9 +85,9 @@ def _zero3_host(model: Model, strategy: Strategy) -> dict[str, float]:
         out["pinned:grad_partitions_flat"] = (pinned_bytes(b * part)
                                               if z.offload_optimizer.pin_memory else b * part)
     if strategy.param_device in ("cpu", "nvme"):
-        out.update(_zero3_param_host(strategy, groups, part))
+        out.update(_zero3_param_host(strategy, lay))
         out["pinned:zero_init_partitions_cached"] = _zero_init_cache_left(
-            model, strategy, mods, _pinned_requests_after_init(strategy, groups, part))
+            model, strategy, lay, _pinned_requests_after_init(strategy, groups, part))
     return out
 
 
@@ -136,7 +111,7 @@ def _zero3_nvme_optimizer_host(strategy: Strategy, groups: list[list[float]]) ->
     torch's power-of-two CachingHostAllocator. E.g. Llama-0.5B, sub_group_size 1e8: the
     embedding alone (136.1 M) is the largest group: 4 x 136.1 M x 4 B = 2.18 GB (2.03 GiB)."""
     oo = strategy.zero.offload_optimizer
-    largest = _io_aligned_numel(max(sum(g) for g in groups), 4, strategy)
+    largest = io_aligned_numel(max(sum(g) for g in groups), 4, strategy)
     out = {"pinned:optimizer_swap_buffers": oo.buffer_count * 4.0 * largest}
     if oo.pipeline:
         # DeepSpeedCPUAdam creates m, v lazily (zeros_like: pageable) in the first step;
@@ -144,40 +119,29 @@ def _zero3_nvme_optimizer_host(strategy: Strategy, groups: list[list[float]]) ->
         # unlike PartitionedOptimizerSwapper (release_swap_buffers -> release_memory), never
         # releases them: they stay until the next step's swap-in set_buffers. So the step-1 peak
         # holds 8 B x swappable elements (Llama-0.5B: 3.95 GB; measured 16.04 -> 12.36 GiB).
-        swappable = [sum(g) for g in groups if 4.0 * sum(g) >= _min_aio_bytes(strategy)]
+        swappable = [sum(g) for g in groups if 4.0 * sum(g) >= min_aio_bytes(strategy)]
         out["pageable:adam_m_v_first_step"] = 8.0 * sum(swappable)
     return out
 
 
-def _flat_params_numel(strategy: Strategy, part: float) -> float:
-    """stage3.py _create_param_groups_fp16_flat_cpu_memory: the flat 16-bit buffer (one param
-    group) is capped at max_in_cpu ONLY when params_in_nvme_and_cpu (device nvme). With device
-    cpu the whole partition is flat: TinyLlama 2.2 GB -> 2^32 B pinned, not min(1e9, n) x 2 B."""
-    if strategy.param_device == "nvme":
-        return min(strategy.zero.offload_param.max_in_cpu, part)
-    return part
-
-
-def _zero3_param_host(strategy: Strategy, groups: list[list[float]],
-                      part: float) -> dict[str, float]:
+def _zero3_param_host(strategy: Strategy, lay: ParamLayout) -> dict[str, float]:
     """Parameters offloaded to CPU or NVMe: the flat 16-bit buffer — always torch-pinned
     (`get_accelerator().pin_memory(torch.empty(...))`, whatever offload_param.pin_memory says) —
     and, for NVMe, the swapper's locked buffers."""
-    op, b, dp = strategy.zero.offload_param, strategy.bytes_per_param, strategy.data_parallel_size
-    flat = _flat_params_numel(strategy, part)
+    op, b = strategy.zero.offload_param, strategy.bytes_per_param
+    flat = lay.cpu_flat_numel
     out = {"pinned:params_16bit": pinned_bytes(b * flat) if flat > 0 else 0.0}
     if strategy.param_device == "nvme":
         # partitioned_param_swapper.py _configure_aio: ONE locked tensor of buffer_count x
         # io-aligned buffer_size elements (new_cpu_locked_tensor: exact size, not power of two)
-        out["pinned:param_swap_buffers"] = op.buffer_count * b * _io_aligned_numel(
+        out["pinned:param_swap_buffers"] = op.buffer_count * b * io_aligned_numel(
             op.buffer_size, b, strategy)
-        _, on_nvme = nvme_param_fraction(groups, strategy)
-        if any(on_nvme):
+        if any(lay.on_nvme):
             # stage3.py: a sub-group without a CPU flat buffer -> reserve_partitioned_swap_space
             # (largest sub-group's params by their FULL ds_numel, io-aligned; a locked tensor)
-            largest = max(groups, key=sum)
+            largest = max(range(len(lay.groups)), key=lambda k: sum(lay.groups[k]))
             out["pinned:partitioned_swap_buffer"] = b * sum(
-                _io_aligned_numel(n * dp, b, strategy) for n in largest)
+                io_aligned_numel(n, b, strategy) for n in lay.group_numels(largest))
     return out
 
 
@@ -195,7 +159,7 @@ def _pinned_requests_after_init(strategy: Strategy, groups: list[list[float]],
     return grads + [pinned_bytes(b * part)]
 
 
-def _zero_init_cache_left(model: Model, strategy: Strategy, mods: list[Module],
+def _zero_init_cache_left(model: Model, strategy: Strategy, lay: ParamLayout,
                           later: list[float]) -> float:
     """Pinned bytes zero.Init leaves in torch's CachingHostAllocator cache at the peak.
 
@@ -209,15 +173,15 @@ def _zero_init_cache_left(model: Model, strategy: Strategy, mods: list[Module],
     136 M x 2 B -> 2^29 B per rank). A later request of exactly a cached block's size takes it
     back (CachingHostAllocator.h `get_free_block`: one free list per power of two) — e.g.
     Llama-3B's last sub-group, 192 M x 4 B -> 2^30, reuses the embedding's 2^30 block."""
-    op, b, dp = strategy.zero.offload_param, strategy.bytes_per_param, strategy.data_parallel_size
+    op, b = strategy.zero.offload_param, strategy.bytes_per_param
     if not op.pin_memory:
         return 0.0
-    numels = [n for m in mods for n in m.own_params]
-    head = [model.vocab * model.hidden] if model.tie_embeddings else []
-    blocks = [pinned_bytes(b * n / dp) for n in numels + head
-              if strategy.param_device != "nvme" or b * n / dp < _min_aio_bytes(strategy)]
+    head = [partition(model.vocab * model.hidden, strategy, strategy.data_parallel_size)] \
+        if model.tie_embeddings else []
+    blocks = [pinned_bytes(b * p) for p in [*lay.parts, *head]
+              if strategy.param_device != "nvme" or b * p < min_aio_bytes(strategy)]
     head_blocks = blocks[len(blocks) - len(head):] if head else []
-    flat = pinned_bytes(b * _flat_params_numel(strategy, model.n_params / dp))
+    flat = pinned_bytes(b * lay.cpu_flat_numel)
     if flat in head_blocks:          # the flat buffer is created after the head was dropped
         blocks.remove(flat)
     for size in later:

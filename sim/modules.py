@@ -1,11 +1,10 @@
-"""A model as the units DeepSpeed fetches (embedding, blocks, head), how the optimizer groups their
-parameters, and the order one micro-step uses them (pure Python; `workload.py` turns the uses
-into operations).
+"""A model as the units DeepSpeed fetches (embedding, blocks, head) and the order one micro-step
+uses them (pure Python; `workload.py` turns the uses into operations; `layout.py` partitions and
+groups their parameters and says where each lives).
 
 Sources (deepspeed 0.19.8, runtime/zero/): partitioned_param_coordinator.py `fetch_sub_module`,
 `__params_to_release` (reuse distance, prefetch); parameter_offload.py
-`_register_deepspeed_module` (hooks per submodule); stage3.py `_create_fp16_sub_groups`,
-`_create_param_groups_fp16_flat_cpu_memory` (max_in_cpu).
+`_register_deepspeed_module` (hooks per submodule), `mark_persistent_parameters`.
 """
 from __future__ import annotations
 
@@ -29,6 +28,8 @@ class Module:
     """Parameters gathered (one NVMe swap buffer each)."""
     own_params: tuple[int, ...]
     """Numel of the parameters this module owns (tied LM head owns none), in model order."""
+    own_names: tuple[str, ...] = ()
+    """Their names ('embed_tokens', 'layers.3.q_proj', 'final_norm', 'lm_head')."""
     hooked: int = 0
     """nn.Modules holding parameters directly: each gets ZeRO-3's fetch/release hooks
     (parameter_offload.py `_register_deepspeed_module` hooks every submodule; fetch_sub_module
@@ -40,47 +41,48 @@ class Module:
 # the model as modules and parameters
 
 def modules(model: Model, strategy: Strategy) -> list[Module]:
-    """embed, blocks..., head — with the parameters each gathers and owns."""
-    thr = strategy.zero.stage3_param_persistence_threshold if strategy.zero.stage == 3 else 0
-    emb = list(embed_params(model).values())
+    """embed, blocks..., head — with the parameters each gathers and owns. A parameter is gathered
+    unless ZeRO-3 persists it: numel <= stage3_param_persistence_threshold (parameter_offload.py
+    `mark_persistent_parameters`)."""
+    thr = strategy.zero.stage3_param_persistence_threshold if strategy.zero.stage == 3 else -1
+    emb = embed_params(model)
     head = head_params(model)
-    head_used = list(head.values())
-    head_own = [n for k, n in head.items() if k != "lm_head" or not model.tie_embeddings]
+    head_own = {k: n for k, n in head.items() if k != "lm_head" or not model.tie_embeddings}
 
     def mod(name, kind, used, own, hooked):
-        big = [n for n in used if n >= thr]
+        big = [n for n in used if n > thr]
         return Module(name=name, kind=kind, fetch_numel=sum(big), fetch_tensors=len(big),
-                      own_params=tuple(own), hooked=hooked)
+                      own_params=tuple(own.values()), own_names=tuple(own), hooked=hooked)
 
     blocks = {model.is_moe_layer(rep): _block(model, strategy, rep)
               for rep, _ in model.layer_groups()}
-    out = [mod("embed", "embed", emb, emb, len(emb))]
+    out = [mod("embed", "embed", list(emb.values()), emb, len(emb))]
     for i in range(model.n_layers):
         own, used, hooked = blocks[model.is_moe_layer(i)]
-        out.append(mod(f"L{i}", "block", used, own, hooked))
-    out.append(mod("head", "head", head_used, head_own, 2))      # final norm + lm_head
+        out.append(mod(f"L{i}", "block", used, {f"layers.{i}.{k}": n for k, n in own.items()},
+                       hooked))
+    out.append(mod("head", "head", list(head.values()), head_own, 2))   # final norm + lm_head
     return out
 
 
 def _block(model: Model, strategy: Strategy, layer: int):
-    """(own, used, hooked) of one block. A MoE block owns every expert; ZeRO-3 gathers only the
-    experts its tokens are routed to (HF calls an expert's module only if a token picked it):
-    in expectation E x (1 - (1 - k/E)^T) of them for T = micro_batch x seq tokens — all of them
-    unless T is tiny (Mixtral, 16 tokens: 7.9 of 8). Hooked: the Linear modules (a fused pair
-    counts once) plus the norms that are their own modules."""
+    """(own {name: numel}, used, hooked) of one block. A MoE block owns every expert; ZeRO-3
+    gathers only the experts its tokens are routed to (HF calls an expert's module only if a token
+    picked it): in expectation E x (1 - (1 - k/E)^T) of them for T = micro_batch x seq tokens —
+    all of them unless T is tiny (Mixtral, 16 tokens: 7.9 of 8). Hooked: the Linear modules (a
+    fused pair counts once) plus the norms that are their own modules."""
     mats, small = model.layer_matrices(layer), model.layer_small_params(layer)
     norms = sum(1 for k in small if "norm" in k)
+    own = {**{k: i * o for k, (i, o) in mats.items()}, **small}
     if not model.is_moe_layer(layer):
-        own = [i * o for i, o in mats.values()] + list(small.values())
-        return own, own, len(mats) + norms
+        return own, list(own.values()), len(mats) + norms
     m = model.moe
     tokens = strategy.train_micro_batch_size_per_gpu * model.seq_len
     hit = min(m.n_experts, max(m.experts_per_token,
                                round(expected_experts_hit(m.n_experts, m.experts_per_token, tokens))))
     idle = {f"experts.{e}." for e in range(hit, m.n_experts)}
-    own, used, n_used = [], [], 0
-    for name, n in [*((k, i * o) for k, (i, o) in mats.items()), *small.items()]:
-        own.append(n)
+    used, n_used = [], 0
+    for name, n in own.items():
         if not any(name.startswith(p) for p in idle):
             used.append(n)
             n_used += name in mats
@@ -91,37 +93,6 @@ def ceil_div(a: float, b: int) -> float:
     """Elements of one rank's partition (a rate model: fractional elements are fine)."""
     return a / b
 
-
-def sub_groups(mods: list[Module], strategy: Strategy, dp: int) -> list[list[int]]:
-    """Partition numel of each parameter, grouped as DeepSpeed's `_create_fp16_sub_groups`
-    (stage 3: close a group once it reaches sub_group_size; stages 0-2: one group)."""
-    parts = [n if strategy.zero.stage == 0 else ceil_div(n, dp)
-             for m in mods for n in m.own_params]
-    if strategy.zero.stage < 3:
-        return [parts]
-    groups, cur = [], []
-    for n in parts:
-        cur.append(n)
-        if sum(cur) >= strategy.zero.sub_group_size:
-            groups.append(cur)
-            cur = []
-    if cur:
-        groups.append(cur)
-    return groups
-
-
-def nvme_param_fraction(groups: list[list[int]], strategy: Strategy) -> tuple[float, list[bool]]:
-    """Which sub-groups' 16-bit params live on NVMe: those past the first max_in_cpu elements
-    (stage3.py: a group gets a CPU flat buffer only if flat_offset + its size <= max_in_cpu)."""
-    if strategy.param_device != "nvme":
-        return 0.0, [False] * len(groups)
-    cap, offset, on_nvme = strategy.zero.offload_param.max_in_cpu, 0, []
-    for g in groups:
-        offset += sum(g)
-        on_nvme.append(offset > cap)
-    total = sum(sum(g) for g in groups)
-    nvme = sum(sum(g) for g, n in zip(groups, on_nvme) if n)
-    return (nvme / total if total else 0.0), on_nvme
 
 
 # ----------------------------------------------------------------------------------------------

@@ -22,8 +22,8 @@ from tierlab.errors import ConfigError
 from tierlab.profiles.schema import Hardware, Model, Software
 from tierlab.sim.host_costs import (checkpoint_cost_s, grad_event_cost_s, overflow_scan_cost_s,
                                    step_cost_s, use_cost_s)
-from tierlab.sim.modules import (Module, Use, ceil_div, modules,  # noqa: F401 (re-export)
-                                 nvme_param_fraction, prefetch_depth, sub_groups, trace)
+from tierlab.sim.layout import param_layout
+from tierlab.sim.modules import Module, Use, ceil_div, modules, prefetch_depth, trace  # noqa: F401
 from tierlab.sim.strategy import Strategy
 
 OPT_STATE_TENSORS = 3
@@ -324,9 +324,8 @@ def build_workload(hw: Hardware, model: Model, strategy: Strategy, *,
     """The ops of one optimizer step (gradient_accumulation_steps micro-steps + the step)."""
     check_supported(strategy)
     dp = hw.world_size
-    mods = modules(model, strategy)
-    groups = sub_groups(mods, strategy, dp)
-    frac, on_nvme = nvme_param_fraction(groups, strategy)
+    lay = param_layout(model, strategy, dp)
+    mods, groups, frac, on_nvme = list(lay.modules), lay.groups, lay.nvme_param_fraction, lay.on_nvme
     use_s = ({k: use_cost_s(software, strategy, k) for k in ("fwd", "recompute", "bwd")}
              if software else {})
     grad_s = ((grad_event_cost_s(software, False), grad_event_cost_s(software, True))
@@ -390,9 +389,8 @@ def expected_bytes(hw: Hardware, model: Model, strategy: Strategy, *,
       NVMe write = 4 P [g] + 12 P [p, m, v] + b P_nvme [16-bit params beyond max_in_cpu]
     """
     dp, s = hw.world_size, strategy
-    mods = modules(model, strategy)
-    groups = sub_groups(mods, strategy, dp)
-    frac, on_nvme = nvme_param_fraction(groups, strategy)
+    lay = param_layout(model, strategy, dp)
+    mods, groups, frac, on_nvme = list(lay.modules), lay.groups, lay.nvme_param_fraction, lay.on_nvme
     g, b = s.gradient_accumulation_steps, s.bytes_per_param
     P = sum(sum(m.own_params) for m in mods) / dp
     F = sum(mods[u.module].fetch_numel / dp for u in trace(mods, s, first_step) if u.fetch)

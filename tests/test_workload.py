@@ -3,6 +3,7 @@ import pytest
 
 from tierlab.errors import ConfigError
 from tierlab.sim import workload as wl
+from tierlab.sim.layout import param_layout
 from tests._simhelp import PRESETS, scenario, small_vocab
 
 NVME_BOTH = ("zero_optimization.offload_param.device=nvme",
@@ -86,13 +87,14 @@ def test_reuse_distance_keeps_late_layers_gathered_and_step1_refetches():
 
 def test_max_in_cpu_puts_only_the_excess_on_nvme():
     hw, m, s = scenario("zero3-nvme", sets=NVME_BOTH[:2])
-    groups = wl.sub_groups(wl.modules(m, s), s, 1)
-    frac, on_nvme = wl.nvme_param_fraction(groups, s)
+    lay = param_layout(m, s, 1)
+    frac, on_nvme = lay.nvme_param_fraction, lay.on_nvme
     # 1.1e9 params, max_in_cpu 1e9, sub-groups of 1e8: only the last sub-group(s) go to NVMe
     assert 0 < frac < 0.15 and on_nvme[-1] and not on_nvme[0]
     hw, m, s = scenario("zero3-nvme", sets=NVME_BOTH[:2] + (
         "zero_optimization.offload_param.max_in_cpu=5e8",))
-    frac, on_nvme = wl.nvme_param_fraction(wl.sub_groups(wl.modules(m, s), s, 1), s)
+    lay = param_layout(m, s, 1)
+    frac, on_nvme = lay.nvme_param_fraction, lay.on_nvme
     assert 0.5 < frac < 0.65 and on_nvme[-1] and not on_nvme[0]
 
 

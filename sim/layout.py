@@ -1,0 +1,187 @@
+"""One parameter layout: every parameter tensor of a model as one rank of a ZeRO job holds it —
+its partition, its optimizer sub-group, whether it persists on the GPU, and what lives in CPU
+memory and on NVMe. The workload (sim/workload.py), the memory planner (sim/memory*.py) and
+preflight (runner/preflight.py) all read it from here (pure Python).
+
+Sources (deepspeed 0.19.8): runtime/zero/partition_parameters.py `_aligned_size`/`_padding_size`
+(a stage-3 partition is ceil(numel / dp): the tensor is padded to a multiple of dp),
+`_partition_param` (zero.Init writes every swappable partition to NVMe);
+runtime/zero/parameter_offload.py `mark_persistent_parameters` (numel <= threshold persists);
+runtime/zero/stage3.py `_create_fp16_sub_groups`, `_create_param_groups_fp16_flat_cpu_memory`,
+`_create_fp16_partitions_with_defragmentation`, `_swappable_optimizer_subgroup`;
+runtime/swap_tensor/utils.py MIN_AIO_BYTES, AIO_ALIGNED_BYTES;
+partitioned_param_swapper.py `swappable_tensor`, `get_buffer`, `_io_aligned_numel`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from tierlab.profiles.schema import Model
+from tierlab.sim.modules import Module, modules
+from tierlab.sim.strategy import Strategy
+
+MIN_AIO_BYTES = 1 << 20
+"""swap_tensor/utils.py: tensors smaller than max(1 MiB, aio block_size) are never swapped."""
+AIO_ALIGNED_BYTES = 1024
+"""swap_tensor/utils.py: aio reads/writes are aligned to 1 KiB x intra_op_parallelism."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParamLayout:
+    """The parameters of one rank, in the order DeepSpeed groups them (embedding, blocks, head)."""
+
+    modules: tuple[Module, ...]
+    """The units ZeRO-3 fetches (sim/modules.py), each with the tensors it owns."""
+    names: tuple[str, ...]
+    """Every parameter tensor ('embed_tokens', 'layers.3.q_proj', 'lm_head'), a tied head once."""
+    numels: tuple[int, ...]
+    """Elements of each tensor (the whole tensor, all ranks)."""
+    groups: tuple[tuple[float, ...], ...]
+    """This rank's partition of each tensor, in optimizer sub-groups (stages 0-2: one group)."""
+    on_nvme: tuple[bool, ...]
+    """Per sub-group: its 16-bit params live on NVMe (no room left under max_in_cpu)."""
+    persistent_numel: int
+    """Elements ZeRO-3 keeps whole on every GPU (numel <= stage3_param_persistence_threshold)."""
+    bytes_per_param: int
+
+    @property
+    def parts(self) -> tuple[float, ...]:
+        """This rank's partition of each tensor, in tensor order."""
+        return tuple(p for g in self.groups for p in g)
+
+    @property
+    def partition_numel(self) -> float:
+        """Elements of this rank's parameter (and optimizer) partition."""
+        return float(sum(self.parts))
+
+    @property
+    def nvme_param_fraction(self) -> float:
+        """Fraction of this rank's 16-bit partition that lives on NVMe during training."""
+        total = self.partition_numel
+        nvme = sum(sum(g) for g, n in zip(self.groups, self.on_nvme) if n)
+        return nvme / total if total else 0.0
+
+    cpu_flat_numel: float
+    """Elements of the pinned 16-bit CPU flat buffer of offloaded params (stage3.py
+    _create_param_groups_fp16_flat_cpu_memory: capped at max_in_cpu only for device nvme — then a
+    sub-group that does not fit leaves the rest of it unused; device cpu: the whole partition,
+    TinyLlama 2.2 GB -> 2^32 B pinned, not min(1e9, n) x 2 B)."""
+
+    def group_numels(self, k: int) -> tuple[int, ...]:
+        """Whole-tensor elements of sub-group k's parameters."""
+        start = sum(len(g) for g in self.groups[:k])
+        return self.numels[start:start + len(self.groups[k])]
+
+
+def partition(numel: int, strategy: Strategy, dp: int) -> float:
+    """One rank's share of a tensor: stage 3 pads each tensor to a multiple of dp
+    (partition_parameters.py `_aligned_size`: ds_numel + (dp - ds_numel % dp) % dp); stages 1-2
+    partition the flat group (its padding, < dp elements, ignored); stage 0 holds it all."""
+    stage = strategy.zero.stage
+    if stage == 0:
+        return float(numel)
+    return float(math.ceil(numel / dp)) if stage == 3 else numel / dp
+
+
+def sub_groups(parts: list[float], strategy: Strategy) -> list[list[float]]:
+    """Partitions grouped as DeepSpeed's `_create_fp16_sub_groups` (stage 3: close a group once it
+    reaches sub_group_size; stages 0-2: one group)."""
+    if strategy.zero.stage < 3:
+        return [list(parts)]
+    groups, cur = [], []
+    for n in parts:
+        cur.append(n)
+        if sum(cur) >= strategy.zero.sub_group_size:
+            groups.append(cur)
+            cur = []
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+def nvme_groups(groups: list[list[float]], strategy: Strategy) -> list[bool]:
+    """Which sub-groups' 16-bit params live on NVMe: those that no longer fit the flat CPU buffer of
+    max_in_cpu elements (stage3.py _create_fp16_partitions_with_defragmentation: a group gets a
+    flat buffer only if flat_offset + its size <= the buffer's numel)."""
+    if strategy.param_device != "nvme":
+        return [False] * len(groups)
+    cap, offset, on_nvme = strategy.zero.offload_param.max_in_cpu, 0.0, []
+    for g in groups:
+        offset += sum(g)
+        on_nvme.append(offset > cap)
+    return on_nvme
+
+
+def param_layout(model: Model, strategy: Strategy, dp: int) -> ParamLayout:
+    """The layout of `model` under `strategy` on a data-parallel world of `dp` ranks."""
+    mods = modules(model, strategy)
+    names = [n for m in mods for n in m.own_names]
+    numels = [n for m in mods for n in m.own_params]
+    groups = sub_groups([partition(n, strategy, dp) for n in numels], strategy)
+    thr = strategy.zero.stage3_param_persistence_threshold if strategy.zero.stage == 3 else -1
+    part = sum(sum(g) for g in groups)
+    flat = (min(strategy.zero.offload_param.max_in_cpu, part) if strategy.param_device == "nvme"
+            else part)
+    return ParamLayout(modules=tuple(mods), names=tuple(names), numels=tuple(numels),
+                       groups=tuple(tuple(g) for g in groups),
+                       on_nvme=tuple(nvme_groups(groups, strategy)),
+                       persistent_numel=sum(n for n in numels if n <= thr),
+                       cpu_flat_numel=float(flat),
+                       bytes_per_param=strategy.bytes_per_param)
+
+
+# ----------------------------------------------------------------------------------------------
+# NVMe: what DeepSpeed swaps, and the swap files it writes
+
+def min_aio_bytes(strategy: Strategy) -> int:
+    """Tensors smaller than this are never swapped (swappable_tensor: max(1 MiB, block_size))."""
+    return max(MIN_AIO_BYTES, strategy.aio.block_size)
+
+
+def io_aligned_numel(numel: float, elem_bytes: int, strategy: Strategy) -> float:
+    """Elements rounded up to the aio alignment: 1 KiB x intra_op_parallelism (swap_tensor/utils.py
+    AIO_ALIGNED_BYTES; partitioned_param_swapper.py / optimizer_utils.py `_io_aligned_numel`)."""
+    align = AIO_ALIGNED_BYTES * strategy.aio.intra_op_parallelism // elem_bytes
+    return float(math.ceil(numel / align) * align)
+
+
+def swapped_params(lay: ParamLayout, strategy: Strategy) -> list[int]:
+    """Indices of the tensors whose 16-bit partition zero.Init puts on NVMe: every partition of at
+    least max(1 MiB, block_size) (partition_parameters.py `_partition_param`: final_location nvme
+    if `param_swapper.swappable_tensor(numel=partition_size)`, then `swap_out_and_release`) —
+    whatever max_in_cpu says; the ones under it are read back into the CPU flat buffer later."""
+    if strategy.param_device != "nvme":
+        return []
+    b, floor = lay.bytes_per_param, min_aio_bytes(strategy)
+    return [i for i, p in enumerate(lay.parts) if p * b >= floor]
+
+
+def nvme_resident_params(lay: ParamLayout, strategy: Strategy) -> list[int]:
+    """Indices of the swapped tensors that stay on NVMe in training: those of the sub-groups past
+    max_in_cpu (the others were swapped into the flat buffer: stage3.py `_move_to_flat_buffer`)."""
+    group_of = [k for k, g in enumerate(lay.groups) for _ in g]
+    return [i for i in swapped_params(lay, strategy) if lay.on_nvme[group_of[i]]]
+
+
+def swap_file_bytes(lay: ParamLayout, strategy: Strategy) -> dict[str, float]:
+    """Bytes of the swap files one rank writes under its nvme_path(s), by what they hold.
+
+    Optimizer on NVMe: per swappable sub-group (stage3.py `_swappable_optimizer_subgroup`: fp32
+    numel x 4 B >= max(1 MiB, block_size)) the fp32 p, m, v files of io-aligned length
+    (partitioned_optimizer_swapper.py swap_out_optimizer_state) and the fp32 gradient
+    (optimizer_utils.py `_swap_out_gradients`). Params on NVMe: one file per swapped partition,
+    the io-aligned swap buffer written whole (partitioned_param_swapper.py `get_buffer`,
+    `_swap_out`); zero.Init writes them all and nothing removes the files, so the ones under
+    max_in_cpu take disk space too. Llama-0.5B, one rank, params and optimizer on NVMe:
+    0.49 G x 16 B = 7.91 GB + 16-bit params 0.97 GB = 8.88 GB."""
+    out: dict[str, float] = {}
+    if strategy.optimizer_device == "nvme":
+        floor = min_aio_bytes(strategy)
+        sizes = [sum(g) for g in lay.groups if 4.0 * sum(g) >= floor]
+        out["optimizer_p_m_v_fp32"] = sum(12.0 * io_aligned_numel(n, 4, strategy) for n in sizes)
+        out["grads_fp32"] = 4.0 * sum(sizes)
+    b = lay.bytes_per_param
+    out["params_16bit"] = sum(b * io_aligned_numel(lay.parts[i], b, strategy)
+                              for i in swapped_params(lay, strategy))
+    return {k: v for k, v in out.items() if v}
