@@ -141,55 +141,67 @@ def report(runs: Path, profile: str | None) -> int:
     cases = yaml.safe_load((ADVICE / "cases.yaml").read_text())["cases"]
     names = sorted({c["name"].rsplit("-", 1)[0] for c in cases}, key=lambda n: [
         c["name"] for c in cases].index(n + "-start"))
-    head = (f"{'pair':34s} {'run':8s} {'plan s':>7s} {'cal s':>7s} {'meas s':>7s} "
-            f"{'meas tok/s':>10s} {'GPU GiB':>7s} {'RSS GiB':>7s}")
+    profiles = [("stock", HARDWARE)] + ([("cal", profile)] if profile else [])
+    head = (f"{'pair':38s} {'run':8s} {'plan s':>7s} " + " ".join(f"{k + ' s':>7s}" for k, _ in
+                                                               profiles)
+            + f" {'meas s':>7s} {'meas tok/s':>10s} {'GPU GiB':>7s} {'RSS GiB':>7s}")
+    print(f"plan s: `tierlab plan` when the proposal was made (bench/advice/*.plan.json); "
+          f"stock s: today's simulator on {HARDWARE}"
+          + (f"; cal s: on {profile}, the calibration of the machine that ran them" if profile
+             else "") + "\n")
     print(head + "\n" + "-" * len(head))
-    summary = []
+    summary, fits = [], []
     for name in names:
         plan = json.loads((ADVICE / f"{name}.plan.json").read_text())
         row = {}
         for kind, pred in (("start", plan["yours"]), ("proposed", plan["plan"]["best"])):
             m = _measured(runs / f"{name}-{kind}")
-            cal = (_predicted(m["measurement"], profile)
-                   if m and profile and m["status"] == "ok" else {})
-            row[kind] = (pred, m, cal)
-            meas = ("not run" if m is None else
-                    f"{m['step_time_s']:7.3f}" if m["status"] == "ok" else
+            now = {k: _predicted(m["measurement"], prof) for k, prof in profiles} if m else {}
+            row[kind] = (pred, m, now)
+            ok = m is not None and m["status"] == "ok"
+            meas = ("not run" if m is None else f"{m['step_time_s']:7.3f}" if ok else
                     f"{m['failure'] or m['status']}")
             plan_s = f"{pred['step_time_s']:7.3f}" if pred and pred.get("step_time_s") else (
                 "  no fit" if pred else "      -")
-            cal_s = f"{cal['step_time_s']:7.3f}" if cal.get("step_time_s") else "      -"
-            ok = m is not None and m["status"] == "ok"
-            print(f"{name:34s} {kind:8s} {plan_s} {cal_s} {meas:>7s} "
+            cols = " ".join(f"{now[k]['step_time_s']:7.3f}" if k in now and now[k]["fits"]
+                            else "  no fit" if k in now else "      -" for k, _ in profiles)
+            print(f"{name:38s} {kind:8s} {plan_s} {cols} {meas:>7s} "
                   f"{(m['tokens_per_s'] if ok else 0):10,.0f} "
                   f"{_gib(m.get('gpu_peak_allocated_bytes')) if ok else '-':>7s} "
                   f"{_gib(m.get('host_rss_bytes')) if ok else '-':>7s}")
-        (ps, ms, cs), (pp, mp, cp) = row["start"], row["proposed"]
+            if m is not None and m["status"] != "ok" and m["failure"] == "oom":
+                fits.append((name, kind, "oom", bool(now and now["stock"]["fits"])))
+            elif ok:
+                fits.append((name, kind, "trains", bool(now["stock"]["fits"])))
+        (ps, ms, ns), (pp, mp, np_) = row["start"], row["proposed"]
         if ms and mp and ms["status"] == mp["status"] == "ok":
             meas_x = mp["tokens_per_s"] / ms["tokens_per_s"]
-            plan_x = (pp["tokens_per_s"] / ps["tokens_per_s"]
-                      if ps.get("tokens_per_s") and pp.get("tokens_per_s") else None)
-            cal_x = (cp["tokens_per_s"] / cs["tokens_per_s"]
-                     if cs.get("tokens_per_s") and cp.get("tokens_per_s") else None)
-            summary.append((name, meas_x, plan_x, cal_x))
-        elif mp and mp["status"] == "ok" and ms and ms["status"] != "ok":
-            summary.append((name, None, None, None))
-            print(f"{'':34s} start failed ({ms['failure'] or ms['status']}); the plan said "
-                  f"{'it fits' if ps.get('fits') else 'it does not fit'}")
-    print("\nspeedup in tokens/s, proposal over start (measured; predicted by the plan on the "
-          "stock profile; predicted on the machine's calibration):")
-    for name, meas_x, plan_x, cal_x in summary:
+            pred_x = {k: np_[k]["tokens_per_s"] / ns[k]["tokens_per_s"] for k, _ in profiles}
+            summary.append((name, meas_x, pp["tokens_per_s"] / ps["tokens_per_s"], pred_x))
+        elif mp and mp["status"] == "ok" and ms:
+            why = ms["failure"] or ms["status"]
+            summary.append((name, None, why, {}))
+    print("\nspeedup in tokens/s, proposal over start: measured, then predicted (error vs measured)")
+    for name, meas_x, plan_x, pred_x in summary:
         if meas_x is None:
-            print(f"  {name:34s} start could not train; proposal trains")
+            what = ("ran out of memory at the cap" if plan_x == "oom" else
+                    f"was not measured ({plan_x}: the device budget ended)")
+            print(f"  {name:38s} start {what}; the proposal trains")
             continue
-        err = f"{(plan_x / meas_x - 1):+.0%}" if plan_x else "-"
-        cal = f"{cal_x:.2f}x ({(cal_x / meas_x - 1):+.0%})" if cal_x else "-"
-        print(f"  {name:34s} measured {meas_x:.2f}x  plan {plan_x:.2f}x ({err})  "
-              f"calibrated {cal}")
+        preds = "  ".join(f"{k} {x:.2f}x ({x / meas_x - 1:+.0%})" for k, x in
+                          [("plan", plan_x)] + list(pred_x.items()))
+        print(f"  {name:38s} measured {meas_x:.2f}x  {preds}")
+    print("\nfit verdicts (today's simulator, stock profile) against what the run did:")
+    right = sum(1 for *_, what, fit in fits if fit == (what == "trains"))
+    print(f"  {right} of {len(fits)} right; " + "; ".join(
+        f"{n}-{k}: {what}, predicted {'fits' if fit else 'does not fit'}"
+        for n, k, what, fit in fits if fit != (what == "trains")))
     wins = sum(1 for _, x, _, _ in summary if x and x >= 1.2)
-    within = [abs(p / x - 1) <= 0.15 for _, x, p, _ in summary if x and p]
-    print(f"\npairs with a measured speedup >= 1.2x: {wins}; predicted speedup within 15% of "
-          f"the measured one: {sum(within)} of {len(within)}")
+    print(f"\npairs with a measured speedup >= 1.2x: {wins} of {len(summary)}")
+    for key, _ in profiles:
+        within = [abs(p[key] / x - 1) <= 0.15 for _, x, _, p in summary if x]
+        print(f"predicted speedup within 15% of the measured one ({key}): {sum(within)} of "
+              f"{len(within)}")
     return 0
 
 

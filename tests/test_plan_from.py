@@ -158,3 +158,39 @@ def test_bucket_auto_stays_where_hf_fills_the_proposed_value():
         new = changed.get(f"zero_optimization.{key}", filled)
         assert zero[key] == ("auto" if new == filled else new), key
     assert "overlap_comm" not in zero     # unset: DeepSpeed's default follows the stage
+
+
+def test_yours_and_the_proposal_carry_their_80_percent_ranges(llama7b_on_a100):
+    """`plan --ds-config` states how sure it is of both ends of the advice: the JSON has
+    step_time_range_s and tokens_per_s_range for yours and the best, the text shows them."""
+    from tierlab.sim.plan_from import format_from_config
+
+    *_, r = llama7b_on_a100
+    d = r.to_dict()
+    for c in (d["yours"], d["plan"]["best"]):
+        lo, hi = c["step_time_range_s"]
+        assert lo < c["step_time_s"] < hi
+        tlo, thi = c["tokens_per_s_range"]
+        assert tlo < c["tokens_per_s"] < thi
+        assert tlo == pytest.approx(c["tokens_per_s"] * c["step_time_s"] / hi)
+    text = format_from_config(r)
+    yours = next(line for line in text.splitlines() if line.startswith("yours:"))
+    lo, hi = d["yours"]["step_time_range_s"]
+    assert f"s/step ({lo:.2f}-{hi:.2f})" in yours
+
+
+def test_a_config_without_optimizer_block_trains_deepspeeds_adamw():
+    """FastChat's and LLaMA-Factory's configs leave the optimizer to the HF Trainer; DeepSpeed
+    alone would assert (ZeRO-2) or build an inference engine (ZeRO-3). tierlab simulates and
+    runs DeepSpeed's AdamW and says so."""
+    from tierlab.runner.ds_config import runner_ds_config
+    from tierlab.sim.strategy import NO_OPTIMIZER_BLOCK
+
+    cfg, where = load_ds_config(FASTCHAT_S3)
+    assert "optimizer" not in cfg
+    sc = resolve("tinyllama-1.1b", "h200-host", cfg, micro_batch=4, seq=1024, where=where)
+    assert sc.strategy.raw["optimizer"] == NO_OPTIMIZER_BLOCK
+    assert runner_ds_config(sc.strategy)["optimizer"]["type"] == "AdamW"
+    assert any("no optimizer block" in w and "AdamW" in w for w in sc.warnings)
+    with_block = resolve("tinyllama-1.1b", "h200-host", "zero3-cpu", micro_batch=4, seq=1024)
+    assert not any("no optimizer block" in w for w in with_block.warnings)
