@@ -234,9 +234,6 @@ def test_committed_runs_are_covered_by_their_calibrated_ranges(coverage_figures)
     assert s["inside_frac"] >= 0.80, s["outside"]
 
 
-@pytest.mark.xfail(strict=True, reason="70 of 88 (79.5%) on 2026-12-01: h200-g's and h200-i's offload "
-                   "runs and h200-l's 4-micro-step ZeRO-2 runs are faster than the stock "
-                   "h200-host profile's range allows (docs/ranges.md)")
 def test_committed_runs_are_covered_by_the_stock_profiles_ranges(coverage_figures):
     s = coverage_figures["stock"]
     assert s["inside_frac"] >= 0.80, s["outside"]
