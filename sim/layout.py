@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 from tierlab.profiles.schema import Model
 from tierlab.sim.modules import Module, modules
@@ -45,12 +46,13 @@ class ParamLayout:
     """Elements ZeRO-3 keeps whole on every GPU (numel <= stage3_param_persistence_threshold)."""
     bytes_per_param: int
 
-    @property
+    @cached_property
     def parts(self) -> tuple[float, ...]:
-        """This rank's partition of each tensor, in tensor order."""
+        """This rank's partition of each tensor, in tensor order (computed once: callers index
+        it per tensor, and a 1T-parameter model has tens of thousands)."""
         return tuple(p for g in self.groups for p in g)
 
-    @property
+    @cached_property
     def partition_numel(self) -> float:
         """Elements of this rank's parameter (and optimizer) partition."""
         return float(sum(self.parts))
@@ -113,8 +115,23 @@ def nvme_groups(groups: list[list[float]], strategy: Strategy) -> list[bool]:
     return on_nvme
 
 
+_RECENT: list[tuple[Model, Strategy, int, "ParamLayout"]] = []
+"""The last few layouts built, by the identity of their (frozen) model and strategy: one memory
+plan reads the layout four times, and a 1T-parameter model's takes ~0.2 s to build."""
+
+
 def param_layout(model: Model, strategy: Strategy, dp: int) -> ParamLayout:
     """The layout of `model` under `strategy` on a data-parallel world of `dp` ranks."""
+    for m, s, d, lay in _RECENT:
+        if m is model and s is strategy and d == dp:
+            return lay
+    lay = _build_layout(model, strategy, dp)
+    _RECENT.insert(0, (model, strategy, dp, lay))
+    del _RECENT[8:]
+    return lay
+
+
+def _build_layout(model: Model, strategy: Strategy, dp: int) -> ParamLayout:
     mods = modules(model, strategy)
     names = [n for m in mods for n in m.own_names]
     numels = [n for m in mods for n in m.own_params]
