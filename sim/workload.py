@@ -357,7 +357,7 @@ def build_workload(hw: Hardware, model: Model, strategy: Strategy, *,
         # before any sub-group steps (stage3.py step -> _overflow_check_and_loss_scale_update)
         b.phase = "optimizer"
         start = (b.add("opt.overflow_scan", "cpu_host", start, work="overflow_scan",
-                       amount=float(sum(sum(g) for g in groups))),)
+                       amount=lay.partition_numel),)
     _optimizer(b, c, groups, on_nvme, start)
     return Workload(ops=tuple(b.ops), micro_steps=gas, dp=dp,
                     sub_groups=tuple(float(sum(g)) for g in groups), nvme_param_fraction=frac,
