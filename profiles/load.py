@@ -537,6 +537,7 @@ _OPTIONAL_SOFTWARE_TERMS = {
     "checkpoint_per_block": ("seconds", "checkpoint_s_per_block"),
     "zero3_step_per_param": ("seconds", "zero3_step_s_per_param"),
     "zero12_step_per_param": ("seconds", "zero12_step_s_per_param"),
+    "zero12_hook_bwd_per_module": ("seconds", "zero12_hook_bwd_s_per_module"),
     "overflow_scan_per_element": ("seconds", "overflow_scan_s_per_element")}
 HOST_COST_KEYS = {field: key for key, (_, field) in
                   {**_SOFTWARE_TERMS, **_OPTIONAL_SOFTWARE_TERMS}.items()}

@@ -414,7 +414,8 @@ HOST_COST_FIELDS = ("host_dispatch_s_per_module", "host_dispatch_bwd_s_per_modul
                     "offload_grad_s_per_param", "offload_accum_s_per_param",
                     "offload_step_s_per_param", "offload_step_pageable_s_per_param",
                     "checkpoint_s_per_block", "zero3_step_s_per_param",
-                    "zero12_step_s_per_param", "overflow_scan_s_per_element")
+                    "zero12_step_s_per_param", "zero12_hook_bwd_s_per_module",
+                    "overflow_scan_s_per_element")
 """Software terms that are DeepSpeed's per-event host costs: `tierlab calibrate` measures them
 on a host (runner/calibrate_ds.py) into its CPU profile's `deepspeed_host_costs`, which then
 override the software profile's values for that host (sim/host_costs.py)."""
@@ -499,6 +500,15 @@ class Software:
     `get_grad_norm_direct` launches a norm per gradient tensor, `free_grad_in_param_list`, the
     fp32 partition's unscale/clip, then the 16-bit copy-back). Measured by `tierlab calibrate`
     (variant zero2)."""
+    zero12_hook_bwd_s_per_module: float = 0.0
+    """Host seconds per backward use of a parameter-holding submodule under ZeRO-1/2 without
+    offload_optimizer, beyond kernel dispatch: the gradient hook's
+    `reduce_independent_p_g_buckets_and_remove_grads` (stage_1_and_2.py: bucket bookkeeping, the
+    copy into the contiguous IPG bucket, stream/event records) and, per full bucket,
+    `reduce_ipg_grads`/`average_tensor`'s per-parameter walk. It runs on the autograd thread, so it
+    delays the dispatch of the rest of backward. (ZeRO-1 without overlap_comm runs the same walk
+    after backward, in `reduce_gradients`.) Measured by `tierlab calibrate` (variant zero2,
+    backward)."""
     checkpoint_s_per_block: float = 0.0
     """Host seconds activation checkpointing adds to each block's forward: Hugging Face gradient
     checkpointing wraps the block in torch.utils.checkpoint (non-reentrant: saved-tensor hooks,

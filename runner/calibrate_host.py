@@ -33,6 +33,7 @@ TERMS = (  # (Software field, variant, phase, event: 'use' per submodule use | '
     ("offload_grad_s_per_param", "zero2_offload", "backward_s", "tensor"),
     ("offload_accum_s_per_param", "zero2_offload_gas2", "backward_s", "accum"),
     ("zero12_step_s_per_param", "zero2", "optimizer_s", "tensor"),
+    ("zero12_hook_bwd_s_per_module", "zero2", "backward_s", "use"),
 )
 CHECKS = (("zero3_offload_gas2", "forward_s"), ("zero3_offload_gas2", "backward_s"),
           ("zero2_offload_pageable", "backward_s"), ("zero2_offload", "optimizer_s"))

@@ -274,6 +274,9 @@ def gpu_document(results: dict, facts: dict, base: dict, m: str) -> dict | None:
             "points": _gemm_curve(gemm, main_dtype, peak)}
     elif "matmul_efficiency" in sd:
         doc["matmul_efficiency"] = sd["matmul_efficiency"]
+        if "layer_time" in sd and not results.get("layer"):
+            # the base's layer points were modelled with this very GEMM curve: they carry over
+            doc["layer_time"] = sd["layer_time"]
     else:
         raise ConfigError("no GEMM measured and no datasheet profile for this GPU: drop "
                           "--skip gemm or add a profile under profiles/hardware/gpus/")

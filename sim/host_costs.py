@@ -50,11 +50,15 @@ def _or(value: float | None, fallback: float) -> float:
 def use_cost_s(sw: Software, strategy: Strategy, kind: str) -> float:
     """Host seconds of one use ('fwd', 'recompute' or 'bwd') of one parameter-holding submodule:
     kernel dispatch, plus ZeRO-3's hooks under stage 3 (with offloaded parameters or optimizer
-    their own measured cost; a pageable gradient copy stalls the backward)."""
+    their own measured cost; a pageable gradient copy stalls the backward), plus ZeRO-1/2's
+    gradient hook in backward without offload_optimizer (with it, the per-tensor gradient copy:
+    grad_event_cost_s)."""
     bwd = kind == "bwd"
     dispatch = (_or(sw.host_dispatch_bwd_s_per_module, sw.host_dispatch_s_per_module) if bwd
                 else sw.host_dispatch_s_per_module)
     if strategy.zero.stage != 3:
+        if bwd and strategy.zero.stage in (1, 2) and strategy.optimizer_device == "none":
+            return dispatch + sw.zero12_hook_bwd_s_per_module
         return dispatch
     hook_fwd = sw.zero3_hook_s_per_module
     hook_bwd = _or(sw.zero3_hook_bwd_s_per_module, hook_fwd)
