@@ -223,9 +223,11 @@ def phase_times(run: _Run) -> dict[str, float]:
     for m in range(run.workload.micro_steps):
         tag = f"m{m}."
         mine = [r for r in run.recs if r.op.name.startswith(tag)]
-        # gradient swap-outs are asynchronous aio writes (partitioned_optimizer_swapper.py
-        # `swap_out_gradients` -> async_swap_out): backward() returns without them and the
-        # optimizer step waits for them, so they count to the optimizer phase
+        # gradient swap-out writes are asynchronous aio writes (async_swapper.py
+        # `_swap_out_ready_buffers`): backward() returns without them and the optimizer's first
+        # swap-in waits for them, so they count to the optimizer phase; the blocking copies into
+        # the swap buffers, and a copy that first waited for the writes in flight (no free
+        # buffer), count to backward (sim/grad_swap.py)
         end = max((r.end_s for r in mine if r.op.resource != "nvme_write"), default=start)
         fend = max((r.end_s for r in mine if r.op.resource == "gpu_compute"
                     and r.op.phase == "forward"), default=start)

@@ -11,6 +11,8 @@ Sources (deepspeed 0.19.8, runtime/zero/): parameter fetch/prefetch/release —
 partitioned_param_coordinator.py `fetch_sub_module`, `__params_to_release`; gradients —
 stage3.py `partition_grads`, `_offload_grad_partition_at_boundary`; stage_1_and_2.py
 `async_accumulate_grad_in_cpu_via_gpu`, `async_inplace_copy_grad_to_fp32_buffer_from_gpu`;
+the NVMe gradient swap-out — sim/grad_swap.py (`_swap_out_offload_fp32_gradients`,
+async_swapper.py `AsyncTensorSwapper`);
 optimizer — stage3.py `step`, `_create_param_groups_fp16_flat_cpu_memory` (max_in_cpu),
 swap_tensor/partitioned_optimizer_swapper.py and pipelined_optimizer_swapper.py.
 """
@@ -22,7 +24,8 @@ from tierlab.errors import ConfigError
 from tierlab.profiles.schema import Hardware, Model, Software
 from tierlab.sim.host_costs import (checkpoint_cost_s, grad_event_cost_s, overflow_scan_cost_s,
                                    step_cost_s, use_cost_s)
-from tierlab.sim.layout import param_layout
+from tierlab.sim.grad_swap import SwapOut, flush_swap_out, grad_swapper, swap_out
+from tierlab.sim.layout import param_layout, partition
 from tierlab.sim.modules import Module, Use, ceil_div, modules, prefetch_depth, trace  # noqa: F401
 from tierlab.sim.strategy import Strategy
 
@@ -141,6 +144,8 @@ class _Ctx:
     """ZeRO-1/2 offload host seconds per parameter tensor: (accumulation, boundary copy)."""
     ckpt_s: float = 0.0
     """Host seconds of the activation-checkpoint wrapper per block forward (0: none)."""
+    swap: SwapOut | None = None
+    """ZeRO-3 with the optimizer on NVMe: the gradient swapper's state over the backward."""
 
 
 def _fetch(b: _Builder, c: _Ctx, mod: Module, tag: str, deps) -> int | None:
@@ -164,7 +169,7 @@ def _fetch(b: _Builder, c: _Ctx, mod: Module, tag: str, deps) -> int | None:
 
 
 def _grads(b: _Builder, c: _Ctx, numel: int, tag: str, deps, micro: int, gas: int,
-           nparams: int = 0) -> list[int]:
+           nparams: int = 0, tensors: tuple = ()) -> list[int]:
     """Reduce a gradient bucket and move this rank's partition where the optimizer wants it."""
     s, stage = c.strategy, c.strategy.zero.stage
     boundary = micro == gas - 1
@@ -194,7 +199,10 @@ def _grads(b: _Builder, c: _Ctx, numel: int, tag: str, deps, micro: int, gas: in
         # async_accumulate_grad_in_cpu_via_gpu walks the bucket's parameters one by one
         out.append(b.add(f"{tag}.grad_accum", "cpu_host", after, work="grad_accum",
                          amount=float(nparams)))
-    if boundary:         # fp32 gradient partition to the CPU (or the NVMe gradient swapper)
+    if boundary and c.swap is not None:     # fp32 partition -> gradient swapper -> NVMe
+        return out + swap_out(b, c.swap, [partition(t, s, c.dp) for t in tensors] or [part],
+                              part, tag, after)
+    if boundary:         # fp32 gradient partition to the CPU
         d = b.add(f"{tag}.grad32_d2h", "pcie_d2h", after, nbytes=part * 4.0, pinned=pin)
         out.append(d)
         if stage in (1, 2) and c.grad_s[1] > 0 and nparams:
@@ -203,8 +211,6 @@ def _grads(b: _Builder, c: _Ctx, numel: int, tag: str, deps, micro: int, gas: in
             # bucket's gradients are computed and copied, then dispatches the rest of backward
             out.append(b.add(f"{tag}.grad_copies", "cpu_host", (d,), work="grad_copies",
                              amount=float(nparams)))
-        if dev == "nvme" and stage == 3:
-            out.append(b.add(f"{tag}.grad32_write", "nvme_write", (d,), nbytes=part * 4.0))
     return out
 
 
@@ -222,6 +228,7 @@ def _micro_step(b: _Builder, c: _Ctx, uses: list[Use], depth: int, micro: int, g
     fetch_done: list[int | None] = [None] * n
     compute: list[int | None] = [None] * n
     issued, bucket, nparams, pending, grad_ops = -1, 0.0, 0, [], []
+    btensors: list[tuple[int, tuple[int, ...]]] = []
     host_block: tuple = ()
     for i, use in enumerate(uses):
         mod = c.mods[use.module]
@@ -258,12 +265,17 @@ def _micro_step(b: _Builder, c: _Ctx, uses: list[Use], depth: int, micro: int, g
             continue
         bucket += sum(mod.own_params)
         nparams += len(mod.own_params)
+        btensors.append((use.module, mod.own_params))
         if bucket >= s.zero.reduce_bucket_size or i == n - 1:
+            # a bucket is reduced in ds_id (module) order (stage3.py `__avg_scatter_grads` sorts)
+            tensors = tuple(t for _, own in sorted(btensors) for t in own)
             pending = _grads(b, c, bucket, f"m{micro}.grads.{mod.name}", (compute[i],), micro, gas,
-                             nparams)
+                             nparams, tensors)
             grad_ops += pending
-            host_block = tuple(x for x in pending if b.ops[x].resource == "cpu_host")
-            bucket, nparams = 0.0, 0
+            # host work and the blocking gradient swap-out copies hold the autograd thread
+            host_block = tuple(x for x in pending if b.ops[x].resource == "cpu_host"
+                               or b.ops[x].work == "grad_swap_out")
+            bucket, nparams, btensors = 0.0, 0, []
     if s.zero.stage == 0 and micro == gas - 1 and c.dp > 1:    # engine.allreduce_gradients
         total = sum(sum(m.own_params) for m in c.mods)
         ar = b.collective(f"m{micro}.grads", "all_reduce", total * c.bpp, c.hw, (compute[-1],))
@@ -332,7 +344,8 @@ def build_workload(hw: Hardware, model: Model, strategy: Strategy, *,
               if software else (0.0, 0.0))
     c = _Ctx(hw=hw, strategy=strategy, mods=mods, dp=dp, bpp=strategy.bytes_per_param,
              nvme_frac=frac, use_s=use_s, grad_s=grad_s,
-             ckpt_s=checkpoint_cost_s(software, strategy) if software else 0.0)
+             ckpt_s=checkpoint_cost_s(software, strategy) if software else 0.0,
+             swap=grad_swapper(lay, strategy))
     uses = trace(mods, strategy, first_step)
     depth = prefetch_depth(mods, strategy, first_step)
     b = _Builder()
@@ -340,6 +353,10 @@ def build_workload(hw: Hardware, model: Model, strategy: Strategy, *,
     gas = strategy.gradient_accumulation_steps
     for micro in range(gas):
         start = tuple(_micro_step(b, c, uses, depth, micro, gas, start))
+    if c.swap is not None:
+        # the step's host work before the sub-group loop runs while the gradient writes are in
+        # flight; the first swap-in's flush (FIFO behind them on the aio handle) waits for them
+        start = tuple(x for x in start if b.ops[x].resource != "nvme_write")
     if dp > 1 and software and software.multi_rank_sync_s > 0:
         b.phase = "optimizer"      # the norm all-reduce waits for the slowest rank
         start = (b.add("opt.rank_sync", "cpu_host", start, work="rank_sync", amount=1.0),)
@@ -358,7 +375,7 @@ def build_workload(hw: Hardware, model: Model, strategy: Strategy, *,
         b.phase = "optimizer"
         start = (b.add("opt.overflow_scan", "cpu_host", start, work="overflow_scan",
                        amount=lay.partition_numel),)
-    _optimizer(b, c, groups, on_nvme, start)
+    _optimizer(b, c, groups, on_nvme, flush_swap_out(b, c.swap, start))
     return Workload(ops=tuple(b.ops), micro_steps=gas, dp=dp,
                     sub_groups=tuple(float(sum(g)) for g in groups), nvme_param_fraction=frac,
                     optimizer_buffers=strategy.zero.offload_optimizer.buffer_count,
