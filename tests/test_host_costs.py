@@ -27,7 +27,8 @@ def test_every_term_is_derived_from_the_h200_g_points_and_checks_hold():
     # h200-g was calibrated before the zero2 (no offload) variant existed: only its term is left
     measured = {p["variant"] for p in _points()}
     assert "zero2" not in measured
-    assert problems == ["zero12_step_s_per_param: zero2 not measured at two depths"]
+    assert problems == ["zero12_step_s_per_param: zero2 not measured at two depths",
+                        "zero12_hook_bwd_s_per_module: zero2 not measured at two depths"]
     assert set(values) == {t[0] for t in TERMS if t[1] in measured}
     assert all(v >= 0 for v in values.values())
     # ZeRO-3's hooks cost several times plain kernel dispatch per submodule use (narrow model)
@@ -214,3 +215,35 @@ def test_the_calibrate_overflow_benchmark_times_the_scan_per_element():
     entry = _overflow_scan_entry(points, "measured today")
     assert entry["value"].endswith(" ns") and "has_overflow" in entry["source"]
     assert _overflow_scan_entry([], "m") is None
+
+
+def test_zero12_gradient_hook_is_charged_in_backward_without_offload_only():
+    """stage_1_and_2.py's gradient hook (bucket copy, reduce walk) is a per-use backward host
+    cost at ZeRO-1/2 without offload_optimizer; with it the offload copy term applies instead,
+    and stage 0 and ZeRO-3 never pay it."""
+    from tests._simhelp import scenario
+
+    sw = replace(zeroed(load_software()), host_dispatch_s_per_module=1.0,
+                 host_dispatch_bwd_s_per_module=2.0, zero12_hook_bwd_s_per_module=5.0)
+    none = ["zero_optimization.offload_optimizer.device=none",
+            "zero_optimization.offload_param.device=none"]
+    z2 = scenario("zero2-cpu", sets=none[:1])[2]
+    assert use_cost_s(sw, z2, "bwd") == 7.0 and use_cost_s(sw, z2, "fwd") == 1.0
+    z1 = replace(z2, zero=replace(z2.zero, stage=1))
+    assert use_cost_s(sw, z1, "bwd") == 7.0
+    assert use_cost_s(sw, scenario("zero2-cpu")[2], "bwd") == 2.0       # offloaded optimizer
+    assert use_cost_s(sw, scenario("no-offload")[2], "bwd") == 2.0
+    assert use_cost_s(sw, scenario("zero3-cpu", sets=none)[2], "bwd") == 2.0
+
+
+def test_zero12_gradient_hook_lengthens_the_simulated_backward():
+    from tierlab.sim.engine import phase_times, run_step
+    from tests._simhelp import scenario
+
+    hw, model, s = scenario("zero2-cpu", sets=["zero_optimization.offload_optimizer.device=none"])
+    sw = load_software()
+    base = phase_times(run_step(hw, model, s, software=replace(sw, zero12_hook_bwd_s_per_module=0.0)))
+    # 10 ms per use puts the host behind the GPU (below it the hook hides under the kernels)
+    more = phase_times(run_step(hw, model, s, software=replace(sw, zero12_hook_bwd_s_per_module=1e-2)))
+    assert more["backward_s"] > base["backward_s"] + 0.5
+    assert abs(more["forward_s"] - base["forward_s"]) < 1e-9
