@@ -72,7 +72,7 @@ class SweepPlan:
     """4 KiB O_DIRECT reads at queue depth 1 for the drive's latency."""
     adam_params: int = 64 * 2**20
     overflow_elements: int = 2**28
-    """fp32 elements of the overflow-check benchmark's host buffer (1 GiB)."""
+    """fp16 elements of the overflow-check benchmark's host buffer (512 MiB)."""
     adam_threads: tuple[int, ...] = ()
     """Thread counts; () = 1, 2, 4, ... up to the usable cores, and the usable cores."""
     adam_torch: bool = True
@@ -336,14 +336,16 @@ def adam_throughput(kind: str, n_params: int, threads: int, repeats: int) -> lis
         torch.set_num_threads(before)
 
 
-def overflow_scan_time(n_elements: int, repeats: int) -> list[dict]:
+def overflow_scan_time(n_elements: int, repeats: int, dtype: str = "float16") -> list[dict]:
     """Seconds per element of ZeRO-3's fp16 overflow check with the optimizer offloaded, run as
     DeepSpeed 0.19.8 runs it (stage3.py `has_overflow`): `torch.isinf(buf).any()` and
-    `torch.isnan(buf).any()` OR-ed into a bool tracker, over a flat fp32 buffer in host memory
-    (pinned where there is a GPU, as DeepSpeed pins it), with torch's default threads."""
+    `torch.isnan(buf).any()` OR-ed into a bool tracker, over `grad_partitions_flat_buffer` in host
+    memory (pinned where there is a GPU, as DeepSpeed pins it), with torch's default threads. That
+    buffer has the gradient-accumulation dtype, which is the model's (engine.py `get_data_types`:
+    fp16 unless `data_types.grad_accum_dtype` says otherwise), hence float16 by default."""
     import torch
 
-    buf = torch.full((n_elements,), 1e-3, dtype=torch.float32)
+    buf = torch.full((n_elements,), 1e-3, dtype=getattr(torch, dtype))
     if torch.cuda.is_available():
         buf = buf.pin_memory()
     tracker = torch.zeros(1, dtype=torch.bool)
@@ -359,7 +361,7 @@ def overflow_scan_time(n_elements: int, repeats: int) -> list[dict]:
     points = []
     for i in range(repeats):
         dt = scan()
-        points.append({"n_elements": n_elements, "rep": i, "seconds": dt,
+        points.append({"n_elements": n_elements, "dtype": dtype, "rep": i, "seconds": dt,
                        "s_per_element": dt / n_elements})
     return points
 

@@ -398,7 +398,8 @@ def _overflow_scan_entry(points: list[dict], m: str) -> dict | None:
     return {"value": f"{mid * 1e9:.4g} ns",
             "range": [f"{values[0] * 1e9:.4g} ns", f"{values[-1] * 1e9:.4g} ns"],
             "source": f"{m} (overflow benchmark): torch.isinf(buf).any() + torch.isnan(buf).any() "
-                      f"over {points[0]['n_elements']:,} fp32 host elements, as stage3.py "
+                      f"over {points[0]['n_elements']:,} {points[0].get('dtype', 'float32')} host "
+                      f"elements, as stage3.py "
                       f"has_overflow runs them; median of {len(values)}"}
 
 
