@@ -32,8 +32,10 @@ def other_hosts_checkpoint_s() -> tuple[float, str]:
         data = json.loads(path.read_text())
         if "rows" in data:              # bench_layer_overlap.py output
             pts = [{**r["plain"], "ckpt_fwd_s": r["ckpt"]["fwd_s"]} for r in data["rows"]]
-        else:                           # a calibrate raw record
+        elif "results" in data:         # a calibrate raw record
             pts = data["results"].get("layer", [])
+        else:                           # another record (e.g. overflow-h200-n.json)
+            continue
         value, _ = checkpoint_cost(pts)
         if value is not None:
             found.append((value, path.name))
