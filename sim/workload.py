@@ -361,6 +361,11 @@ def build_workload(hw: Hardware, model: Model, strategy: Strategy, *,
         b.phase = "optimizer"      # the norm all-reduce waits for the slowest rank
         start = (b.add("opt.rank_sync", "cpu_host", start, work="rank_sync", amount=1.0),)
     tensors = float(sum(len(m.own_params) for m in mods))
+    if strategy.zero.stage >= 1:
+        # ZeRO-1/2/3 walk only the tensors of this rank's partition (stage_1_and_2.py
+        # `scaled_global_norm` -> `get_grad_norm_direct(..., params_in_partition[i])`; stage3.py per
+        # sub-group of the rank's partition); stage 0's FP16_Optimizer walks every tensor
+        tensors /= dp
     step_s = step_cost_s(software, strategy) if software else 0.0
     if step_s > 0:
         # the optimizer's Python loop over parameter tensors (stage 0 FP16_Optimizer.step: one
