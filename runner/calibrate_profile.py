@@ -338,6 +338,8 @@ def system_document(name: str, results: dict, facts: dict, base: dict, parts: di
         _pcie_entries(pcie_doc, pcie, m)
     else:
         not_measured.append("pcie")
+    not_measured += [what for key, what in (("gemm", "GEMM curve"), ("layer", "decoder-layer times"))
+                     if not results.get(key)]
     doc["description"] = (f"{name}: calibrated {date} by tierlab calibrate on "
                           f"{socket.gethostname()}; not measured, from {base['systems_name']}: "
                           f"{', '.join(not_measured)}")

@@ -368,3 +368,19 @@ def test_raw_record_is_saved_after_every_benchmark_and_survives_a_failure(monkey
 def test_the_cli_raw_record_ends_complete(calibrated):
     raw = calibrated["raw"]
     assert raw["complete"] is True and raw["tasks_done"] == raw["tasks_total"] > 0
+
+
+@pytest.mark.parametrize("machine, inherits", [("h200-g", True), ("h200-i", False)])
+def test_gpu_without_gemm_and_layer_points_inherits_the_bases_layer_times(machine, inherits,
+                                                                          tmp_path):
+    """A calibration that skipped both the GEMM and the layer benchmark takes the base's GEMM
+    curve and, with it, the base's decoder-layer times (modelled on that very curve); one that
+    measured its own keeps its own."""
+    raw = load.ROOT.parent / "validate" / "cases" / machine / f"{machine}-raw.json"
+    out = tmp_path / "systems" / f"{machine}.yaml"
+    result = run("calibrate", "--from-raw", str(raw), "--hardware", "h200-host", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    gpu = yaml.safe_load((tmp_path / "gpus" / f"{machine}.yaml").read_text())
+    base = yaml.safe_load((load.HARDWARE_DIR / "gpus" / "h200.yaml").read_text())
+    assert (gpu["layer_time"] == base["layer_time"]) is inherits
+    assert (gpu["matmul_efficiency"] == base["matmul_efficiency"]) is inherits

@@ -212,8 +212,11 @@ def test_the_calibrate_overflow_benchmark_times_the_scan_per_element():
 
     points = overflow_scan_time(2**20, repeats=3)
     assert len(points) == 3 and all(0 < p["s_per_element"] < 1e-6 for p in points)
+    # the buffer has the gradient-accumulation dtype, the model's: fp16 is the one that pays
+    assert {p["dtype"] for p in points} == {"float16"}
     entry = _overflow_scan_entry(points, "measured today")
     assert entry["value"].endswith(" ns") and "has_overflow" in entry["source"]
+    assert "float16 host elements" in entry["source"]
     assert _overflow_scan_entry([], "m") is None
 
 
@@ -247,3 +250,22 @@ def test_zero12_gradient_hook_lengthens_the_simulated_backward():
     more = phase_times(run_step(hw, model, s, software=replace(sw, zero12_hook_bwd_s_per_module=1e-2)))
     assert more["backward_s"] > base["backward_s"] + 0.5
     assert abs(more["forward_s"] - base["forward_s"]) < 1e-9
+
+
+def test_the_partitioned_optimizers_walk_only_their_ranks_tensors():
+    """ZeRO-1/2/3's per-tensor step work covers this rank's partition (tensors / dp); stage 0's
+    FP16_Optimizer walks every tensor on every rank."""
+    from tierlab.sim.workload import build_workload
+    from tests._simhelp import scenario
+
+    sw = replace(zeroed(load_software()), stage0_step_s_per_param=1e-4,
+                 zero12_step_s_per_param=1e-4)
+    none = ["zero_optimization.offload_optimizer.device=none"]
+
+    def loop(config, gpus, sets=()):
+        hw, model, s = scenario(config, gpus=gpus, sets=list(sets))
+        ops = [o for o in build_workload(hw, model, s, software=sw).ops if o.work == "step_host"]
+        return ops[0].amount
+
+    assert loop("zero2-cpu", 2, none) == pytest.approx(loop("zero2-cpu", 1, none) / 2)
+    assert loop("no-offload", 2) == pytest.approx(loop("no-offload", 1))
