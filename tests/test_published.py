@@ -166,7 +166,16 @@ def _largest_trainable(name):
 
 
 @pytest.mark.parametrize("name, published", [
-    ("data-parallel", 1.4e9), ("zero-offload", 13e9), ("zero-3", 20e9), ("infinity-cpu", 70e9),
+    ("data-parallel", 1.4e9), ("zero-offload", 13e9),
+    pytest.param("zero-3", 20e9, marks=pytest.mark.xfail(strict=True, reason=(
+        "the planner fits 24.6e9 params (+23%): DeepSpeed 0.19.8's ZeRO-3 without offload holds "
+        "the fp32 gradient for one sub-group inside the step only (stage3.py "
+        "_prepare_fp32_grad_for_sub_group / _release_sub_group), which the GPU peaks of 0.19.8 "
+        "runs without offload confirm (validate/cases/h200-m: Llama-3B seq 2048 +3.1%, six "
+        "ZeRO-2 / ZeRO-3 runs within 4%); the paper's 20B is the largest of the sizes it "
+        "demonstrated with a 2021 DeepSpeed, as for the 1T below, and while the whole fp32 "
+        "gradient partition was counted the planner matched it"))),
+    ("infinity-cpu", 70e9),
     pytest.param("infinity-nvme", 1e12, marks=pytest.mark.xfail(strict=True, reason=(
         "the planner fits ~1.57e12 params (hidden 16384): 8 x 3.84 TB of NVMe hold 18 B/param; "
         "the paper's 1T is the size it demonstrated (with its 25600-wide shape, which needs "
