@@ -208,14 +208,12 @@ def format_table(rows: list[dict]) -> str:
 def figure(rows: list[dict], title: str = ""):
     """A bar chart (GPU peak reserved, step time, tokens/s per variant); failed variants are
     drawn as empty hatched bars labelled with their status. Returns a matplotlib Figure."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure     # not pyplot: nothing global stays open
 
     metrics = [("gpu_peak_reserved_GiB", "GPU peak reserved (GiB)"),
                ("step_time_s", "step time, median (s)"), ("tokens_per_s", "tokens/s")]
-    fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.8))
+    fig = Figure(figsize=(4.2 * len(metrics), 3.8))
+    axes = fig.subplots(1, len(metrics))
     labels = [r["variant"] for r in rows]
     for ax, (key, name) in zip(axes, metrics):
         vals = [r.get(key) or 0 for r in rows]

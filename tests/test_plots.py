@@ -223,3 +223,21 @@ def test_timeline_reads_the_runners_measurement(tmp_path, results):
     r = run("plot", "timeline", "--measurement", str(tmp_path / "run"), "-o", str(out))
     assert r.exit_code == 0, r.output
     assert out.stat().st_size > 10_000
+
+
+
+def test_figures_are_made_without_pyplot_so_none_stays_open():
+    """pyplot holds every figure it made open until closed: the compare and validate figures
+    are plain matplotlib Figures, as validate/plots.py's, so a long session (or this test
+    suite) does not pile them up."""
+    import matplotlib.pyplot as plt
+
+    from tierlab.runner.compare import figure
+    from tierlab.validate.report import _figure
+
+    before = set(plt.get_fignums())
+    rows = [{"variant": "a", "status": "ok", "gpu_peak_reserved_GiB": 4.0, "step_time_s": 1.0,
+             "tokens_per_s": 10.0}, {"variant": "b", "status": "oom"}]
+    made = [figure(rows, title="t"), _figure(figsize=(3, 3))[0]]
+    assert all(isinstance(f, Figure) for f in made)
+    assert set(plt.get_fignums()) == before

@@ -12,12 +12,12 @@ PHASES = ("forward_s", "backward_s", "optimizer_s")
 
 
 def _figure(*args, **kwargs):
-    import matplotlib
+    """(Figure, axes) as plt.subplots makes them, without pyplot's global registry (a figure
+    made there stays open until closed: a session of many verbs piled them up)."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt.subplots(*args, **kwargs)
+    fig = Figure(figsize=kwargs.pop("figsize", None))
+    return fig, fig.subplots(*args, **kwargs)
 
 
 def label_heights(ys: Sequence[float], lo: float, hi: float, gap_frac: float = 0.032
