@@ -574,7 +574,7 @@ def preflight(ctx, gpu_mem_cap, swap_dir, no_probe, no_memory, quiet, **kw):
                    "Face decoder layers at each model's width, plain and checkpointed, ~1-2 min), "
                    "nccl, aio, adam, memcpy, dispatch (the hooked module-call time), deepspeed "
                    "(DeepSpeed's host costs on narrow Llama models, 5-8 min; docs/host-costs.md), "
-                   "overflow (ZeRO-3's fp16 overflow check over a 1 GiB host buffer, seconds).")
+                   "overflow (ZeRO-3's fp16 overflow check over a 512 MiB fp16 host buffer, seconds).")
 @click.option("--sweep", multiple=True, metavar="KEY=V1,V2",
               help="Override sweep points, e.g. --sweep aio_block_sizes=1M,8M --sweep "
                    "aio_queue_depths=32,128 --sweep repeats=2 (sizes: K/M/G = KiB/MiB/GiB; "

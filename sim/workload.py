@@ -265,7 +265,8 @@ def _micro_step(b: _Builder, c: _Ctx, uses: list[Use], depth: int, micro: int, g
             continue
         bucket += sum(mod.own_params)
         nparams += len(mod.own_params)
-        btensors.append((use.module, mod.own_params))
+        if c.swap is not None:      # only the NVMe gradient swapper packs tensor by tensor
+            btensors.append((use.module, mod.own_params))
         if bucket >= s.zero.reduce_bucket_size or i == n - 1:
             # a bucket is reduced in ds_id (module) order (stage3.py `__avg_scatter_grads` sorts)
             tensors = tuple(t for _, own in sorted(btensors) for t in own)
