@@ -230,17 +230,23 @@ def _micro_step(b: _Builder, c: _Ctx, uses: list[Use], depth: int, micro: int, g
     issued, bucket, nparams, pending, grad_ops = -1, 0.0, 0, [], []
     btensors: list[tuple[int, tuple[int, ...]]] = []
     host_block: tuple = ()
+    tail, events = None, []
     for i, use in enumerate(uses):
         mod = c.mods[use.module]
         b.phase = "forward" if use.kind == "fwd" else "backward"
         prev = (compute[i - 1],) if i else start
+        before = tail       # the allgather stream's last fetch before use i's hook runs
         while issued < min(n - 1, i + depth):
             issued += 1
             if uses[issued].fetch:
                 wait = prev + ((fetch_done[i],) if issued != i and fetch_done[i] is not None else ())
                 fetch_done[issued] = _fetch(b, c, c.mods[uses[issued].module],
                                             f"m{micro}.{use_tag(c, uses[issued])}", wait)
+                tail = fetch_done[issued] if fetch_done[issued] is not None else tail
         deps = prev + ((fetch_done[i],) if fetch_done[i] is not None else ())
+        if fetch_done[i] is not None:
+            deps += fetch_wait(c.dp, before, events)
+            events.append(fetch_done[i] if before is None else max(before, fetch_done[i]))
         if c.ckpt_s > 0 and use.kind == "fwd" and mod.kind == "block":
             # HF gradient checkpointing wraps the block's forward in torch.utils.checkpoint
             # (saved-tensor hooks, RNG state) before any of its kernels is launched
@@ -282,6 +288,25 @@ def _micro_step(b: _Builder, c: _Ctx, uses: list[Use], depth: int, micro: int, g
         ar = b.collective(f"m{micro}.grads", "all_reduce", total * c.bpp, c.hw, (compute[-1],))
         grad_ops.append(ar)
     return [x for x in (compute[-1], *grad_ops) if x is not None]
+
+
+MAX_ONGOING_FETCH_EVENTS = 2
+"""partitioned_param_coordinator.py `__max_ongoing_fetch_events`: fetch events the host lets run
+ahead of it before it synchronises the oldest."""
+
+
+def fetch_wait(dp: int, stream_tail: int | None, events: list[int]) -> tuple[int, ...]:
+    """What the Python thread waits for before a use whose parameters are in flight dispatches
+    (`fetch_sub_module`, per parameter): at one rank, `NoGatherCoalescedHandle.wait` synchronises
+    the allgather stream, so it waits for every fetch queued there, prefetches included
+    (`stream_tail`); with more ranks, each wait records an event on that stream and the host
+    synchronises the oldest once more than MAX_ONGOING_FETCH_EVENTS are pending (`events`: the
+    stream position at each earlier wait)."""
+    if dp == 1:
+        return (stream_tail,) if stream_tail is not None else ()
+    if len(events) > MAX_ONGOING_FETCH_EVENTS:
+        return (events[-MAX_ONGOING_FETCH_EVENTS - 1],)
+    return ()
 
 
 def use_tag(c: _Ctx, use: Use) -> str:
