@@ -109,6 +109,37 @@ def gpu_optimizer_hbm_bytes_per_param(*, stage: int, rescaled: bool) -> int:
     return to_fp32 + flatten + norm + (8 if rescaled else 0) + adam_back
 
 
+def zero12_bucket_hbm_bytes_per_element(*, bytes_per_param: int, dp: int, contiguous: bool,
+                                        partition_copy: bool) -> float:
+    """HBM bytes (read + write) DeepSpeed 0.19.8's ZeRO-1/2 moves on the GPU per element of a
+    reduced gradient bucket, beyond what stage 0 does (autograd's gradients stay where written);
+    b = bytes per 16-bit element, runtime/zero/stage_1_and_2.py, reduce_scatter=true:
+    - contiguous_gradients (`reduce_ipg_grads` -> `average_tensor`):
+      each gradient copied into the IPG bucket buffer, 2b
+      (`reduce_independent_p_g_buckets_and_remove_grads`, `new_grad_tensor.copy_`);
+      the bucket divided in place by the world size, by 1 too at one rank, 2b (`tensor.div_`);
+      more than one rank: the bucket's per-rank slices concatenated for the all-reduce, 2b
+      (`allreduce_bucket`'s `self.flatten`; the one slice of one rank is a view), and this
+      rank's slice of the result copied back, 2b/dp (`allreduce_and_copy_with_multiple_ranks`
+      `buf.copy_`; at one rank the result is the bucket itself and copy_ returns at once);
+      `partition_copy` (no offload_optimizer): this rank's slice copied into the gradient
+      partition, 2b/dp (`copy_grads_in_partition`; with offload it goes to the host: PCIe ops);
+    - without contiguous_gradients (`buffered_reduce_fallback` -> `allreduce_and_copy`): the
+      gradients flattened (2b), divided (2b) and copied back (2b).
+    The one-rank all-reduce moves nothing (NCCL's one-rank in-place sum is a no-op).
+
+    E.g. bf16 at one rank: 4 (bucket copy) + 4 (div_) + 4 (partition copy) = 12 B/element."""
+    b, own = float(bytes_per_param), 1.0 / dp
+    if not contiguous:
+        return 6 * b
+    out = 2 * b + 2 * b                               # copy into the IPG bucket, div_
+    if dp > 1:
+        out += 2 * b + 2 * b * own                    # flatten the slices, copy this rank's back
+    if partition_copy:
+        out += 2 * b * own                            # copy into the gradient partition
+    return out
+
+
 def cpu_adam_params_per_s(cpu: CPU, ranks: int,
                           dram_bytes_per_param: float = ADAM_DRAM_BYTES_PER_PARAM) -> float:
     """CPU optimizer throughput one rank sees when `ranks` ranks step at once.

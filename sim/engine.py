@@ -71,6 +71,11 @@ class _Timer:
                 return op.amount * self.block_s
             if kind == "head":
                 return op.amount * self.head_s
+            if op.work == "zero12_bucket":
+                return op.amount * devices.zero12_bucket_hbm_bytes_per_element(
+                    bytes_per_param=s.bytes_per_param, dp=hw.world_size,
+                    contiguous=s.zero.contiguous_gradients,
+                    partition_copy=s.optimizer_device == "none") / hw.gpu.hbm_bandwidth_Bps
             if op.work == "adam_gpu":
                 return op.amount * devices.gpu_optimizer_hbm_bytes_per_param(
                     stage=s.zero.stage, rescaled=self.rescaled) / hw.gpu.hbm_bandwidth_Bps

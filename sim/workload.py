@@ -175,6 +175,13 @@ def _grads(b: _Builder, c: _Ctx, numel: int, tag: str, deps, micro: int, gas: in
     boundary = micro == gas - 1
     part = ceil_div(numel, c.dp)
     last = None
+    if stage == 2 or (stage == 1 and boundary):
+        # ZeRO-1/2's copies of the bucket on the GPU: into the IPG buffer, div_ by the world size,
+        # into the gradient partition (devices.zero12_bucket_hbm_bytes_per_element); ZeRO-1
+        # reduces only at the boundary (stage_1_and_2.py `reduce_ready_partitions_and_remove_grads`)
+        last = b.add(f"{tag}.bucket_copies", "gpu_compute", deps, work="zero12_bucket",
+                     amount=float(numel))
+        deps = (last,)
     if c.dp > 1 and stage >= 1:
         last = b.collective(tag, "reduce_scatter", numel * c.bpp, c.hw, deps)
     after = (last,) if last is not None else deps

@@ -67,9 +67,11 @@ def test_tiny_event_log_is_exact():
         ("gpu_compute", "m0.bwd.head"), ("gpu_compute", "m0.recompute.L1"),
         ("gpu_compute", "m0.bwd.L1"), ("gpu_compute", "m0.recompute.L0"),
         ("gpu_compute", "m0.bwd.L0"), ("gpu_compute", "m0.bwd.embed"),
+        ("gpu_compute", "m0.grads.embed.bucket_copies"),   # IPG copy + div_ (one bucket)
         ("pcie_d2h", "m0.grads.embed.grad32_d2h"), ("cpu_adam", "opt.sg0.adam"),
         ("pcie_h2d", "opt.sg0.param_h2d")]
     ends = {sp.name: sp for sp in run.spans}
+    assert ends["m0.grads.embed.grad32_d2h"].start_s == ends["m0.grads.embed.bucket_copies"].end_s
     assert ends["opt.sg0.adam"].start_s == ends["m0.grads.embed.grad32_d2h"].end_s
     assert ends["opt.sg0.param_h2d"].start_s == ends["opt.sg0.adam"].end_s
 
