@@ -90,23 +90,32 @@ FUSED_ADAM_HBM_BYTES_PER_PARAM = 28
 (12 B)."""
 
 
+NORM_FP64_HBM_BYTES_PER_PARAM = 18
+"""ZeRO-1/2/3's gradient norm per 16-bit gradient element: read 2, write the fp64 copy 8, read it
+8 (DeepSpeed 0.19.8 `get_grad_norm_direct` with `get_norm_dtype()` = torch.double on CUDA)."""
+
+
 def gpu_optimizer_hbm_bytes_per_param(*, stage: int, rescaled: bool) -> int:
     """HBM bytes DeepSpeed 0.19.8's optimizer step moves per parameter without offload (bf16/fp16
     training, fp32 master weights), read + write:
     - the 16-bit gradient made fp32: read 2 + write 4 (stage 0: FP16_Optimizer.step `p.grad.to`,
       fp16/fused_optimizer.py; ZeRO-1/2: `flat_grad_partition.to`, stage_1_and_2.step;
       ZeRO-3: the fp32 gradient of each sub-group, stage3 `_prepare_fp32_grad_for_sub_group`);
-    - stages 0-2 flatten the gradients first (read + write 4 B at 16 bits for ZeRO-1/2's
-      `flatten(averaged_gradients)`, read + write 8 B at 32 bits for FP16_Optimizer's
+    - the gradients are flattened first (read + write 4 B at 16 bits: ZeRO-1/2's
+      `flatten(averaged_gradients)`, ZeRO-3's `self.flatten(self.averaged_gradients[i])` in
+      `_prepare_fp32_grad_for_sub_group`; read + write 8 B at 32 bits for FP16_Optimizer's
       `_flatten_dense_tensors`);
-    - the global norm: ZeRO-1/2 converts each gradient to fp32 again for it (read 2 + write 4 +
-      read 4, `get_grad_norm_direct`), stage 0 and ZeRO-3 read the fp32 gradients (4);
+    - the global norm: ZeRO-1/2/3 convert each 16-bit gradient to the norm dtype, fp64
+      (`zero/utils.get_norm_dtype`), and reduce it: read 2 + write 8 + read 8
+      (`get_grad_norm_direct`: `vector_norm(g.data.to(get_norm_dtype()))` at ZeRO-1/2,
+      `g.to(...).to(get_norm_dtype()).norm()` at ZeRO-3); stage 0 reads the fp32 gradients (4);
     - `rescaled` (grads_rescaled): unscale_and_clip_grads scales them in place (read + write 8);
     - FusedAdam (28); the updated fp32 weights copied to the 16-bit ones (read 4 + write 2)."""
     to_fp32, adam_back = 6, FUSED_ADAM_HBM_BYTES_PER_PARAM + 6
-    flatten = {0: 8, 1: 4, 2: 4}.get(stage, 0)
-    norm = 10 if stage in (1, 2) else 4
+    flatten = 8 if stage == 0 else 4
+    norm = 4 if stage == 0 else NORM_FP64_HBM_BYTES_PER_PARAM
     return to_fp32 + flatten + norm + (8 if rescaled else 0) + adam_back
+
 
 
 def zero12_bucket_hbm_bytes_per_element(*, bytes_per_param: int, dp: int, contiguous: bool,

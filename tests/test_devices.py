@@ -86,3 +86,17 @@ def test_aio_queue_depth_striping_and_overlap_events():
     # ranks share the array: per-rank rate is the array rate / ranks when saturated
     assert devices.aio_throughput_Bps(DRIVE, 2, deep, "write", 4) == pytest.approx(1e9)
     assert devices.nvme_seconds(DRIVE, 1, deep, "read", 1, 4e9) == pytest.approx(1e-4 + 1.0)
+
+
+@pytest.mark.parametrize("stage, rescaled, want", [
+    # to fp32 6 + flatten 8 (fp32, FP16_Optimizer) + norm of the fp32 grads 4 + rescale 8 + Adam 28
+    # + fp32 -> 16-bit 6
+    (0, True, 6 + 8 + 4 + 8 + 28 + 6),
+    # ZeRO-1/2: flatten at 16 bits 4, fp64 norm 2 + 8 + 8; no rescale without clipping/fp16
+    (2, False, 6 + 4 + 18 + 28 + 6),
+    # ZeRO-3: flatten in _prepare_fp32_grad_for_sub_group 4, fp64 norm 18, always rescaled
+    (3, True, 6 + 4 + 18 + 8 + 28 + 6),
+])
+def test_gpu_optimizer_bytes_follow_deepspeed_step(stage, rescaled, want):
+    assert devices.NORM_FP64_HBM_BYTES_PER_PARAM == 2 + 8 + 8
+    assert devices.gpu_optimizer_hbm_bytes_per_param(stage=stage, rescaled=rescaled) == want
