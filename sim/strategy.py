@@ -96,6 +96,10 @@ class Zero:
     offload_optimizer: OffloadOptimizer = field(default_factory=OffloadOptimizer)
     contiguous_gradients: bool = True
     reduce_scatter: bool = True
+    use_multi_rank_bucket_allreduce: bool = True
+    """ZeRO-1/2 reduce each gradient bucket with one all-reduce (stage_1_and_2.py `average_tensor`
+    -> `allreduce_and_scatter`); False: each rank's slice is reduced to its owner
+    (`allreduce_no_retain`, reduce-scatter volume)."""
     reduce_bucket_size: int = 500_000_000
     """Elements per gradient reduction bucket."""
     allgather_partitions: bool = True
@@ -172,7 +176,7 @@ class Strategy:
 # the vendored 0.19.8 table); below is only what tierlab models of the keys DeepSpeed accepts
 _PASSTHROUGH_TOP = frozenset(TOP_LEVEL_KEYS)
 _ZERO_PASSTHROUGH = {
-    "use_multi_rank_bucket_allreduce", "compute_grad_norm", "load_from_fp32_weights",
+    "compute_grad_norm", "load_from_fp32_weights",
     "elastic_checkpoint", "stage3_model_persistence_threshold", "ignore_unused_parameters",
     "legacy_stage1", "parameter_alignment", "memory_efficient_linear", "log_trace_cache_warnings",
     "stage3_module_granularity_threshold", "override_module_apply", "enable_sanity_checks",

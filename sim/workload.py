@@ -182,8 +182,8 @@ def _grads(b: _Builder, c: _Ctx, numel: int, tag: str, deps, micro: int, gas: in
         last = b.add(f"{tag}.bucket_copies", "gpu_compute", deps, work="zero12_bucket",
                      amount=float(numel))
         deps = (last,)
-    if c.dp > 1 and stage >= 1:
-        last = b.collective(tag, "reduce_scatter", numel * c.bpp, c.hw, deps)
+    if c.dp > 1 and (stage >= 2 or (stage == 1 and boundary)):
+        last = b.collective(tag, grad_collective(s), numel * c.bpp, c.hw, deps)
     after = (last,) if last is not None else deps
     out = [last] if last is not None else []
     dev = s.optimizer_device
@@ -295,6 +295,19 @@ def _micro_step(b: _Builder, c: _Ctx, uses: list[Use], depth: int, micro: int, g
         ar = b.collective(f"m{micro}.grads", "all_reduce", total * c.bpp, c.hw, (compute[-1],))
         grad_ops.append(ar)
     return [x for x in (compute[-1], *grad_ops) if x is not None]
+
+
+def grad_collective(s: Strategy) -> str:
+    """The collective that reduces a gradient bucket over the data-parallel ranks (0.19.8):
+    ZeRO-3 reduce-scatters it (stage3.py `__avg_scatter_grads`); ZeRO-1/2 all-reduce the whole
+    bucket (stage_1_and_2.py `average_tensor` -> `allreduce_and_scatter`, or `allreduce_bucket`
+    without reduce_scatter) unless use_multi_rank_bucket_allreduce is off, when each rank's
+    slice is reduced to its owner (`allreduce_no_retain`: reduce-scatter volume). ZeRO-1
+    reduces only at the accumulation boundary (`reduce_ready_partitions_and_remove_grads`)."""
+    z = s.zero
+    if z.stage >= 3 or (z.reduce_scatter and not z.use_multi_rank_bucket_allreduce):
+        return "reduce_scatter"
+    return "all_reduce"
 
 
 MAX_ONGOING_FETCH_EVENTS = 2

@@ -57,3 +57,31 @@ def test_gpu_bound_zero2_backward_is_stage_0_plus_the_bucket_bytes():
     _, _, s2 = scenario("zero2-cpu", gpus=1, precision="bf16", sets=Z2)
     b0, b2 = (phase_times(run_step(hw, m, s))["backward_s"] for s in (s0, s2))
     assert b2 - b0 == pytest.approx(m.n_params * 12.0 / hw.gpu.hbm_bandwidth_Bps, rel=1e-6)
+
+
+@pytest.mark.parametrize("sets, want", [
+    # ZeRO-1/2 all-reduce the whole bucket by default (use_multi_rank_bucket_allreduce=true)
+    (("zero_optimization.stage=2",), "all_reduce"),
+    (("zero_optimization.stage=1",), "all_reduce"),
+    (("zero_optimization.stage=2", "zero_optimization.reduce_scatter=false",
+      "zero_optimization.use_multi_rank_bucket_allreduce=false"), "all_reduce"),
+    # its slices reduced to their owners: reduce-scatter volume
+    (("zero_optimization.stage=2", "zero_optimization.use_multi_rank_bucket_allreduce=false"),
+     "reduce_scatter"),
+    (("zero_optimization.stage=3",), "reduce_scatter"),
+])
+def test_gradient_collective_by_stage(sets, want):
+    _, _, s = scenario("zero2-cpu", sets=sets, gpus=2)
+    assert wl.grad_collective(s) == want
+
+
+def test_collectives_in_the_schedule_at_two_ranks():
+    def kinds(sets, grad_accum=1):
+        hw, m, s = scenario("zero2-cpu", sets=sets, grad_accum=grad_accum, gpus=2)
+        ops = wl.build_workload(hw, m, s).ops
+        return [(op.name.split(".")[0], op.work) for op in ops
+                if op.resource == "gpu_comm" and ".grads." in op.name]
+    z2 = kinds(("zero_optimization.stage=2",), grad_accum=2)
+    assert {w for _, w in z2} == {"all_reduce"} and {m for m, _ in z2} == {"m0", "m1"}
+    z1 = kinds(("zero_optimization.stage=1",), grad_accum=2)
+    assert z1 and {m for m, _ in z1} == {"m1"}       # ZeRO-1: only at the boundary
