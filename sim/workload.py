@@ -148,8 +148,9 @@ class _Ctx:
     """ZeRO-3 with the optimizer on NVMe: the gradient swapper's state over the backward."""
 
 
-def _fetch(b: _Builder, c: _Ctx, mod: Module, tag: str, deps) -> int | None:
-    """NVMe read -> pinned buffer -> H2D of the partition -> all-gather (stage 3)."""
+def _fetch(b: _Builder, c: _Ctx, mod: Module, tag: str, deps) -> tuple[int | None, tuple]:
+    """NVMe read -> pinned buffer -> H2D of the partition -> all-gather (stage 3). Returns the
+    fetch's last op and the ops the Python thread that issues it blocks on (fetch_issue_wait)."""
     part = ceil_div(mod.fetch_numel, c.dp)
     s = c.strategy
     last, bufs = None, 0
@@ -157,15 +158,25 @@ def _fetch(b: _Builder, c: _Ctx, mod: Module, tag: str, deps) -> int | None:
         bufs = min(mod.fetch_tensors, s.zero.offload_param.buffer_count)
         last = b.add(f"{tag}.param_read", "nvme_read", deps, nbytes=c.nvme_frac * part * c.bpp,
                      take_buffers=bufs, pool="param")
+    h2d = None
     if s.param_device in ("cpu", "nvme"):
-        last = b.add(f"{tag}.param_h2d", "pcie_h2d", (last,) if last is not None else deps,
-                     nbytes=part * c.bpp, give_buffers=bufs, pool="param" if bufs else "",
-                     pinned=s.zero.offload_param.pin_memory)
+        last = h2d = b.add(f"{tag}.param_h2d", "pcie_h2d", (last,) if last is not None else deps,
+                           nbytes=part * c.bpp, give_buffers=bufs, pool="param" if bufs else "",
+                           pinned=s.zero.offload_param.pin_memory)
     if c.dp > 1:
         ag = b.collective(tag, "all_gather", mod.fetch_numel * c.bpp, c.hw,
                           (last,) if last is not None else deps)
         last = ag if ag is not None else last
-    return last
+    return last, fetch_issue_wait(c.dp, h2d)
+
+
+def fetch_issue_wait(dp: int, h2d: int | None) -> tuple[int, ...]:
+    """What the Python thread that issues a fetch blocks on (0.19.8): with more than one rank,
+    `_all_gather_dtype` copies the offloaded partition with a blocking `.to(device)` on the
+    allgather stream (a stream synchronisation), so the host waits for that copy before it goes
+    on; at one rank `_no_gather_coalesced` copies with non_blocking=True (the wait comes later,
+    fetch_wait)."""
+    return (h2d,) if dp > 1 and h2d is not None else ()
 
 
 def _grads(b: _Builder, c: _Ctx, numel: int, tag: str, deps, micro: int, gas: int,
@@ -239,6 +250,7 @@ def _micro_step(b: _Builder, c: _Ctx, uses: list[Use], depth: int, micro: int, g
     host_block: tuple = ()
     tail, events = None, []
     for i, use in enumerate(uses):
+        issue_waits: tuple = ()
         mod = c.mods[use.module]
         b.phase = "forward" if use.kind == "fwd" else "backward"
         prev = (compute[i - 1],) if i else start
@@ -247,13 +259,15 @@ def _micro_step(b: _Builder, c: _Ctx, uses: list[Use], depth: int, micro: int, g
             issued += 1
             if uses[issued].fetch:
                 wait = prev + ((fetch_done[i],) if issued != i and fetch_done[i] is not None else ())
-                fetch_done[issued] = _fetch(b, c, c.mods[uses[issued].module],
-                                            f"m{micro}.{use_tag(c, uses[issued])}", wait)
+                fetch_done[issued], blocks = _fetch(b, c, c.mods[uses[issued].module],
+                                                    f"m{micro}.{use_tag(c, uses[issued])}", wait)
+                issue_waits += blocks
                 tail = fetch_done[issued] if fetch_done[issued] is not None else tail
         deps = prev + ((fetch_done[i],) if fetch_done[i] is not None else ())
         if fetch_done[i] is not None:
             deps += fetch_wait(c.dp, before, events)
             events.append(fetch_done[i] if before is None else max(before, fetch_done[i]))
+        deps += issue_waits     # the hook issued those fetches and waited for their copies
         if c.ckpt_s > 0 and use.kind == "fwd" and mod.kind == "block":
             # HF gradient checkpointing wraps the block's forward in torch.utils.checkpoint
             # (saved-tensor hooks, RNG state) before any of its kernels is launched

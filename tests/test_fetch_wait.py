@@ -1,7 +1,9 @@
 """ZeRO-3's fetch waits (DeepSpeed 0.19.8 partitioned_param_coordinator.py `fetch_sub_module`):
 at one rank each in-flight parameter's wait synchronises the allgather stream
 (partition_parameters.py `NoGatherCoalescedHandle.wait`), prefetches included; with more ranks
-the host synchronises the oldest fetch event beyond `__max_ongoing_fetch_events` (2)."""
+the host synchronises the oldest fetch event beyond `__max_ongoing_fetch_events` (2), and each
+fetch it issues copies the offloaded partition with a blocking `.to(device)`
+(`_all_gather_dtype`), so it waits for that copy."""
 import pytest
 
 from tierlab.sim import workload as wl
@@ -57,3 +59,24 @@ def test_no_offload_one_rank_has_nothing_to_wait_for():
     ops = wl.build_workload(hw, m, s).ops
     assert not [op for op in ops if op.resource in ("pcie_h2d", "gpu_comm")
                 and op.phase == "forward"]
+
+
+def test_fetch_issue_blocks_on_the_copy_only_with_more_ranks():
+    # _all_gather_dtype's `.to(device)` of an offloaded partition is blocking (dp > 1); at one
+    # rank _no_gather_coalesced copies with non_blocking=True
+    assert wl.fetch_issue_wait(2, 7) == (7,)
+    assert wl.fetch_issue_wait(1, 7) == ()
+    assert wl.fetch_issue_wait(2, None) == ()       # parameters on the GPU: nothing copied
+
+
+def test_more_ranks_hook_waits_for_the_copies_it_issued():
+    *_, ops = _ops(2)
+    assert _waits_on_other_modules(ops)
+
+
+def test_the_blocking_copy_lengthens_a_two_rank_forward(monkeypatch):
+    hw, m, s, _ = _ops(2)
+    base = simulate(hw, m, s)
+    monkeypatch.setattr(wl, "fetch_issue_wait", lambda dp, h2d: ())
+    loose = simulate(hw, m, s)
+    assert base.phases["forward_s"] > 1.02 * loose.phases["forward_s"]
