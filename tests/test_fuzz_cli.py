@@ -411,10 +411,16 @@ def _sweep_cmd(out: Path, jobs: int = 2) -> list[str]:
             "--no-progress", "-j", str(jobs), *GRID, "--out", str(out)]
 
 
+def _default_sigint() -> None:
+    """A job started in the background by a non-interactive shell inherits SIGINT ignored, and
+    Python then keeps ignoring it: the child gets the default back, as from a terminal."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(out: Path) -> subprocess.Popen:
     return subprocess.Popen(_sweep_cmd(out), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, env={**os.environ, "DS_ACCELERATOR": "cpu"},
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_default_sigint)
 
 
 def _wait_for_rows(out: Path, p: subprocess.Popen, n: int = 20, limit_s: float = 60) -> None:
@@ -486,7 +492,8 @@ def test_sweep_without_out_prints_the_rows_done(tmp_path, sig):
     cmd = [a.replace("seq=128,256", "seq=128,256,512,1024") for a in cmd[:cmd.index("--out")]]
     cmd += ["--vary", "grad_accum=1,2,4"]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env={**os.environ, "DS_ACCELERATOR": "cpu"}, start_new_session=True)
+                         env={**os.environ, "DS_ACCELERATOR": "cpu"}, start_new_session=True,
+                         preexec_fn=_default_sigint)
     t0 = time.monotonic()
     while not _children(p.pid):          # the pool is up: the sweep is computing rows
         assert p.poll() is None and time.monotonic() - t0 < 60, p.communicate()
