@@ -535,6 +535,7 @@ _OPTIONAL_SOFTWARE_TERMS = {
     "offload_step_per_param": ("seconds", "offload_step_s_per_param"),
     "offload_step_pageable_per_param": ("seconds", "offload_step_pageable_s_per_param"),
     "checkpoint_per_block": ("seconds", "checkpoint_s_per_block"),
+    "checkpoint_bwd_per_block": ("seconds", "checkpoint_bwd_s_per_block"),
     "zero3_step_per_param": ("seconds", "zero3_step_s_per_param"),
     "zero12_step_per_param": ("seconds", "zero12_step_s_per_param"),
     "zero12_hook_bwd_per_module": ("seconds", "zero12_hook_bwd_s_per_module"),

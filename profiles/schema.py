@@ -413,7 +413,8 @@ HOST_COST_FIELDS = ("host_dispatch_s_per_module", "host_dispatch_bwd_s_per_modul
                     "zero3_offload_hook_bwd_s_per_module", "zero3_pageable_bwd_s_per_module",
                     "offload_grad_s_per_param", "offload_accum_s_per_param",
                     "offload_step_s_per_param", "offload_step_pageable_s_per_param",
-                    "checkpoint_s_per_block", "zero3_step_s_per_param",
+                    "checkpoint_s_per_block", "checkpoint_bwd_s_per_block",
+                    "zero3_step_s_per_param",
                     "zero12_step_s_per_param", "zero12_hook_bwd_s_per_module",
                     "overflow_scan_s_per_element")
 """Software terms that are DeepSpeed's per-event host costs: `tierlab calibrate` measures them
@@ -515,6 +516,14 @@ class Software:
     RNG state stash) on the Python thread. Measured by `tierlab calibrate`'s `layer` benchmark
     (checkpointed minus plain forward of host-bound layers); 0 where a fitted dispatch term was
     fitted on checkpointed runs and carries it."""
+    checkpoint_bwd_s_per_block: float = 0.0
+    """Host seconds activation checkpointing adds to each block's backward beyond re-running its
+    forward: torch.utils.checkpoint's non-reentrant recompute (`_checkpoint_hook`: the
+    saved-tensor unpack hook of every tensor the block saved, the recomputation under its own
+    pack hooks, `_recomputation_hook`) runs Python on the autograd thread before the block's
+    backward kernels launch. Measured by `tierlab calibrate`'s `layer` benchmark (checkpointed
+    backward minus plain backward minus plain forward of host-bound layers); 0 where not
+    measured."""
     overflow_scan_s_per_element: float = 0.0
     """Host seconds per gradient element of ZeRO-3's fp16 overflow check with the optimizer
     offloaded: stage3.py `has_overflow` (0.19.8 lines 3009-3027) runs `torch.isinf(buf).any()`

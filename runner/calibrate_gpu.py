@@ -336,6 +336,27 @@ def checkpoint_cost(points: list[dict]) -> tuple[float | None, str]:
                    f"plain forward), median of: {each}")
 
 
+def checkpoint_bwd_cost(points: list[dict]) -> tuple[float | None, str]:
+    """(host seconds checkpointing adds to each block's backward beyond re-running its forward,
+    how): the median of checkpointed backward - plain backward - plain forward over the
+    host-bound layer points (`checkpoint_cost`'s selection); None without such points."""
+    import statistics
+
+    from tierlab.sim import flops
+
+    pts = [p for p in points if p.get("ckpt_bwd_s", 0) > 0 and p.get("fwd_s", 0) > 0
+           and p.get("bwd_s", 0) > 0]
+    if not pts:
+        return None, "no checkpointed layer point"
+    host = [p for p, ok in zip(pts, flops.gpu_bound([p["fwd_s"] for p in pts])) if not ok]
+    diffs = [max(0.0, p["ckpt_bwd_s"] - p["bwd_s"] - p["fwd_s"]) for p in host]
+    value = statistics.median(diffs)
+    each = ", ".join(f"{p['model']} x{p['tokens']} {d * 1e3:.2f} ms" for p, d in zip(host, diffs))
+    return value, (f"torch.utils.checkpoint (non-reentrant) backward minus plain backward minus "
+                   f"plain forward of the host-bound HF Llama layers (< "
+                   f"{flops.HOST_BOUND_MARGIN} x the fastest plain forward), median of: {each}")
+
+
 def layer_curve(points: list[dict], gpu, precision: str = "bf16"
                 ) -> tuple[list[list[float]], str]:
     """(layer_time points [[modelled fwd s, measured fwd s, measured bwd s], ...], how) from

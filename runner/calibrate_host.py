@@ -14,6 +14,7 @@ too but derive nothing: their slopes, predicted with every term, are reported in
 """
 from __future__ import annotations
 
+import statistics
 from dataclasses import replace
 
 from tierlab.profiles.schema import HOST_COST_FIELDS, Hardware, Model, Software
@@ -35,6 +36,15 @@ TERMS = (  # (Software field, variant, phase, event: 'use' per submodule use | '
     ("zero12_step_s_per_param", "zero2", "optimizer_s", "tensor"),
     ("zero12_hook_bwd_s_per_module", "zero2", "backward_s", "use"),
 )
+POOLED = {"host_dispatch_s_per_module": ("stage0", "zero2", "zero2_offload",
+                                         "zero2_offload_pageable", "zero2_offload_gas2")}
+"""Terms whose event every listed variant pays alike: the forward of stage 0 and of ZeRO-1/2 (with
+or without offload_optimizer, pinned or not, per micro-step) is the same kernel dispatch (ZeRO-1/2
+register no forward hooks: stage_1_and_2.py hooks the gradients only). Each variant gives the term
+from its own pair of processes and the median is kept: the host-bound forward of one process
+differs from another's on the same machine by up to 2x (bench/dispatch_probe.py), so one pair
+alone is as likely to catch a slow process as not."""
+
 CHECKS = (("zero3_offload_gas2", "forward_s"), ("zero3_offload_gas2", "backward_s"),
           ("zero2_offload_pageable", "backward_s"), ("zero2_offload", "optimizer_s"))
 
@@ -82,6 +92,23 @@ def _measured(points: list[dict], variant: str, phase: str) -> dict[int, float]:
             if p.get("variant") == variant and p.get("status") == "ok" and phase in p}
 
 
+def _slope_term(points: list[dict], variant: str, phase: str, kind: str, hardware: Hardware,
+                sw: Software) -> tuple[float, str] | None:
+    """(seconds per event, how) from one variant's two depths; None unless both were measured."""
+    meas = _measured(points, variant, phase)
+    if len(meas) < 2:
+        return None
+    lo, hi = min(meas), max(meas)
+    d_meas = meas[hi] - meas[lo]
+    d_sim = (_sim_phase(variant, hi, phase, hardware, sw)
+             - _sim_phase(variant, lo, phase, hardware, sw))
+    d_events = _events(kind, variant, hi, hardware) - _events(kind, variant, lo, hardware)
+    value = max(0.0, (d_meas - d_sim) / d_events)
+    return value, (f"narrow Llama ({variant}, {lo} vs {hi} layers, {phase[:-2]}): "
+                   f"({d_meas * 1e3:.1f} ms measured - {d_sim * 1e3:.1f} ms simulated "
+                   f"without it) / {d_events:.0f} events")
+
+
 def derive(points: list[dict], hardware: Hardware, base: Software
            ) -> tuple[dict[str, float], dict[str, str], list[str]]:
     """({field: seconds}, {field: how it was derived}, [problems: terms left to the base])."""
@@ -90,21 +117,17 @@ def derive(points: list[dict], hardware: Hardware, base: Software
     how: dict[str, str] = {}
     problems: list[str] = []
     for field, variant, phase, kind in TERMS:
-        meas = _measured(points, variant, phase)
-        if len(meas) < 2:
+        each = [e for e in (_slope_term(points, v, phase, kind, hardware, sw)
+                            for v in POOLED.get(field, (variant,))) if e is not None]
+        if not each:
             problems.append(f"{field}: {variant} not measured at two depths")
             continue
-        lo, hi = min(meas), max(meas)
-        d_meas = meas[hi] - meas[lo]
-        d_sim = (_sim_phase(variant, hi, phase, hardware, sw)
-                 - _sim_phase(variant, lo, phase, hardware, sw))
-        d_events = _events(kind, variant, hi, hardware) - _events(kind, variant, lo, hardware)
-        value = max(0.0, (d_meas - d_sim) / d_events)
+        value = statistics.median(v for v, _ in each)
         values[field] = value
         sw = replace(sw, **{field: value})
-        how[field] = (f"narrow Llama ({variant}, {lo} vs {hi} layers, {phase[:-2]}): "
-                      f"({d_meas * 1e3:.1f} ms measured - {d_sim * 1e3:.1f} ms simulated "
-                      f"without it) / {d_events:.0f} events")
+        how[field] = (each[0][1] if len(each) == 1 else
+                      f"median of {len(each)} configurations' terms, each from its own "
+                      f"processes: " + "; ".join(f"{t} = {v * 1e6:.1f} us" for v, t in each))
     for variant, phase in CHECKS:
         meas = _measured(points, variant, phase)
         if len(meas) >= 2:

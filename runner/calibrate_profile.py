@@ -381,9 +381,8 @@ def build_documents(name: str, date: str, results: dict, facts: dict, base: dict
         if costs:
             docs["cpus"]["deepspeed_host_costs"] = costs
     if "cpus" in docs:
-        ckpt = _checkpoint_cost_entry(results.get("layer", []), m)
-        if ckpt:
-            docs["cpus"].setdefault("deepspeed_host_costs", {})["checkpoint_per_block"] = ckpt
+        for key, entry in _checkpoint_cost_entries(results.get("layer", []), m).items():
+            docs["cpus"].setdefault("deepspeed_host_costs", {})[key] = entry
         scan = _overflow_scan_entry(results.get("overflow", []), m)
         if scan:
             docs["cpus"].setdefault("deepspeed_host_costs", {})["overflow_scan_per_element"] = scan
@@ -405,15 +404,19 @@ def _overflow_scan_entry(points: list[dict], m: str) -> dict | None:
                       f"has_overflow runs them; median of {len(values)}"}
 
 
-def _checkpoint_cost_entry(points: list[dict], m: str) -> dict | None:
-    """The checkpoint wrapper's host cost per block from the `layer` benchmark (a host cost: it
-    goes beside DeepSpeed's in the CPU profile); None without checkpointed points."""
-    from tierlab.runner.calibrate_gpu import checkpoint_cost
+def _checkpoint_cost_entries(points: list[dict], m: str) -> dict[str, dict]:
+    """The checkpoint machinery's host costs per block (forward wrapper, backward recompute)
+    from the `layer` benchmark (host costs: they go beside DeepSpeed's in the CPU profile);
+    empty without checkpointed points."""
+    from tierlab.runner.calibrate_gpu import checkpoint_bwd_cost, checkpoint_cost
 
-    value, how = checkpoint_cost(points)
-    if value is None:
-        return None
-    return {"value": f"{value * 1e3:.4g} ms", "source": f"{m} (layer benchmark): {how}"}
+    out = {}
+    for key, derive in (("checkpoint_per_block", checkpoint_cost),
+                        ("checkpoint_bwd_per_block", checkpoint_bwd_cost)):
+        value, how = derive(points)
+        if value is not None:
+            out[key] = {"value": f"{value * 1e3:.4g} ms", "source": f"{m} (layer benchmark): {how}"}
+    return out
 
 
 def host_costs_document(points: list[dict], docs: dict, name: str, m: str) -> dict:

@@ -102,6 +102,8 @@ class _Timer:
                 return op.amount * host_costs.grad_event_cost_s(sw, op.work == "grad_copies")
             if op.work == "ckpt_wrap":
                 return op.amount * host_costs.checkpoint_cost_s(sw, s)
+            if op.work == "ckpt_recompute":
+                return op.amount * host_costs.checkpoint_cost_s(sw, s, "recompute")
             if op.work == "step_host":
                 return op.amount * host_costs.step_cost_s(sw, s)
             if op.work == "overflow_scan":

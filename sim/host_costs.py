@@ -75,10 +75,13 @@ def use_cost_s(sw: Software, strategy: Strategy, kind: str) -> float:
     return dispatch + hook
 
 
-def checkpoint_cost_s(sw: Software, strategy: Strategy) -> float:
-    """Host seconds of the activation-checkpoint wrapper per block forward (0 without
-    checkpointing)."""
-    return sw.checkpoint_s_per_block if strategy.activation_checkpointing else 0.0
+def checkpoint_cost_s(sw: Software, strategy: Strategy, kind: str = "fwd") -> float:
+    """Host seconds of the activation-checkpoint machinery per block use: the wrapper in its
+    forward ('fwd'), the unpack hooks and recompute bookkeeping in backward ('recompute');
+    0 without checkpointing."""
+    if not strategy.activation_checkpointing:
+        return 0.0
+    return sw.checkpoint_bwd_s_per_block if kind == "recompute" else sw.checkpoint_s_per_block
 
 
 def overflow_scan_cost_s(sw: Software, strategy: Strategy) -> float:

@@ -144,6 +144,8 @@ class _Ctx:
     """ZeRO-1/2 offload host seconds per parameter tensor: (accumulation, boundary copy)."""
     ckpt_s: float = 0.0
     """Host seconds of the activation-checkpoint wrapper per block forward (0: none)."""
+    ckpt_bwd_s: float = 0.0
+    """Host seconds of the checkpoint's recompute machinery per block backward (0: none)."""
     swap: SwapOut | None = None
     """ZeRO-3 with the optimizer on NVMe: the gradient swapper's state over the backward."""
 
@@ -273,6 +275,12 @@ def _micro_step(b: _Builder, c: _Ctx, uses: list[Use], depth: int, micro: int, g
             # (saved-tensor hooks, RNG state) before any of its kernels is launched
             host_block = (b.add(f"m{micro}.{use_tag(c, use)}.ckpt", "cpu_host",
                                 deps[len(prev):] + host_block, work="ckpt_wrap", amount=1.0),)
+        elif c.ckpt_bwd_s > 0 and use.kind == "recompute" and mod.kind == "block":
+            # backward reaches the block: torch.utils.checkpoint's unpack hook starts the
+            # recompute under its own pack hooks (`_checkpoint_hook`) on the autograd thread
+            host_block = (b.add(f"m{micro}.{use_tag(c, use)}.ckpt", "cpu_host",
+                                deps[len(prev):] + host_block, work="ckpt_recompute",
+                                amount=1.0),)
         if c.use_s.get(use.kind, 0.0) > 0 and mod.hooked:
             # the Python thread launches each submodule's kernels (and under ZeRO-3 first runs
             # its pre-forward hook, which waits for its gathered params); it runs ahead of the
@@ -405,6 +413,7 @@ def build_workload(hw: Hardware, model: Model, strategy: Strategy, *,
     c = _Ctx(hw=hw, strategy=strategy, mods=mods, dp=dp, bpp=strategy.bytes_per_param,
              nvme_frac=frac, use_s=use_s, grad_s=grad_s,
              ckpt_s=checkpoint_cost_s(software, strategy) if software else 0.0,
+             ckpt_bwd_s=checkpoint_cost_s(software, strategy, "recompute") if software else 0.0,
              swap=grad_swapper(lay, strategy))
     uses = trace(mods, strategy, first_step)
     depth = prefetch_depth(mods, strategy, first_step)

@@ -48,6 +48,30 @@ def test_a_term_without_two_depths_stays_with_the_base_and_is_listed():
     assert problems and "offload_accum_s_per_param" in problems[0]
 
 
+def test_forward_dispatch_is_the_median_over_the_configurations_whose_forward_is_dispatch_only():
+    """stage 0 and ZeRO-1/2 (any offload_optimizer) run the same forward; each pair of processes
+    gives the term and the median is kept, so one slow process does not set it."""
+    from tierlab.runner.calibrate_host import POOLED
+
+    hw, sw = load_hardware("h200-o"), load_software()
+    pts = json.loads((ROOT / "validate" / "cases" / "h200-o" / "h200-o-raw.json").read_text()
+                     )["results"]["deepspeed"]
+    values, how, _ = derive(pts, hw, sw)
+    text = how["host_dispatch_s_per_module"]
+    assert text.startswith("median of 5 configurations")
+    each = [float(x) * 1e-6 for x in __import__("re").findall(r"= ([\d.]+) us", text)]
+    assert len(each) == len(POOLED["host_dispatch_s_per_module"]) == 5
+    assert values["host_dispatch_s_per_module"] == pytest.approx(sorted(each)[2], rel=1e-3)
+    # h200-o's stage-0 pair alone caught a slow 10-layer process: twice the median
+    alone, _, _ = derive([p for p in pts if p["variant"] == "stage0"], hw, sw)
+    assert alone["host_dispatch_s_per_module"] > 1.5 * values["host_dispatch_s_per_module"]
+    # a slow process in one configuration moves the median less than it moves that one
+    slow = [dict(p, forward_s=p["forward_s"] * 3) if (p["variant"], p["layers"]) == ("zero2", 10)
+            else p for p in pts]
+    moved, _, _ = derive(slow, hw, sw)
+    assert moved["host_dispatch_s_per_module"] < 1.5 * values["host_dispatch_s_per_module"]
+
+
 def test_calibrated_cpu_overrides_the_software_profile_with_its_source():
     hw, sw = load_hardware("h200-g"), load_software()
     assert set(hw.cpu.host_costs) <= set(HOST_COST_FIELDS) and hw.cpu.host_costs
@@ -156,25 +180,61 @@ def test_checkpoint_wrapper_is_one_host_op_per_block_forward_and_costs_time_when
     assert fwd1 - fwd0 == pytest.approx(2 * m.n_layers * 2e-3, rel=0.25)
 
 
-def test_checkpoint_cost_comes_from_host_bound_layer_points_into_the_cpu_profile():
-    from tierlab.runner.calibrate_gpu import checkpoint_cost
-    from tierlab.runner.calibrate_profile import _checkpoint_cost_entry
+def test_checkpoint_costs_come_from_host_bound_layer_points_into_the_cpu_profile():
+    from tierlab.runner.calibrate_gpu import checkpoint_bwd_cost, checkpoint_cost
+    from tierlab.runner.calibrate_profile import _checkpoint_cost_entries
 
-    pts = [{"model": "a", "tokens": 2048, "fwd_s": 1.0e-3, "ckpt_fwd_s": 1.6e-3},
-           {"model": "b", "tokens": 2048, "fwd_s": 1.1e-3, "ckpt_fwd_s": 1.5e-3},
-           {"model": "c", "tokens": 8192, "fwd_s": 7.0e-3, "ckpt_fwd_s": 7.1e-3}]  # GPU-bound
+    pts = [{"model": "a", "tokens": 2048, "fwd_s": 1.0e-3, "ckpt_fwd_s": 1.6e-3,
+            "bwd_s": 2.0e-3, "ckpt_bwd_s": 4.5e-3},
+           {"model": "b", "tokens": 2048, "fwd_s": 1.1e-3, "ckpt_fwd_s": 1.5e-3,
+            "bwd_s": 2.2e-3, "ckpt_bwd_s": 3.0e-3},                                 # < 0: 0
+           {"model": "d", "tokens": 4096, "fwd_s": 1.2e-3, "ckpt_fwd_s": 1.7e-3,
+            "bwd_s": 2.4e-3, "ckpt_bwd_s": 4.6e-3},
+           {"model": "c", "tokens": 8192, "fwd_s": 7.0e-3, "ckpt_fwd_s": 7.1e-3,      # GPU-bound
+            "bwd_s": 14e-3, "ckpt_bwd_s": 30e-3}]
     value, how = checkpoint_cost(pts)
     assert value == pytest.approx(0.5e-3) and "c x8192" not in how
     assert checkpoint_cost([{"fwd_s": 1e-3}]) == (None, "no checkpointed layer point")
-    entry = _checkpoint_cost_entry(pts, "measured 2026-12-01 by tierlab calibrate")
+    bwd, how = checkpoint_bwd_cost(pts)         # median of 1.5, 0 (clipped), 1.0 ms
+    assert bwd == pytest.approx(1.0e-3) and "c x8192" not in how and "b x2048 0.00 ms" in how
+    assert checkpoint_bwd_cost([{"fwd_s": 1e-3, "ckpt_fwd_s": 2e-3}])[0] is None
+    entries = _checkpoint_cost_entries(pts, "measured 2026-12-01 by tierlab calibrate")
+    assert set(entries) == {"checkpoint_per_block", "checkpoint_bwd_per_block"}
     cpu = {"kind": "cpu", "name": "x", "sockets": {"value": 1, "source": "s"},
            "cores": {"value": 8, "source": "s"},
            "dram_bandwidth": {"value": "50 GB/s", "source": "s"},
            "adam_throughput": {"value": "1 Gparams/s", "source": "s"},
-           "deepspeed_host_costs": {"checkpoint_per_block": entry}}
+           "deepspeed_host_costs": entries}
     loaded = _cpu(cpu, "cpus/x.yaml")
     assert loaded.host_costs["checkpoint_s_per_block"] == pytest.approx(0.5e-3)
-    assert "layer benchmark" in loaded.sources["host_costs.checkpoint_s_per_block"]
+    assert loaded.host_costs["checkpoint_bwd_s_per_block"] == pytest.approx(1.0e-3)
+    assert "layer benchmark" in loaded.sources["host_costs.checkpoint_bwd_s_per_block"]
+    assert _checkpoint_cost_entries([{"fwd_s": 1e-3}], "m") == {}
+
+
+def test_checkpoint_recompute_is_one_host_op_per_block_backward_and_costs_time_when_host_bound():
+    """torch.utils.checkpoint's recompute machinery in backward: one cpu_host op per checkpointed
+    block per micro-step, in the backward phase; none without checkpointing or without the term;
+    it lengthens a host-bound backward by about its cost per layer and leaves forward alone."""
+    from tierlab.sim.engine import simulate
+    from tierlab.sim.workload import build_workload
+    from tests._simhelp import scenario
+
+    sw = replace(load_software(), checkpoint_bwd_s_per_block=2e-3)
+    hw, m, s = scenario("no-offload", hardware="h200-host", micro_batch=1, seq=256,
+                        grad_accum=2, checkpointing=True)
+    ops = [op for op in build_workload(hw, m, s, software=sw).ops if op.work == "ckpt_recompute"]
+    assert len(ops) == m.n_layers * 2 and all(op.resource == "cpu_host" for op in ops)
+    assert all(op.phase == "backward" for op in ops)
+    _, _, plain = scenario("no-offload", hardware="h200-host", micro_batch=1, seq=256,
+                           grad_accum=2, checkpointing=False)
+    assert not [op for op in build_workload(hw, m, plain, software=sw).ops
+                if op.work == "ckpt_recompute"]
+    base = simulate(hw, m, s, software=replace(sw, checkpoint_bwd_s_per_block=0.0)).phases
+    with_term = simulate(hw, m, s, software=sw).phases
+    assert with_term["backward_s"] - base["backward_s"] == pytest.approx(
+        2 * m.n_layers * 2e-3, rel=0.25)
+    assert with_term["forward_s"] == pytest.approx(base["forward_s"])
 
 
 def test_fp16_zero3_offload_pays_the_overflow_scan_over_its_gradient_partition():
