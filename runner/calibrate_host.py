@@ -8,7 +8,8 @@ one at 0), predicts dT_sim. What the simulator does not yet charge is this term'
 
 so bandwidth, CPU Adam and GPU time that the engine already models are never counted twice,
 and a term is in the engine's own units (per submodule use, per parameter tensor). Terms are
-derived in TERMS' order, each on its own variant and phase. The CHECKS variants are measured
+derived in TERMS' order, each on its own variant and phase, except a POOLED term: the median of
+the same derivation over every variant that pays its event alike. The CHECKS variants are measured
 too but derive nothing: their slopes, predicted with every term, are reported in the source
 (how well the terms carry to a configuration they were not taken from).
 """
