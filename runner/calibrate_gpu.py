@@ -316,45 +316,41 @@ def _layer_or_failure(model_name: str, tokens: int) -> dict:
         torch.cuda.empty_cache()
 
 
-def checkpoint_cost(points: list[dict]) -> tuple[float | None, str]:
-    """(host seconds the activation-checkpoint wrapper adds per block forward, how): the median
-    of checkpointed minus plain forward over the host-bound layer points (where the GPU cannot
-    hide it: plain forward < flops.HOST_BOUND_MARGIN x the fastest); None without such points."""
+def _host_bound_median(points: list[dict], keys: tuple[str, ...], diff, what: str
+                       ) -> tuple[float | None, str]:
+    """(median of `diff`(point), clipped at 0, over the host-bound layer points that carry every
+    key of `keys`, how): host-bound where the GPU cannot hide host work, plain forward <
+    flops.HOST_BOUND_MARGIN x the fastest; None without such points."""
     import statistics
 
     from tierlab.sim import flops
 
-    pts = [p for p in points if p.get("ckpt_fwd_s", 0) > 0 and p.get("fwd_s", 0) > 0]
+    pts = [p for p in points if all(p.get(k, 0) > 0 for k in keys)]
     if not pts:
         return None, "no checkpointed layer point"
     host = [p for p, ok in zip(pts, flops.gpu_bound([p["fwd_s"] for p in pts])) if not ok]
-    diffs = [max(0.0, p["ckpt_fwd_s"] - p["fwd_s"]) for p in host]
-    value = statistics.median(diffs)
+    diffs = [max(0.0, diff(p)) for p in host]
     each = ", ".join(f"{p['model']} x{p['tokens']} {d * 1e3:.2f} ms" for p, d in zip(host, diffs))
-    return value, (f"torch.utils.checkpoint (non-reentrant) forward minus plain forward of the "
-                   f"host-bound HF Llama layers (< {flops.HOST_BOUND_MARGIN} x the fastest "
-                   f"plain forward), median of: {each}")
+    return statistics.median(diffs), (
+        f"torch.utils.checkpoint (non-reentrant) {what} of the host-bound HF Llama layers "
+        f"(< {flops.HOST_BOUND_MARGIN} x the fastest plain forward), median of: {each}")
+
+
+def checkpoint_cost(points: list[dict]) -> tuple[float | None, str]:
+    """(host seconds the activation-checkpoint wrapper adds per block forward, how): checkpointed
+    minus plain forward over the host-bound layer points (`_host_bound_median`)."""
+    return _host_bound_median(points, ("ckpt_fwd_s", "fwd_s"),
+                              lambda p: p["ckpt_fwd_s"] - p["fwd_s"],
+                              "forward minus plain forward")
 
 
 def checkpoint_bwd_cost(points: list[dict]) -> tuple[float | None, str]:
     """(host seconds checkpointing adds to each block's backward beyond re-running its forward,
-    how): the median of checkpointed backward - plain backward - plain forward over the
-    host-bound layer points (`checkpoint_cost`'s selection); None without such points."""
-    import statistics
-
-    from tierlab.sim import flops
-
-    pts = [p for p in points if p.get("ckpt_bwd_s", 0) > 0 and p.get("fwd_s", 0) > 0
-           and p.get("bwd_s", 0) > 0]
-    if not pts:
-        return None, "no checkpointed layer point"
-    host = [p for p, ok in zip(pts, flops.gpu_bound([p["fwd_s"] for p in pts])) if not ok]
-    diffs = [max(0.0, p["ckpt_bwd_s"] - p["bwd_s"] - p["fwd_s"]) for p in host]
-    value = statistics.median(diffs)
-    each = ", ".join(f"{p['model']} x{p['tokens']} {d * 1e3:.2f} ms" for p, d in zip(host, diffs))
-    return value, (f"torch.utils.checkpoint (non-reentrant) backward minus plain backward minus "
-                   f"plain forward of the host-bound HF Llama layers (< "
-                   f"{flops.HOST_BOUND_MARGIN} x the fastest plain forward), median of: {each}")
+    how): checkpointed backward - plain backward - plain forward over the host-bound layer
+    points (`_host_bound_median`)."""
+    return _host_bound_median(points, ("ckpt_bwd_s", "bwd_s", "fwd_s"),
+                              lambda p: p["ckpt_bwd_s"] - p["bwd_s"] - p["fwd_s"],
+                              "backward minus plain backward minus plain forward")
 
 
 def layer_curve(points: list[dict], gpu, precision: str = "bf16"
