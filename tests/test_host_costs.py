@@ -48,6 +48,28 @@ def test_a_term_without_two_depths_stays_with_the_base_and_is_listed():
     assert problems and "offload_accum_s_per_param" in problems[0]
 
 
+def test_a_term_that_comes_out_at_or_below_zero_stays_with_the_base_and_is_listed():
+    """h200-m's gas2 pair ran faster than the terms from its other processes predict: the
+    CPU accumulation round trip came out at -0.23 ms per tensor, which measures nothing."""
+    hw, sw = load_hardware("h200-m"), load_software()
+    pts = json.loads((ROOT / "validate" / "cases" / "h200-m" / "h200-m-raw.json").read_text()
+                     )["results"]["deepspeed"]
+    values, how, problems = derive(pts, hw, sw)
+    assert "offload_accum_s_per_param" not in values and "offload_accum_s_per_param" not in how
+    [problem] = [p for p in problems if p.startswith("offload_accum_s_per_param")]
+    assert "not above the noise" in problem and "= -228" in problem
+    assert all(v > 0 for v in values.values())
+    # the profile written from it leaves the term to the software profile (base value, source)
+    assert "offload_accum_s_per_param" not in hw.cpu.host_costs
+    merged = with_host_costs(sw, hw)
+    assert merged.offload_accum_s_per_param == sw.offload_accum_s_per_param > 0
+    assert merged.sources["offload_accum_s_per_param"] == sw.sources["offload_accum_s_per_param"]
+    # one slow process in the gas2 pair gives a positive term, which is kept
+    slow = [dict(p, backward_s=p["backward_s"] * 1.5)
+            if (p["variant"], p["layers"]) == ("zero2_offload_gas2", 10) else p for p in pts]
+    assert derive(slow, hw, sw)[0]["offload_accum_s_per_param"] > 0
+
+
 def test_forward_dispatch_is_the_median_over_the_configurations_whose_forward_is_dispatch_only():
     """stage 0 and ZeRO-1/2 (any offload_optimizer) run the same forward; each pair of processes
     gives the term and the median is kept, so one slow process does not set it."""
