@@ -232,6 +232,13 @@ def gpu_moments(hw: Hardware, model: Model, strategy: Strategy) -> dict[str, dic
         # (2 with overlap_comm), released in independent_gradient_partition_epilogue
         buckets = 2 if (z.overlap and z.stage in (1, 2)) else 1
         backward["reduce_bucket"] = float(b * z.reduce_bucket_size * buckets)
+        if z.stage in (1, 2) and strategy.optimizer_device != "none":
+            # at the boundary copy_grads_in_partition -> set_norm_for_param_grad_in_gpu casts
+            # each reduced gradient's slice to fp64 (zero/utils.py get_norm_dtype) for its norm,
+            # one parameter at a time while the buckets are alive: the largest sets the peak.
+            # TinyLlama mb 2 x 4 micro-steps: 65.5M x 8 B = 0.49 GiB beside the two 0.37 GiB
+            # buckets at the measured peak (bench/memory_snapshot.py, 3.81 GiB allocated)
+            backward["grad_norm_fp64"] = 8.0 * min(max(lay.numels), lay.partition_numel)
     if z.stage >= 1 and strategy.optimizer_device == "none" and strategy.precision != "fp32":
         # the fp32 gradient exists only inside the step: stage_1_and_2.py `step` flattens this
         # rank's partition (`flatten_dense_tensors_aligned`, 16-bit) and `.to(fp32)`s it as

@@ -208,3 +208,29 @@ def test_zero3_without_offload_builds_fp32_gradients_one_sub_group_at_a_time():
     # stage 0's FP16_Optimizer keeps its flat fp32 gradient: 16 B/param held
     hw, m, s = simhelp.scenario("no-offload", model="llama-3b", hardware="h200-host")
     assert gpu_persistent(hw, m, s)["optimizer_states"] == pytest.approx(16 * m.n_params)
+
+
+def test_zero12_offload_boundary_norms_each_gradient_in_fp64_beside_the_buckets():
+    """stage_1_and_2.py copy_grads_in_partition -> set_norm_for_param_grad_in_gpu (offloaded
+    optimizer, boundary micro-step): each reduced gradient slice is cast to fp64 for its norm while
+    both IPG buckets are alive. Measured (bench/memory_snapshot.py, one H200, TinyLlama ZeRO-2 CPU
+    at mb 2 x 4 micro-steps): 0.488 GiB from that line + 2 x 0.373 GiB of buckets at the 3.81 GiB
+    steady peak, which the backward then sets, not the logits."""
+    hw, m, s = simhelp.scenario("zero2-cpu", hardware="h200-host", micro_batch=2, grad_accum=4,
+                                gpus=1, precision="bf16")
+    moments = gpu_moments(hw, m, s)
+    emb = m.vocab * m.hidden
+    assert moments["backward"]["grad_norm_fp64"] == pytest.approx(8 * emb)
+    assert 8 * emb / 2**30 == pytest.approx(0.488, abs=0.001)
+    assert max(moments, key=lambda k: sum(moments[k].values())) == "backward"
+    peak = plan_memory(hw, m, s).tiers["gpu"]
+    tensors = peak.used_bytes - peak.breakdown["cuda_context"] - peak.breakdown["allocator_slack"]
+    assert tensors / 2**30 == pytest.approx(3.812, rel=0.05)
+    # two ranks: the slice is capped at the rank's partition; no offload: the norm is the step's
+    hw2, m2, s2 = scenario("zero2-cpu", hardware="h200-host", mb=2, gpus=2)
+    lay = param_layout(m2, s2, 2)
+    assert gpu_moments(hw2, m2, s2)["backward"]["grad_norm_fp64"] == pytest.approx(
+        8 * min(emb, lay.partition_numel))
+    hw3, m3, s3 = scenario("zero2-cpu", hardware="h200-host", mb=2, gpus=1,
+                           sets=["zero_optimization.offload_optimizer.device=none"])
+    assert "grad_norm_fp64" not in gpu_moments(hw3, m3, s3)["backward"]
