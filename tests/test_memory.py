@@ -234,3 +234,24 @@ def test_zero12_offload_boundary_norms_each_gradient_in_fp64_beside_the_buckets(
     hw3, m3, s3 = scenario("zero2-cpu", hardware="h200-host", mb=2, gpus=1,
                            sets=["zero_optimization.offload_optimizer.device=none"])
     assert "grad_norm_fp64" not in gpu_moments(hw3, m3, s3)["backward"]
+
+
+def test_zero1_accumulates_every_16bit_gradient_until_the_boundary():
+    """stage_1_and_2.py reduce_ready_partitions_and_remove_grads: stage 1 (gradients not
+    partitioned) reduces a bucket only at the accumulation boundary, so with micro-steps every
+    16-bit gradient stays in param.grad, offloaded optimizer or not. h200-q, TinyLlama ZeRO-1 CPU
+    at mb 2 x 2 micro-steps: 5.97 GiB allocated measured."""
+    from tierlab.sim.memory import gpu_persistent
+
+    sets = ["zero_optimization.stage=1"]
+    hw, m, s = simhelp.scenario("zero2-cpu", hardware="h200-host", micro_batch=2, grad_accum=2,
+                                gpus=1, precision="bf16", sets=sets)
+    assert gpu_persistent(hw, m, s)["grads"] == pytest.approx(2 * m.n_params)
+    peak = plan_memory(hw, m, s).tiers["gpu"]
+    tensors = peak.used_bytes - peak.breakdown["cuda_context"] - peak.breakdown["allocator_slack"]
+    assert tensors / 2**30 == pytest.approx(5.965, rel=0.05)
+    # one micro-step: each bucket is reduced as it fills; ZeRO-2: partitioned gradients are too
+    for kw in ({"grad_accum": 1, "sets": sets}, {"grad_accum": 2, "sets": ()}):
+        hw, m, s = simhelp.scenario("zero2-cpu", hardware="h200-host", micro_batch=2, gpus=1,
+                                    precision="bf16", **kw)
+        assert gpu_persistent(hw, m, s)["grads"] == 0
