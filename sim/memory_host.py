@@ -65,9 +65,18 @@ def _zero12_host(strategy: Strategy, lay: ParamLayout) -> dict[str, float]:
     kind = "pinned" if oo.pin_memory else "pageable"
     b = strategy.bytes_per_param
     largest = max(lay.numels)           # the largest parameter tensor
-    return {f"{kind}:master_fp32": pin(4.0 * part), f"{kind}:params_16bit_buffer": pin(b * part),
-            f"{kind}:grads_fp32": pin(4.0 * part), f"{kind}:temp_grad_buffer": pin(b * largest),
-            "pageable:adam_m_v": 8.0 * part}
+    out = {f"{kind}:master_fp32": pin(4.0 * part), f"{kind}:params_16bit_buffer": pin(b * part),
+           f"{kind}:grads_fp32": pin(4.0 * part), f"{kind}:temp_grad_buffer": pin(b * largest),
+           "pageable:adam_m_v": 8.0 * part}
+    if strategy.gradient_accumulation_steps > 1 and strategy.zero.stage == 2:
+        # async_accumulate_grad_in_cpu_via_gpu (ZeRO-2 with micro-steps; ZeRO-1 never calls it:
+        # sim/workload.py): accumulated_grads_in_cpu, one 16-bit buffer of the whole
+        # param.numel() per parameter of this rank's partition, pinned one by one (each its own
+        # power-of-two block). TinyLlama: 3.0 GB; h200-q's runs with micro-steps held 2.6 GiB
+        # (TinyLlama) and 1.7 GiB (Llama-0.5B) more than the items above
+        out[f"{kind}:accumulated_grads"] = sum(pin(b * n) for n, p in zip(lay.numels, lay.parts)
+                                               if p > 0)
+    return out
 
 
 def _zero3_host(model: Model, strategy: Strategy, lay: ParamLayout) -> dict[str, float]:

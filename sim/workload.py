@@ -208,18 +208,19 @@ def _grads(b: _Builder, c: _Ctx, numel: int, tag: str, deps, micro: int, gas: in
         u = b.add(f"{tag}.grad_h2d", "pcie_h2d", (d,), nbytes=part * c.bpp, pinned=pin)
         out += [d, u]
         after = (u,)
-    elif gas > 1 and (stage == 2 or boundary):
-        # async_accumulate_grad_in_cpu_via_gpu (copy_grads_in_partition); ZeRO-1 reaches it only
-        # at the boundary, where micro_step_id > 0 makes it a full round trip
+    elif gas > 1 and stage == 2:
+        # async_accumulate_grad_in_cpu_via_gpu (copy_grads_in_partition), every micro-step;
+        # ZeRO-1 never calls it (DeepSpeed 0.19.8 on CPU, tests/test_zero12_accum_ds.py): its
+        # gradients accumulate in param.grad on the GPU until the boundary (sim/memory.py)
         u = (b.add(f"{tag}.grad_h2d", "pcie_h2d", after, nbytes=part * c.bpp, pinned=pin)
              if micro else None)
         d = b.add(f"{tag}.grad_d2h", "pcie_d2h", (u,) if u is not None else after,
                   nbytes=part * c.bpp, pinned=pin)
         out += [x for x in (u, d) if x is not None]
         after = (d,)
-    if (not boundary if stage == 2 else boundary and gas > 1) and c.grad_s[0] > 0 and nparams:
-        # async_accumulate_grad_in_cpu_via_gpu walks the bucket's parameters one by one (ZeRO-2:
-        # per non-final micro-step, the unit calibrate_host derives it in; ZeRO-1: at the boundary)
+    if not boundary and stage == 2 and c.grad_s[0] > 0 and nparams:
+        # async_accumulate_grad_in_cpu_via_gpu walks the bucket's parameters one by one (per
+        # non-final micro-step: the unit calibrate_host derives the term in)
         out.append(b.add(f"{tag}.grad_accum", "cpu_host", after, work="grad_accum",
                          amount=float(nparams)))
     if boundary and c.swap is not None:     # fp32 partition -> gradient swapper -> NVMe
@@ -477,8 +478,8 @@ def expected_bytes(hw: Hardware, model: Model, strategy: Strategy, *,
     P = this rank's partition, F = elements fetched per micro-step (uses that re-gather), g =
     gradient_accumulation_steps, b = bytes per 16-bit param:
       H2D  = g F b [params offloaded] + g P b [stage-3 grad bounce] | (g-1) P b [stage 2, g>1]
-             | P b [stage 1, g>1: at the boundary] + P b [16-bit params back to a GPU partition]
-      D2H  = g P b [stage 3] | g P b [stage 2, g>1] | P b [stage 1, g>1]  + 4 P [fp32 grads]
+             + P b [16-bit params back to a GPU-resident partition]
+      D2H  = g P b [stage 3] | g P b [stage 2, g>1]  + 4 P [fp32 grads]   (stage 1: no bounce)
       NVMe read  = g F b x nvme_fraction + 16 P [p, m, v, g]
       NVMe write = 4 P [g] + 12 P [p, m, v] + b P_nvme [16-bit params beyond max_in_cpu]
     """
@@ -500,9 +501,6 @@ def expected_bytes(hw: Hardware, model: Model, strategy: Strategy, *,
     elif g > 1 and s.zero.stage == 2:
         out["pcie_h2d"] += (g - 1) * P * b
         out["pcie_d2h"] += g * P * b
-    elif g > 1:
-        out["pcie_h2d"] += P * b
-        out["pcie_d2h"] += P * b
     out["pcie_d2h"] += 4 * P
     if s.param_device == "none":
         out["pcie_h2d"] += P * b

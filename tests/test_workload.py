@@ -61,10 +61,10 @@ def test_gradient_accumulation_adds_2_plus_2_bytes_in_zero2():
     assert a["pcie_d2h"] == pytest.approx(2 * 2 + 4)      # 16-bit per micro-step + fp32 once
 
 
-def test_zero1_offload_accumulates_only_at_the_boundary():
-    """stage_1_and_2.py: ZeRO-1 reduces (and so reaches copy_grads_in_partition) only at the
-    boundary (`reduce_ready_partitions_and_remove_grads`), where micro_step_id > 0 makes
-    `async_accumulate_grad_in_cpu_via_gpu` one full round trip; ZeRO-2 pays one per micro-step."""
+def test_zero1_offload_never_takes_the_cpu_accumulation_round_trip():
+    """ZeRO-2 calls `async_accumulate_grad_in_cpu_via_gpu` per parameter and micro-step (a
+    16-bit round trip through the host); ZeRO-1 never does (DeepSpeed 0.19.8 itself:
+    tests/test_zero12_accum_ds.py): its gradients wait in param.grad until the boundary."""
     from tierlab.sim.host_costs import default_software
 
     sw = default_software()
@@ -73,17 +73,10 @@ def test_zero1_offload_accumulates_only_at_the_boundary():
     for gas in (1, 2, 4):
         hw, m, s = scenario("zero2-cpu", grad_accum=gas, sets=sets)
         ops = wl.build_workload(hw, m, s, software=sw).ops
-        got = wl.bytes_by_resource(ops)
-        want = wl.expected_bytes(hw, m, s)
+        got, want = wl.bytes_by_resource(ops), wl.expected_bytes(hw, m, s)
         for key in ("pcie_h2d", "pcie_d2h"):
             assert got.get(key, 0.0) == pytest.approx(want[key], rel=1e-9), (gas, key)
-        accum = [o for o in ops if o.name.endswith(".grad_accum")]
-        trips = [o for o in ops if o.name.endswith(".grad_h2d")]
-        if gas == 1:
-            assert not accum and not trips
-        else:     # every accumulation op sits in the last micro-step
-            assert accum and trips
-            assert {o.name.split(".")[0] for o in accum + trips} == {f"m{gas - 1}"}
+        assert not [o for o in ops if o.name.endswith((".grad_accum", ".grad_h2d", ".grad_d2h"))]
     _, _, s2 = scenario("zero2-cpu", grad_accum=4, sets=IDEAL)
     z2 = wl.build_workload(hw, m, s2, software=sw).ops
     assert {o.name.split(".")[0] for o in z2 if o.name.endswith(".grad_d2h")} == {
