@@ -25,7 +25,8 @@ from dataclasses import replace
 
 from tierlab.profiles.schema import HOST_COST_FIELDS, Hardware, Model, Software
 
-TERMS = (  # (Software field, variant, phase, event: 'use' per submodule use | 'tensor' per step)
+TERMS = (  # (Software field, variant, phase, event: 'use' per submodule use | 'tensor' per step
+    #          | 'accum' per tensor and micro-step)
     ("host_dispatch_s_per_module", "stage0", "forward_s", "use"),
     ("host_dispatch_bwd_s_per_module", "stage0", "backward_s", "use"),
     ("stage0_step_s_per_param", "stage0", "optimizer_s", "tensor"),
@@ -82,7 +83,7 @@ def _events(kind: str, variant_name: str, layers: int, hardware: Hardware) -> fl
     if kind == "use":       # per phase: each hooked submodule used once per micro-step
         return float(sum(m.hooked for m in mods) * s.gradient_accumulation_steps)
     tensors = float(sum(len(m.own_params) for m in mods))
-    return tensors * (s.gradient_accumulation_steps - 1 if kind == "accum" else 1)
+    return tensors * (s.gradient_accumulation_steps if kind == "accum" else 1)
 
 
 def _sim_phase(variant_name: str, layers: int, phase: str, hardware: Hardware,

@@ -96,7 +96,8 @@ def overflow_scan_cost_s(sw: Software, strategy: Strategy) -> float:
 def grad_event_cost_s(sw: Software, boundary: bool) -> float:
     """ZeRO-1/2 with offload_optimizer, per parameter tensor: the copy into the fp32 partition
     at the boundary (`copy_grads_in_partition`), else the CPU accumulation round trip
-    (`async_accumulate_grad_in_cpu_via_gpu`)."""
+    (`async_accumulate_grad_in_cpu_via_gpu`, ZeRO-2 with micro-steps: every micro-step, the
+    boundary's as well as its copy)."""
     if boundary:
         return sw.offload_grad_s_per_param
     return _or(sw.offload_accum_s_per_param, sw.offload_grad_s_per_param)

@@ -218,9 +218,10 @@ def _grads(b: _Builder, c: _Ctx, numel: int, tag: str, deps, micro: int, gas: in
                   nbytes=part * c.bpp, pinned=pin)
         out += [x for x in (u, d) if x is not None]
         after = (d,)
-    if not boundary and stage == 2 and c.grad_s[0] > 0 and nparams:
-        # async_accumulate_grad_in_cpu_via_gpu walks the bucket's parameters one by one (per
-        # non-final micro-step: the unit calibrate_host derives the term in)
+    if gas > 1 and stage == 2 and c.grad_s[0] > 0 and nparams:
+        # async_accumulate_grad_in_cpu_via_gpu walks the bucket's parameters one by one, in
+        # every micro-step, the boundary's too (micro_step_id > 0 there): the unit calibrate_host
+        # derives the term in
         out.append(b.add(f"{tag}.grad_accum", "cpu_host", after, work="grad_accum",
                          amount=float(nparams)))
     if boundary and c.swap is not None:     # fp32 partition -> gradient swapper -> NVMe

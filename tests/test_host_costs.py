@@ -50,14 +50,15 @@ def test_a_term_without_two_depths_stays_with_the_base_and_is_listed():
 
 def test_a_term_that_comes_out_at_or_below_zero_stays_with_the_base_and_is_listed():
     """h200-m's gas2 pair ran faster than the terms from its other processes predict: the
-    CPU accumulation round trip came out at -0.23 ms per tensor, which measures nothing."""
+    CPU accumulation round trip came out at -0.11 ms per tensor and micro-step, which measures
+    nothing."""
     hw, sw = load_hardware("h200-m"), load_software()
     pts = json.loads((ROOT / "validate" / "cases" / "h200-m" / "h200-m-raw.json").read_text()
                      )["results"]["deepspeed"]
     values, how, problems = derive(pts, hw, sw)
     assert "offload_accum_s_per_param" not in values and "offload_accum_s_per_param" not in how
     [problem] = [p for p in problems if p.startswith("offload_accum_s_per_param")]
-    assert "not above the noise" in problem and "= -228" in problem
+    assert "not above the noise" in problem and "= -114" in problem
     assert all(v > 0 for v in values.values())
     # the profile written from it leaves the term to the software profile (base value, source)
     assert "offload_accum_s_per_param" not in hw.cpu.host_costs
