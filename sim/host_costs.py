@@ -31,9 +31,19 @@ def software_for(hardware: Hardware, software: Software | None = None) -> Softwa
     return with_host_costs(default_software() if software is None else software, hardware)
 
 
+CARRIED_BY_DISPATCH = ("checkpoint_s_per_block", "checkpoint_bwd_s_per_block")
+"""Host costs the software profile's fitted `host_dispatch_s_per_module` already carries: it was
+fitted on checkpointed runs with these at 0. A CPU profile's measured values of them apply only
+beside its own measured dispatch, or the checkpoint machinery is charged twice."""
+
+
 def with_host_costs(software: Software, hardware: Hardware) -> Software:
-    """`software` with the host costs `hardware`'s CPU profile measured (sources kept)."""
+    """`software` with the host costs `hardware`'s CPU profile measured (sources kept); the
+    checkpoint terms only with a measured dispatch term (CARRIED_BY_DISPATCH)."""
     measured = dict(hardware.cpu.host_costs)
+    if "host_dispatch_s_per_module" not in measured:
+        for key in CARRIED_BY_DISPATCH:
+            measured.pop(key, None)
     if not measured:
         return software
     sources = {**software.sources}

@@ -352,3 +352,23 @@ def test_the_partitioned_optimizers_walk_only_their_ranks_tensors():
 
     assert loop("zero2-cpu", 2, none) == pytest.approx(loop("zero2-cpu", 1, none) / 2)
     assert loop("no-offload", 2) == pytest.approx(loop("no-offload", 1))
+
+
+def test_measured_checkpoint_costs_apply_only_beside_a_measured_dispatch():
+    """The software profile's dispatch term was fitted on checkpointed runs with the checkpoint
+    terms at 0, so it carries them. h200-r measured the checkpoint terms (layer benchmark) but not
+    DeepSpeed's host costs: its runs keep the software profile's pair (0), else the machinery is
+    charged twice (its forward went 26% -> 10% MAPE). h200-p measured both: its own are used."""
+    from tierlab.sim.host_costs import CARRIED_BY_DISPATCH
+
+    sw = load_software()
+    assert all(getattr(sw, k) == 0 for k in CARRIED_BY_DISPATCH)
+    r = load_hardware("h200-r")
+    assert set(CARRIED_BY_DISPATCH) <= set(r.cpu.host_costs)
+    assert "host_dispatch_s_per_module" not in r.cpu.host_costs
+    merged = with_host_costs(sw, r)
+    assert all(getattr(merged, k) == 0 for k in CARRIED_BY_DISPATCH)
+    assert merged.overflow_scan_s_per_element == r.cpu.host_costs["overflow_scan_s_per_element"]
+    p = load_hardware("h200-p")
+    mp = with_host_costs(sw, p)
+    assert all(getattr(mp, k) == p.cpu.host_costs[k] > 0 for k in CARRIED_BY_DISPATCH)
