@@ -710,10 +710,11 @@ def calibrate(*, name: str, base: str, nvme_path: str | Path | None, plan: Sweep
     raw = record(len(tasks))
     if save_raw:
         save_raw(raw)
-    docs = cp.build_documents(name, date, results, facts, base_docs)
+    left: dict[str, str] = {}
+    docs = cp.build_documents(name, date, results, facts, base_docs, left)
     texts = {kind: cp.render_yaml(doc) for kind, doc in docs.items()}
     hardware = cp.check_loadable(texts, name)
-    return Calibration(docs, texts, raw, skipped, hardware)
+    return Calibration(docs, texts, raw, {**skipped, **left}, hardware)
 
 
 def from_raw(raw: Any, *, name: str | None = None, where: str = "raw record") -> Calibration:
@@ -734,7 +735,8 @@ def from_raw(raw: Any, *, name: str | None = None, where: str = "raw record") ->
                     "was not measured comes from the base profile", where, raw.get("tasks_done"),
                     raw.get("tasks_total"))
     base_docs = cp.base_documents(raw["base"])
-    docs = cp.build_documents(name, raw["date"], raw["results"], raw["host"], base_docs)
+    left: dict[str, str] = {}
+    docs = cp.build_documents(name, raw["date"], raw["results"], raw["host"], base_docs, left)
     texts = {kind: cp.render_yaml(doc) for kind, doc in docs.items()}
-    return Calibration(docs, texts, raw, dict(raw.get("skipped") or {}),
+    return Calibration(docs, texts, raw, {**dict(raw.get("skipped") or {}), **left},
                        cp.check_loadable(texts, name))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 import json
-import logging
 import os
 import platform
 import re
@@ -26,8 +25,6 @@ from tierlab.runner.calibrate import GiB, KiB, MiB, best, block_device_model, mo
 from tierlab.sim.devices import ADAM_DRAM_BYTES_PER_PARAM
 
 PARTS = ("gpus", "cpus", "nvme")
-
-log = logging.getLogger(__name__)
 
 
 def _fmt_size(n: float) -> str:
@@ -366,8 +363,11 @@ def _pcie_entries(pcie_doc: dict, pcie: list[dict], m: str) -> None:
         f"(launch + DMA setup + synchronize)")}
 
 
-def build_documents(name: str, date: str, results: dict, facts: dict, base: dict) -> dict[str, dict]:
-    """{'systems': ..., 'gpus'/'cpus'/'nvme': ... (only the measured parts)}."""
+def build_documents(name: str, date: str, results: dict, facts: dict, base: dict,
+                    problems: dict[str, str] | None = None) -> dict[str, dict]:
+    """{'systems': ..., 'gpus'/'cpus'/'nvme': ... (only the measured parts)}. `problems`, when
+    given, receives {'deepspeed:<term>': why} for each host-cost term left to the software
+    profile (not measured at two depths, or at or below zero: runner/calibrate_host.py)."""
     m = f"measured {date} by tierlab calibrate"
     parts = {"cpus": cpu_document(results, facts, base, m),
              "nvme": nvme_document(results, facts, m, base),
@@ -377,7 +377,11 @@ def build_documents(name: str, date: str, results: dict, facts: dict, base: dict
     docs = {k: v for k, v in parts.items() if v is not None}
     docs["systems"] = system_document(name, results, facts, base, docs, m, date)
     if results.get("deepspeed") and "cpus" in docs:
-        costs = host_costs_document(results["deepspeed"], docs, name, m)
+        costs, left = host_costs_document(results["deepspeed"], docs, name, m)
+        if problems is not None:
+            problems.update({f"deepspeed:{p.split(':', 1)[0]}":
+                             f"{p.split(': ', 1)[1]}; the software profile's value stays"
+                             for p in left})
         if costs:
             docs["cpus"]["deepspeed_host_costs"] = costs
     if "cpus" in docs:
@@ -419,16 +423,16 @@ def _checkpoint_cost_entries(points: list[dict], m: str) -> dict[str, dict]:
     return out
 
 
-def host_costs_document(points: list[dict], docs: dict, name: str, m: str) -> dict:
-    """`deepspeed_host_costs` of the CPU profile: each term derived (runner/calibrate_host.py)
-    on the hardware these documents describe; the checks go into the first term's source."""
+def host_costs_document(points: list[dict], docs: dict, name: str, m: str
+                        ) -> tuple[dict, list[str]]:
+    """(`deepspeed_host_costs` of the CPU profile, [terms left to the software profile, why]):
+    each term derived (runner/calibrate_host.py) on the hardware these documents describe; the
+    checks go into the first term's source."""
     from tierlab.profiles.load import HOST_COST_KEYS, load_software
     from tierlab.runner.calibrate_host import derive
 
     hardware = check_loadable({k: render_yaml(v) for k, v in docs.items()}, name)
     values, how, problems = derive(points, hardware, load_software())
-    for problem in problems:
-        log.warning("calibrate: %s (the software profile's value stays)", problem)
     checks = "; ".join(v for k, v in how.items() if k.startswith("check:"))
     out = {}
     for i, (field, value) in enumerate(values.items()):
@@ -436,7 +440,7 @@ def host_costs_document(points: list[dict], docs: dict, name: str, m: str) -> di
         out[HOST_COST_KEYS[field]] = {"value": f"{value * 1e3:.4g} ms",
                                       "source": f"{m} (DeepSpeed host costs, "
                                                 f"runner/calibrate_ds.py): {how[field]}{note}"}
-    return out
+    return out, problems
 
 
 # ----------------------------------------------------------------------------------------------

@@ -384,3 +384,18 @@ def test_gpu_without_gemm_and_layer_points_inherits_the_bases_layer_times(machin
     base = yaml.safe_load((load.HARDWARE_DIR / "gpus" / "h200.yaml").read_text())
     assert (gpu["layer_time"] == base["layer_time"]) is inherits
     assert (gpu["matmul_efficiency"] == base["matmul_efficiency"]) is inherits
+
+
+def test_from_raw_lists_the_host_cost_terms_left_to_the_software_profile(tmp_path):
+    """h200-m's accumulation round trip came out below zero: the rebuilt CPU profile leaves it
+    out and the command says so, with the arithmetic, as it lists a skipped benchmark."""
+    raw = load.ROOT.parent / "validate" / "cases" / "h200-m" / "h200-m-raw.json"
+    out = tmp_path / "systems" / "h200-m.yaml"
+    result = run("calibrate", "--from-raw", str(raw), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    [line] = [ln for ln in result.output.splitlines()
+              if ln.startswith("skipped deepspeed:offload_accum_s_per_param: ")]
+    assert "not above the noise" in line and "software profile's value stays" in line
+    cpu = (tmp_path / "cpus" / "h200-m.yaml").read_text()
+    assert "offload_accum_per_param" not in cpu and "offload_grad_copy_per_param" in cpu
+    assert cpu == (load.HARDWARE_DIR / "cpus" / "h200-m.yaml").read_text()
