@@ -255,3 +255,27 @@ def test_zero1_accumulates_every_16bit_gradient_until_the_boundary():
         hw, m, s = simhelp.scenario("zero2-cpu", hardware="h200-host", micro_batch=2, gpus=1,
                                     precision="bf16", **kw)
         assert gpu_persistent(hw, m, s)["grads"] == 0
+
+
+def test_memory_snapshot_replays_the_trace_to_the_peak_and_names_the_allocating_lines():
+    """bench/memory_snapshot.py (GPU only) turns torch.cuda.memory history into the live set at
+    the peak; its replay is pure: allocations, frees of blocks it saw allocated, and frees of
+    blocks allocated before recording (which lower the total)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "memory_snapshot.py"
+    spec = importlib.util.spec_from_file_location("memory_snapshot", path)
+    snap = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(snap)
+    ds = [{"filename": "/x/site-packages/deepspeed/runtime/zero/stage_1_and_2.py", "line": 1886,
+           "name": "set_norm_for_param_grad_in_gpu"}]
+    trace = [{"action": "alloc", "addr": 1, "size": 100, "frames": ds},
+             {"action": "free_completed", "addr": 99, "size": 30},       # from before recording
+             {"action": "alloc", "addr": 2, "size": 50, "frames": []},
+             {"action": "free_completed", "addr": 1, "size": 100},
+             {"action": "alloc", "addr": 3, "size": 60, "frames": ds}]
+    peak, freed_before, groups = snap.live_at_peak(trace)
+    assert peak == 120 and freed_before == 30
+    assert groups == {"deepspeed/runtime/zero/stage_1_and_2.py:1886 "
+                      "set_norm_for_param_grad_in_gpu": 100, "?:None None": 50}
