@@ -588,7 +588,8 @@ def calibrate(nvme_path, out, name, hardware, quick, raw, skip, sweep, from_raw)
     Writes a system profile in the loader's format whose measured numbers say 'measured <date> by
     tierlab calibrate: <settings>', plus the measured part profiles; what it cannot measure is
     taken from --hardware and keeps its source. Benchmarks that need missing hardware are
-    skipped and listed."""
+    skipped and listed, and so is each DeepSpeed host-cost term that measured nothing (not two
+    depths, or a difference at or below zero): the software profile's value stays for it."""
     import socket
 
     from tqdm import tqdm
