@@ -89,8 +89,15 @@ def main(argv: list[str] | None = None) -> int:
         train_steps
     from tierlab.scenario import resolve
 
-    sc = resolve(a.model, "h200-host", a.ds_config, overrides=a.overrides,
-                 micro_batch=a.micro_batch, grad_accum=a.grad_accum, seq=a.seq, gpus=1, nodes=1)
+    from tierlab.errors import ConfigError
+
+    try:
+        sc = resolve(a.model, "h200-host", a.ds_config, overrides=a.overrides,
+                     micro_batch=a.micro_batch, grad_accum=a.grad_accum, seq=a.seq, gpus=1,
+                     nodes=1)
+    except ConfigError as e:
+        print(f"memory_snapshot: {e}", file=sys.stderr)
+        return 2
     spec = spec_from_strategy(sc.model, sc.strategy, out_dir="/tmp/tierlab-snap",
                               steps=a.steps, warmup_steps=0)
     engine, _ = setup_engine(spec)

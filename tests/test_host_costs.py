@@ -180,24 +180,31 @@ def test_calibrate_lists_the_deepspeed_benchmark_when_skipped():
                           cuda=False, n_gpus=0, facts={})
 
 
+def _checkpoint_ops(field: str, work: str):
+    """(hw, model, strategy, software with `field` at 2 ms, that field's `work` ops) for a
+    checkpointed stage-0 run of 2 micro-steps; asserts there are none without checkpointing."""
+    from tierlab.sim.workload import build_workload
+    from tests._simhelp import scenario
+
+    sw = replace(load_software(), **{field: 2e-3})
+    hw, m, s = scenario("no-offload", hardware="h200-host", micro_batch=1, seq=256,
+                        grad_accum=2, checkpointing=True)
+    ops = [op for op in build_workload(hw, m, s, software=sw).ops if op.work == work]
+    _, _, plain = scenario("no-offload", hardware="h200-host", micro_batch=1, seq=256,
+                           grad_accum=2, checkpointing=False)
+    assert not [op for op in build_workload(hw, m, plain, software=sw).ops if op.work == work]
+    return hw, m, s, sw, ops
+
+
 def test_checkpoint_wrapper_is_one_host_op_per_block_forward_and_costs_time_when_host_bound():
     """HF gradient checkpointing's torch.utils.checkpoint wrapper: one cpu_host op per block
     forward (not recompute, not backward), none without checkpointing, and it lengthens a
     host-bound forward by about its cost per layer."""
     from tierlab.sim.engine import simulate
-    from tierlab.sim.workload import build_workload
-    from tests._simhelp import scenario
 
-    sw = replace(load_software(), checkpoint_s_per_block=2e-3)
-    hw, m, s = scenario("no-offload", hardware="h200-host", micro_batch=1, seq=256,
-                        grad_accum=2, checkpointing=True)
-    ops = [op for op in build_workload(hw, m, s, software=sw).ops if op.work == "ckpt_wrap"]
+    hw, m, s, sw, ops = _checkpoint_ops("checkpoint_s_per_block", "ckpt_wrap")
     assert len(ops) == m.n_layers * 2 and all(op.resource == "cpu_host" for op in ops)
     assert all(op.phase == "forward" for op in ops)
-    _, _, plain = scenario("no-offload", hardware="h200-host", micro_batch=1, seq=256,
-                           grad_accum=2, checkpointing=False)
-    assert not [op for op in build_workload(hw, m, plain, software=sw).ops
-                if op.work == "ckpt_wrap"]
     fwd0 = simulate(hw, m, s, software=replace(sw, checkpoint_s_per_block=0.0)).phases["forward_s"]
     fwd1 = simulate(hw, m, s, software=sw).phases["forward_s"]
     assert fwd1 - fwd0 == pytest.approx(2 * m.n_layers * 2e-3, rel=0.25)
@@ -240,19 +247,10 @@ def test_checkpoint_recompute_is_one_host_op_per_block_backward_and_costs_time_w
     block per micro-step, in the backward phase; none without checkpointing or without the term;
     it lengthens a host-bound backward by about its cost per layer and leaves forward alone."""
     from tierlab.sim.engine import simulate
-    from tierlab.sim.workload import build_workload
-    from tests._simhelp import scenario
 
-    sw = replace(load_software(), checkpoint_bwd_s_per_block=2e-3)
-    hw, m, s = scenario("no-offload", hardware="h200-host", micro_batch=1, seq=256,
-                        grad_accum=2, checkpointing=True)
-    ops = [op for op in build_workload(hw, m, s, software=sw).ops if op.work == "ckpt_recompute"]
+    hw, m, s, sw, ops = _checkpoint_ops("checkpoint_bwd_s_per_block", "ckpt_recompute")
     assert len(ops) == m.n_layers * 2 and all(op.resource == "cpu_host" for op in ops)
     assert all(op.phase == "backward" for op in ops)
-    _, _, plain = scenario("no-offload", hardware="h200-host", micro_batch=1, seq=256,
-                           grad_accum=2, checkpointing=False)
-    assert not [op for op in build_workload(hw, m, plain, software=sw).ops
-                if op.work == "ckpt_recompute"]
     base = simulate(hw, m, s, software=replace(sw, checkpoint_bwd_s_per_block=0.0)).phases
     with_term = simulate(hw, m, s, software=sw).phases
     assert with_term["backward_s"] - base["backward_s"] == pytest.approx(
