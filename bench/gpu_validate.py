@@ -4,6 +4,8 @@ case, inside a time budget; pack every finished measurement directory into $OUT 
     python bench/gpu_validate.py --out $OUT --budget 540 [--only NAME ...] [--skip NAME ...]
 
 --only runs the named cases in the order given (most important first: the budget cuts the tail).
+A name given k times runs k times, each in its own process: the 2nd into NAME.p2, the 3rd into
+NAME.p3, ... (repeats on one machine: bench/bench_repeatability.py splits process from machine).
 
 Each case: `tierlab run --breakdown --skip-preflight -H h200-host ...` (preflight's memory verdict
 would refuse the runs whose OOM we want measured; it runs separately in gpu_session.sh).
@@ -42,6 +44,17 @@ def command(case: dict, defaults: dict, out_dir: Path, hardware: str, swap: str,
     for s in c.get("set", []):
         cmd += ["--set", s]
     return cmd
+
+
+def run_names(only: list[str], by_name: dict[str, dict]) -> list[tuple[str, dict]]:
+    """(directory name, plan entry) per --only name, in order; the k-th time a name is given
+    (k >= 2) it runs as NAME.pk."""
+    seen: dict[str, int] = {}
+    out = []
+    for n in only:
+        seen[n] = seen.get(n, 0) + 1
+        out.append((n if seen[n] == 1 else f"{n}.p{seen[n]}", by_name[n]))
+    return out
 
 
 def pack(work: Path, out: Path) -> None:
@@ -110,8 +123,8 @@ def main() -> int:
     if unknown:
         print(f"error: --only {unknown[0]}: not a case of {args.plan}", file=sys.stderr)
         return 2
-    for case in [by_name[n] for n in args.only] if args.only else plan["cases"]:
-        name = case["name"]
+    for name, case in run_names(args.only, by_name) if args.only else \
+            [(c["name"], c) for c in plan["cases"]]:
         if name in args.skip:
             continue
         needed = int(case.get("gpus", plan["defaults"].get("gpus", 1)))
