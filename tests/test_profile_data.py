@@ -214,3 +214,26 @@ def test_cli_profiles_lists_every_system_and_model():
     assert set(SYSTEMS) - TEST_MACHINES <= default and not TEST_MACHINES & default
     assert set(MODELS) <= default
     assert set(SYSTEMS) | set(MODELS) <= listed("--test-machines")
+
+
+def test_every_median_of_lists_exactly_the_cpu_profiles_that_measured_the_term():
+    """A term kept for hosts without a measurement is the median over *all* hosts that measured
+    it (the rule of docs/host-costs.md). Hand-kept copies of that median drifted once (h200-q's
+    zero12 terms were left out); a host whose calibration adds the term must be added here too."""
+    from tierlab.profiles.load import SOFTWARE_DIR, read_data
+
+    cpus = {p.stem: read_data(p) for p in sorted((HARDWARE_DIR / "cpus").glob("*.yaml"))}
+    measured: dict[str, set[str]] = {}
+    for name, data in cpus.items():
+        for key, entry in (data.get("deepspeed_host_costs") or {}).items():
+            if isinstance(entry, dict) and "value" in entry:
+                measured.setdefault(key, set()).add(name)
+    entries = [(f"software: {k}", k, e) for p in SOFTWARE_DIR.glob("*.yaml")
+               for k, e in read_data(p).items()]
+    entries += [(f"{n}: {k}", k, e) for n, d in cpus.items()
+                for k, e in (d.get("deepspeed_host_costs") or {}).items()]
+    medians = [(where, key, e["median_of"]) for where, key, e in entries
+               if isinstance(e, dict) and "median_of" in e]
+    assert len(medians) >= 9    # 3 software terms + 2 checkpoint terms on h200-g, -h and -i
+    for where, key, hosts in medians:
+        assert set(hosts) == measured[key], where
