@@ -11,6 +11,8 @@
 # on an H200 host). CALIBRATE=0 skips the calibration: for a second command on the same, still
 # warm machine (machine.txt in both outputs names the host and GPU UUID, to check it). GEMM=1 also
 # measures the GEMM curve (~20 s); the `layer` benchmark (real decoder layers, ~1 min) always runs.
+# A case named k times in CASES runs k times, each in its own process (NAME, NAME.p2, ...: the
+# process-to-process spread on one machine, bench/bench_repeatability.py).
 # PLAN=FILE takes the cases from FILE instead of validate/plan.yaml (e.g. bench/advice/cases.yaml).
 # CAL_SKIP=a,b replaces the --skip list (e.g. a second command that measures only DeepSpeed's host
 # costs: merge the two raw records' results and rebuild with `tierlab calibrate --from-raw`).
