@@ -13,7 +13,8 @@ machine: the noise floor the validation errors sit on.
    exact configuration's measured result elsewhere and nothing about this machine). Its MAPE and
    worst error per metric bound what any prediction that does not know the machine can reach.
 4. The same floor within one machine: each repeat predicted by the median of the other repeats of
-   its case in the same command (a predictor that knows the machine, not the process).
+   its case in the same command (2+ processes: a predictor that knows the machine, not the
+   process).
 Beside 3 and 4: `tierlab validate`'s own error on the same runs (each simulated on its folder's
 calibrated profile), so the simulator's error can be read against the floor.
 """
@@ -148,9 +149,9 @@ def main() -> None:
              for name, folders in machines.items()], 3)
         within = loo_median_errors(
             [[(run, m[metric]) for run, m in members if m.get(metric)]
-             for members in by_folder_case.values()], 3)
+             for members in by_folder_case.values()], 2)
         for label, errors in (("machine-blind (3+ machines)", across),
-                              ("same machine (3+ processes)", within)):
+                              ("same machine (2+ processes)", within)):
             ours = [sim[(run, metric)] for run in errors if (run, metric) in sim]
             print(f"  {metric if label.startswith('machine') else '':14s} {label}: "
                   f"{summarize(errors.values()):34s} tierlab {summarize(ours)}")
