@@ -26,15 +26,21 @@ def test_software_profile_loads_with_sources_and_training_subset():
                                "offload_grad_s_per_param", "stage0_step_s_per_param",
                                "multi_rank_sync_s", "simulator_error",
                                "overflow_scan_s_per_element", "offload_accum_s_per_param",
-                               "zero12_step_s_per_param", "zero12_hook_bwd_s_per_module"}
+                               "zero12_step_s_per_param", "zero12_hook_bwd_s_per_module",
+                               "zero3_step_s_per_param", "zero3_pageable_bwd_s_per_module"}
     # the host costs set without a fit are what tierlab calibrate measured on H200 hosts, each
     # naming the hosts (the accumulation round trip: the median of five)
     measured = ("overflow_scan_s_per_element", "offload_accum_s_per_param",
-                "zero12_step_s_per_param", "zero12_hook_bwd_s_per_module")
+                "zero12_step_s_per_param", "zero12_hook_bwd_s_per_module",
+                "zero3_step_s_per_param", "zero3_pageable_bwd_s_per_module")
     for key in measured:
         assert "measured" in sw.sources[key] and "tierlab calibrate" in sw.sources[key], key
         assert "h200-" in sw.sources[key] and "fitted" not in sw.sources[key], key
     assert sw.zero12_step_s_per_param > 0 and sw.zero12_hook_bwd_s_per_module > 0
+    # no fitted term carries ZeRO-3's no-offload step or the pageable stall: a host without its
+    # own measurement takes the median of the hosts that did, not 0 (docs/host-costs.md)
+    assert sw.zero3_step_s_per_param > 0 and sw.zero3_pageable_bwd_s_per_module > 0
+    assert sw.offload_step_s_per_param == 0.0    # carried by the fitted terms: stays 0
     fitted = {k: s for k, s in sw.sources.items() if k not in ("simulator_error", *measured)}
     assert all("train_cases" in s and "fitted" in s for s in fitted.values())
     # the simulator's own error is measured on the runs the terms were not fitted on
