@@ -3,6 +3,7 @@ case, inside a time budget; pack every finished measurement directory into $OUT 
 
     python bench/gpu_validate.py --out $OUT --budget 540 [--only NAME ...] [--skip NAME ...]
 
+A plan entry may set `timeout_s` (seconds) to override --case-timeout for that case.
 --only runs the named cases in the order given (most important first: the budget cuts the tail).
 A name given k times runs k times, each in its own process: the 2nd into NAME.p2, the 3rd into
 NAME.p3, ... (repeats on one machine: bench/bench_repeatability.py splits process from machine).
@@ -55,6 +56,12 @@ def run_names(only: list[str], by_name: dict[str, dict]) -> list[tuple[str, dict
         seen[n] = seen.get(n, 0) + 1
         out.append((n if seen[n] == 1 else f"{n}.p{seen[n]}", by_name[n]))
     return out
+
+
+def case_timeout_s(case: dict, default_s: float) -> float:
+    """A plan entry's own `timeout_s` (a case known to need longer, e.g. NVMe parameters on a
+    slow drive) wins over --case-timeout."""
+    return float(case.get("timeout_s", default_s))
 
 
 def pack(work: Path, out: Path) -> None:
@@ -139,7 +146,8 @@ def main() -> int:
         log.write(f"== {name} at {time.time() - t0:.0f} s: {shlex.join(cmd[2:])}\n")
         started = time.time()
         (work / name).mkdir(parents=True, exist_ok=True)
-        log.write(run_case(cmd, work / name / "stdout.log", min(args.case_timeout, left)))
+        log.write(run_case(cmd, work / name / "stdout.log",
+                           min(case_timeout_s(case, args.case_timeout), left)))
         log.write(f"-- {name}: {time.time() - started:.0f} s\n")
         pack(work, out)
     log.write(f"total {time.time() - t0:.0f} s\n")

@@ -61,3 +61,13 @@ def test_the_committed_runs_hold_process_repeats_on_one_machine():
     assert len(repeats[("h200-s", "m-3b-z3-nooffload-s2048")]) == 3
     assert rep.summarize([-10.0, 30.0]) == "MAPE  20.0%  max  30.0%  n=2"
     assert rep.summarize([]) == "-"
+
+
+def test_a_plan_entry_can_outlast_the_default_case_timeout():
+    gv = _bench("gpu_validate")
+    assert gv.case_timeout_s({"name": "a"}, 100) == 100.0
+    assert gv.case_timeout_s({"name": "a", "timeout_s": 200}, 100) == 200.0
+    import yaml
+    plan = yaml.safe_load((BENCH.parent / "validate" / "plan.yaml").read_text())
+    slow = next(c for c in plan["cases"] if c["name"] == "v-0.5b-z3nvme-params-buf")
+    assert gv.case_timeout_s(slow, 100) >= 200
