@@ -115,7 +115,9 @@ def host_median_entry(key: str, entry: Mapping, dimension: str, where: str) -> d
     values = []
     for host in hosts:
         path = _find(HARDWARE_DIR / "cpus", ".yaml", host, "CPU profile")
-        measured = (read_data(path).get("deepspeed_host_costs") or {}).get(key)
+        data = read_data(path)
+        costs = data.get("deepspeed_host_costs") if isinstance(data, Mapping) else None
+        measured = costs.get(key) if isinstance(costs, Mapping) else None
         if not isinstance(measured, Mapping) or "value" not in measured:
             raise ConfigError(f"{where}: median_of: {host} has no measured "
                               f"deepspeed_host_costs.{key}")
@@ -128,9 +130,11 @@ def host_median_entry(key: str, entry: Mapping, dimension: str, where: str) -> d
     unit = _unit(values[0][2])      # written in the hosts' unit, so a given range reads in it
     scale = parse_quantity(f"1 {unit}".strip(), dimension, where)
     text = lambda x: f"{x / scale!r} {unit}".strip()     # noqa: E731
+    given = "range" in entry
     out = {"value": text(median), "source": f"{entry['source']} (median of {listed}: their CPU "
-                                      f"profiles' deepspeed_host_costs.{key}; range min-max)"}
-    out["range"] = entry["range"] if "range" in entry else [text(numbers[0]), text(numbers[-1])]
+                                      f"profiles' deepspeed_host_costs.{key}"
+                                      f"{'' if given else '; range min-max'})"}
+    out["range"] = entry["range"] if given else [text(numbers[0]), text(numbers[-1])]
     return out
 
 

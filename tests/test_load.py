@@ -195,6 +195,18 @@ def test_median_of_bad_entries_name_the_key(entry, message):
     assert "p.yaml: zero12_step_per_param" in str(e.value) or "h200-nowhere" in str(e.value)
 
 
+def test_median_of_names_a_cpu_profile_that_is_not_a_mapping(tmp_path):
+    bad = tmp_path / "cpu.yaml"
+    bad.write_text("- just\n- a list\n")
+    with pytest.raises(ConfigError, match="has no measured deepspeed_host_costs"):
+        _reader({"median_of": [str(bad)], "source": "s"}).number("zero12_step_per_param",
+                                                                 "seconds")
+    bad.write_text("kind: cpu\ndeepspeed_host_costs: [1, 2]\n")
+    with pytest.raises(ConfigError, match="has no measured deepspeed_host_costs"):
+        _reader({"median_of": [str(bad)], "source": "s"}).number("zero12_step_per_param",
+                                                                 "seconds")
+
+
 def test_median_of_applies_to_host_cost_terms_only():
     r = load._Reader({"process_baseline": {"median_of": ["h200-l"], "source": "s"}}, "p.yaml")
     with pytest.raises(ConfigError, match="p.yaml: process_baseline: median_of applies to "
