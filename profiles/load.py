@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
+import statistics
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -123,18 +124,20 @@ def host_median_entry(key: str, entry: Mapping, dimension: str, where: str) -> d
                               f"deepspeed_host_costs.{key}")
         values.append((host, parse_quantity(measured["value"], dimension, f"{path}: {key}"),
                        str(measured["value"])))
-    numbers = sorted(v for _, v, _ in values)
-    mid = len(numbers) // 2
-    median = numbers[mid] if len(numbers) % 2 else (numbers[mid - 1] + numbers[mid]) / 2
+    numbers = [v for _, v, _ in values]
     listed = ", ".join(f"{h} {text}" for h, _, text in values)
     unit = _unit(values[0][2])      # written in the hosts' unit, so a given range reads in it
     scale = parse_quantity(f"1 {unit}".strip(), dimension, where)
-    text = lambda x: f"{x / scale!r} {unit}".strip()     # noqa: E731
+
+    def text(x: float) -> str:
+        return f"{x / scale!r} {unit}".strip()
+
+    median = statistics.median(numbers)
     given = "range" in entry
     out = {"value": text(median), "source": f"{entry['source']} (median of {listed}: their CPU "
                                       f"profiles' deepspeed_host_costs.{key}"
                                       f"{'' if given else '; range min-max'})"}
-    out["range"] = entry["range"] if given else [text(numbers[0]), text(numbers[-1])]
+    out["range"] = entry["range"] if given else [text(min(numbers)), text(max(numbers))]
     return out
 
 
