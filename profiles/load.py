@@ -8,7 +8,6 @@ from __future__ import annotations
 import difflib
 import math
 import re
-import statistics
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -101,46 +100,6 @@ def read_data(path: Path) -> Any:
     return read(path)
 
 
-def host_median_entry(key: str, entry: Mapping, dimension: str, where: str) -> dict:
-    """`{median_of: [CPU, ...], source: ...}` -> `{value, range, source}`: the median of the named
-    CPU profiles' measured `deepspeed_host_costs.KEY` (profiles/hardware/cpus/), range min-max
-    unless the entry gives one. The one home of each host's figure stays its CPU profile; a term
-    kept for hosts that did not measure it is computed from them, never copied."""
-    hosts = entry.get("median_of")
-    if not isinstance(hosts, list) or not hosts or not all(isinstance(h, str) for h in hosts) \
-            or set(entry) - {"median_of", "source", "range"} or "source" not in entry:
-        raise ConfigError(f"{where}: expected {{median_of: [CPU profile, ...], source: ...}} "
-                          f"(and an optional range: [low, high]), got {dict(entry)!r}")
-    if key not in HOST_COST_FIELDS_BY_KEY:
-        raise ConfigError(f"{where}: median_of applies to DeepSpeed host-cost terms only")
-    values = []
-    for host in hosts:
-        path = _find(HARDWARE_DIR / "cpus", ".yaml", host, "CPU profile")
-        data = read_data(path)
-        costs = data.get("deepspeed_host_costs") if isinstance(data, Mapping) else None
-        measured = costs.get(key) if isinstance(costs, Mapping) else None
-        if not isinstance(measured, Mapping) or "value" not in measured:
-            raise ConfigError(f"{where}: median_of: {host} has no measured "
-                              f"deepspeed_host_costs.{key}")
-        values.append((host, parse_quantity(measured["value"], dimension, f"{path}: {key}"),
-                       str(measured["value"])))
-    numbers = [v for _, v, _ in values]
-    listed = ", ".join(f"{h} {text}" for h, _, text in values)
-    unit = _unit(values[0][2])      # written in the hosts' unit, so a given range reads in it
-    scale = parse_quantity(f"1 {unit}".strip(), dimension, where)
-
-    def text(x: float) -> str:
-        return f"{x / scale!r} {unit}".strip()
-
-    median = statistics.median(numbers)
-    given = "range" in entry
-    out = {"value": text(median), "source": f"{entry['source']} (median of {listed}: their CPU "
-                                      f"profiles' deepspeed_host_costs.{key}"
-                                      f"{'' if given else '; range min-max'})"}
-    out["range"] = entry["range"] if given else [text(min(numbers)), text(max(numbers))]
-    return out
-
-
 class _Reader:
     """Reads one profile mapping, tracking which keys were used and collecting sources."""
 
@@ -163,8 +122,6 @@ class _Reader:
         if entry is None:
             return None
         where = f"{self.where}: {key}"
-        if isinstance(entry, Mapping) and "median_of" in entry:
-            entry = host_median_entry(key, entry, dimension, where)
         if not isinstance(entry, Mapping) or not {"value", "source"} <= set(entry) \
                 or set(entry) - {"value", "source", "range"}:
             raise ConfigError(f"{where}: expected {{value: ..., source: ...}} (and an optional "

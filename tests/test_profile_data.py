@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
+import statistics
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -216,24 +219,43 @@ def test_cli_profiles_lists_every_system_and_model():
     assert set(SYSTEMS) | set(MODELS) <= listed("--test-machines")
 
 
-def test_every_median_of_lists_exactly_the_cpu_profiles_that_measured_the_term():
+_MEDIAN = re.compile(r"\(median of ([^()]*): their CPU profiles' deepspeed_host_costs\.(\w+); "
+                     r"range min-max\)$")
+
+
+def test_every_stored_median_is_the_median_of_exactly_the_cpu_profiles_that_measured_it():
     """A term kept for hosts without a measurement is the median over *all* hosts that measured
-    it (the rule of docs/host-costs.md). Hand-kept copies of that median drifted once (h200-q's
-    zero12 terms were left out); a host whose calibration adds the term must be added here too."""
-    from tierlab.profiles.load import SOFTWARE_DIR, read_data
+    it (the rule of docs/host-costs.md), written as a plain value by lab/host_medians.py. Hand-kept
+    copies drifted once (h200-q's zero12 terms were left out): a host whose calibration adds the
+    term makes this fail until `python lab/host_medians.py --write` is run."""
+    from tierlab.profiles.load import SOFTWARE_DIR, parse_quantity, read_data
 
     cpus = {p.stem: read_data(p) for p in sorted((HARDWARE_DIR / "cpus").glob("*.yaml"))}
-    measured: dict[str, set[str]] = {}
+    measured: dict[str, dict[str, float]] = {}
     for name, data in cpus.items():
         for key, entry in (data.get("deepspeed_host_costs") or {}).items():
-            if isinstance(entry, dict) and "value" in entry:
-                measured.setdefault(key, set()).add(name)
+            if isinstance(entry, dict) and "value" in entry and not _MEDIAN.search(entry["source"]):
+                measured.setdefault(key, {})[name] = parse_quantity(entry["value"], "seconds", key)
     entries = [(f"software: {k}", k, e) for p in SOFTWARE_DIR.glob("*.yaml")
                for k, e in read_data(p).items()]
     entries += [(f"{n}: {k}", k, e) for n, d in cpus.items()
                 for k, e in (d.get("deepspeed_host_costs") or {}).items()]
-    medians = [(where, key, e["median_of"]) for where, key, e in entries
-               if isinstance(e, dict) and "median_of" in e]
-    assert len(medians) >= 9    # 3 software terms + 2 checkpoint terms on h200-g, -h and -i
-    for where, key, hosts in medians:
-        assert set(hosts) == measured[key], where
+    medians = [(where, key, e, m) for where, key, e in entries if isinstance(e, dict)
+               and (m := _MEDIAN.search(str(e.get("source", ""))))]
+    assert len(medians) >= 11   # 5 software terms + 2 checkpoint terms on h200-g, -h and -i
+    for where, key, entry, stamp in medians:
+        assert stamp.group(2) == key, where
+        listed = {part.rsplit(" ", 2)[0] for part in stamp.group(1).split(", ")}
+        values = measured[key]
+        assert listed == set(values), where
+        assert parse_quantity(entry["value"], "seconds", where) == pytest.approx(
+            statistics.median(values.values()), rel=1e-5), where
+        low, high = (parse_quantity(v, "seconds", where) for v in entry["range"])
+        assert (low, high) == pytest.approx((min(values.values()), max(values.values())),
+                                            rel=1e-5), where
+
+
+def test_no_profile_reaches_into_another_at_load_time():
+    """Nothing a user can load names a test machine's profile to read (rule 19)."""
+    for path in Path(HARDWARE_DIR).parent.rglob("*.yaml"):
+        assert "median_of" not in path.read_text(), path
