@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 
 from tierlab import __version__
-from tierlab.errors import ConfigError, Interrupted
+from tierlab.errors import ConfigError, Interrupted, require
 from tierlab.safeio import check_writable, write_json, write_text
 from tierlab.scenario import DEFAULT_CONFIG, DEFAULT_HARDWARE, DEFAULT_MODEL, resolve
 from tierlab.units import fmt_gib
@@ -338,7 +338,7 @@ def runner_scenario(kw: dict, ds_config=None, gpu_mem_cap=None):
         model = str(cfg_json)
     return scenario_of({**kw, "model": model, "ds_config": ds_config or kw["ds_config"],
                         "gpus": kw["gpus"] or 1, "nodes": kw["nodes"] or 1},
-                       gpu_mem_cap=gpu_mem_cap, swap_dir=kw["swap_dir"])
+                       gpu_mem_cap=gpu_mem_cap, swap_dir=kw["swap_dir"], judge="deepspeed")
 
 
 def runner_spec(sc, kw: dict, out_dir, label: str, **extra):
@@ -399,7 +399,6 @@ def run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_progr
 def _run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_progress, kw):
     import time as _time
 
-    from tierlab.errors import require
     from tierlab.safeio import free_folder
 
     require("torch", "deepspeed", "transformers", "psutil", what="tierlab run")
@@ -475,7 +474,6 @@ def compare(variants, uncapped_baseline, timeout_s, budget_s, out_dir, overwrite
     variant uses its preset, with the --set overrides applied to all."""
     import time as _time
 
-    from tierlab.errors import require
     from tierlab.safeio import free_folder
 
     out_dir = out_dir or str(free_folder(f"runs/compare-{_time.strftime('%Y%m%d-%H%M%S')}"))
@@ -529,7 +527,11 @@ def preflight(ctx, gpu_mem_cap, swap_dir, no_probe, no_memory, quiet, **kw):
     profile's RAM is judged."""
     from tierlab.runner.preflight import run_preflight
 
-    sc = scenario_of(kw, gpu_mem_cap=gpu_mem_cap, swap_dir=swap_dir)
+    if not no_probe:        # libaio/async_io is probed through DeepSpeed's op builder
+        require("torch", "deepspeed", what="preflight (probing this machine; --no-probe judges "
+                                           "the named profile only)")
+    sc = scenario_of(kw, gpu_mem_cap=gpu_mem_cap, swap_dir=swap_dir,
+                     judge="table" if no_probe else "deepspeed")
     local = not no_probe and not _given(ctx, "hardware")
     problems = run_preflight(sc.hardware, sc.model, sc.strategy, software=sc.software,
                              gpu_mem_cap_bytes=sc.gpu_mem_cap_bytes,
@@ -623,7 +625,6 @@ def calibrate(nvme_path, out, name, hardware, quick, raw, skip, sweep, from_raw)
         name = Path(out).stem if out else f"calibrated-{socket.gethostname().split('.')[0]}"
     out_path = Path(out) if out else HARDWARE_DIR / "systems" / f"{name}.yaml"
     paths = _calibration_paths(layout(out_path, name), raw)    # refused now, not after measuring
-    from tierlab.errors import require
 
     require("torch", "psutil", what="calibrate (measuring)")
     plan = cal.apply_sweep_overrides(cal.quick_plan() if quick else cal.SweepPlan(), list(sweep))
@@ -699,8 +700,11 @@ def _write_calibration(result, paths: dict, raw: str | None) -> None:
 @click.option("--strict", is_flag=True,
               help="With --loco: also predict each run by a fit on the pool runs that share none "
                    "of its classes.")
+@click.option("--example", is_flag=True,
+              help="Validate the two runs shipped with tierlab (TinyLlama-1.1B, ZeRO-2 and ZeRO-3 "
+                   "CPU offload, measured on an H200 with its calibration) instead of CASES.")
 def validate(cases, hardware, out, max_error, as_json, train, software, loco, classes, pool,
-             strict):
+             strict, example):
     """Simulate each measured run's exact config and compare with what was measured.
 
     CASES are measurement directories (or folders holding them; default validate/cases). Prints
@@ -709,16 +713,19 @@ def validate(cases, hardware, out, max_error, as_json, train, software, loco, cl
     max per metric, and how many runs' steady step falls inside its predicted 80% range
     (docs/ranges.md); writes CSV, JSON and PNG figures to --out."""
     from tierlab.profiles.load import load_software
-    from tierlab.validate.compare import DEFAULT_CASES, validate_cases
+    from tierlab.validate.compare import DEFAULT_CASES, EXAMPLE_CASES, validate_cases
     from tierlab.validate.report import format_validation, phase_bars_figure, scatter_figure
 
+    if example and cases:
+        raise ConfigError("--example validates the shipped runs: give it or CASES, not both")
+    cases = list(cases) or [EXAMPLE_CASES if example else DEFAULT_CASES]
     writable(out, "--out", folder=True)
     sw = load_software(software)
     if loco or classes or strict or pool != "train":
-        return _validate_loco(cases or [DEFAULT_CASES], sw, hardware, out, max_error, as_json,
+        return _validate_loco(cases, sw, hardware, out, max_error, as_json,
                               pool if pool == "all" or not train else list(train),
                               classes, strict, loco)
-    report = validate_cases(cases or [DEFAULT_CASES], sw, hardware=hardware,
+    report = validate_cases(cases, sw, hardware=hardware,
                             train=train or sw.train_cases)
     if report.unfinished:
         click.echo(f"warning: {len(report.unfinished)} run(s) neither finished nor ran out of "
@@ -732,7 +739,7 @@ def validate(cases, hardware, out, max_error, as_json, train, software, loco, cl
     save_figure(phase_bars_figure(report.rows), out_dir / "phases.png", quiet=True)
     from tierlab.validate.coverage import coverage, format_coverage, summarize_coverage
 
-    covered = coverage(cases or [DEFAULT_CASES], sw, hardware=hardware)
+    covered = coverage(cases, sw, hardware=hardware)
     ranges = summarize_coverage(covered)
     write_json(out_dir / "coverage.json", {**ranges, "runs": [c.to_dict() for c in covered]})
     if as_json:
@@ -907,7 +914,7 @@ def sweep(ctx, varies, out, jobs, memory_only, strict, plot_path, x_key, by, lis
     tierlab sweep -c zero3-nvme --micro-batch 4 --seq 1024 --vary nvme.drives=1,2,4,8
     --vary zero_optimization.sub_group_size=1e8,1e9 --out drives.csv --plot drives.png"""
     from tierlab.sim.engine import simulate
-    from tierlab.sim.sweep import Base, parse_vary, resolve, run_sweep, summary
+    from tierlab.sim.sweep import Base, parse_vary, resolve, all_failed, run_sweep, summary
     from tierlab.sim.sweep_keys import all_keys
 
     if list_keys:
@@ -954,6 +961,8 @@ def sweep(ctx, varies, out, jobs, memory_only, strict, plot_path, x_key, by, lis
     if out is None:
         click.echo(df.to_csv(index=False), nl=False)
     click.echo(summary(outcome, out), err=out is None)
+    if failure := all_failed(outcome):
+        raise ConfigError(failure)
     if plot_path and not memory_only:
         from tierlab.validate.plot_sweep import sweep_figure
 

@@ -31,5 +31,5 @@ def require(*modules: str, extra: str = "runner", what: str = "this command") ->
         except ImportError:
             missing.append(name)
     if missing:
-        raise ConfigError(f"{what} needs {', '.join(missing)}, which is not installed: "
+        raise ConfigError(f"{what} needs {', '.join(missing)} (not installed): "
                           f"pip install 'tierlab[{extra}]'")

@@ -199,12 +199,15 @@ def resolve(model: Any = DEFAULT_MODEL, hardware: Any = DEFAULT_HARDWARE,
             nodes: int | None = None, precision: str | None = None,
             checkpointing: bool | None = True, gpu_mem_cap: Any = None,
             swap_dir: str | None = None, software: Any = None,
-            where: str | None = None) -> Scenario:
+            where: str | None = None, judge: str | None = None) -> Scenario:
     """One Scenario from names (profile name or path) or objects (Hardware, Model, a ds_config
     dict or a Strategy) plus flags. `overrides`: `--set` items or {dotted.key: value}; `ds_keys`:
     ds_config keys set after them (a sweep point's); `gpu_mem_cap`: bytes or text ('8GiB');
     `software`: a Software (default: profiles/software/'s, with the host's measured costs);
-    `where`: how errors name a ds_config given as a dict.
+    `where`: how errors name a ds_config given as a dict; `judge`: who judges its keys:
+    'table' (the default), the vendored copy of DeepSpeed 0.19.8's config classes, which the tests
+    hold equal to DeepSpeed's own verdicts, so no simulation imports torch (~2 s); 'deepspeed' or
+    'auto' (DeepSpeed when importable), for the verbs that train or probe with it anyway.
     A Strategy as `ds_config` keeps its own activation checkpointing. Raises ConfigError."""
     from tierlab.runner.ds_config import with_swap_dir
     from tierlab.sim.host_costs import software_for
@@ -230,23 +233,13 @@ def resolve(model: Any = DEFAULT_MODEL, hardware: Any = DEFAULT_HARDWARE,
     flags = Flags(micro_batch=micro_batch, grad_accum=grad_accum, world_size=hw.world_size,
                   precision=precision, default_precision=default_precision(hw),
                   activation_checkpointing=bool(checkpointing), hidden=mdl.hidden)
-    # a shipped preset (and --set on it) is judged by the vendored table, which the tests hold
-    # equal to DeepSpeed's own verdicts: importing deepspeed costs ~2 s per process, more than
-    # the simulation; a config file of the user's is judged by DeepSpeed itself when importable
-    strategy, warnings = parse_ds_config(cfg, flags, where=where,
-                                         judge="table" if _shipped(ds_config, found) else "auto")
+    strategy, warnings = parse_ds_config(cfg, flags, where=where, judge=judge or "table")
     return Scenario(hardware=hw, model=mdl, strategy=strategy, software=software_for(hw, software),
                     warnings=tuple(warnings), notes=notes, config_where=where,
                     config_name=Path(found).stem if isinstance(ds_config, str) else "custom",
                     gpu_mem_cap_bytes=cap, swap_dir=swap_dir or None)
 
 
-def _shipped(ds_config: Any, found: str) -> bool:
-    """True when the ds_config is one of profiles/configs/ (named or by its path)."""
-    from tierlab.profiles.load import CONFIGS_DIR
-
-    return (isinstance(ds_config, str)
-            and Path(found).resolve().parent == CONFIGS_DIR.resolve())
 
 
 def set_dotted(cfg: dict, key: str, value) -> None:

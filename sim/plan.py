@@ -395,6 +395,7 @@ def plan(hardware, model, *, global_batch: int | None = None, grad_accum: int | 
     if simulator is None:
         _add_ranges(req, per_placement)
     winner, ranked = _rank(per_placement, failed, min_tokens_per_s)
+    _refuse_unevaluated(ranked)
     notes = _notes(hardware, winner, ranked, min_tokens_per_s) + _ties(winner, ranked)
     scaling: list[dict] = []
     nv = next((c for c in ranked if c.result and c.fits and "nvme" in (
@@ -404,6 +405,17 @@ def plan(hardware, model, *, global_batch: int | None = None, grad_accum: int | 
         notes.append(f"{nv.label}: " + _nvme_note(scaling, hardware.nvme_drives))
     return PlanResult(model=model.name, hardware=hardware.name, best=winner, alternatives=ranked,
                       notes=notes, nvme_scaling=scaling, simulations=s.simulations)
+
+
+def _refuse_unevaluated(ranked: list[Candidate]) -> None:
+    """A configuration that could not be evaluated (a bad profile, a missing file, a refused key)
+    is an error, never a "doesn't fit": a broken install must not turn into advice."""
+    errors = [c for c in ranked if c.verdict == "error"]
+    if errors:
+        first = errors[0]
+        raise ConfigError(f"plan: {len(errors)} of {len(ranked)} configurations could not be "
+                          f"evaluated, so there is no verdict; the first, {first.label}: "
+                          f"{first.reason.splitlines()[0] if first.reason else 'no reason'}")
 
 
 def format_plan(result: PlanResult) -> str:

@@ -557,6 +557,16 @@ def _num(value) -> str:
     return str(value)
 
 
+def all_failed(outcome: "SweepOutcome") -> str | None:
+    """When every row has an error (a bad profile, a missing file), the line to exit 2 with:
+    such a sweep evaluated nothing, and no row is a verdict. None otherwise."""
+    df = outcome.frame
+    if df.empty or "error" not in df.columns or (df["error"].fillna("").astype(str) == "").any():
+        return None
+    return (f"sweep: every one of the {len(df)} rows could not be evaluated; the first: "
+            f"{df['error'].iloc[0]}")
+
+
 def summary(outcome: "SweepOutcome", out: str | None = None) -> str:
     """Rows computed / skipped / failed, and the point with the most tokens/s that fits."""
     df = outcome.frame

@@ -72,3 +72,22 @@ def test_a_new_test_machine_needs_no_edit(stem, test):
     for kind in ("systems", "gpus", "cpus", "nvme"):
         excluded = any(fnmatch(f"hardware/{kind}/{stem}.yaml", p) for p in patterns)
         assert excluded is test, (kind, stem)
+
+
+def test_the_shipped_example_is_a_faithful_copy_of_the_lab(packaged):
+    """`tierlab validate --example` ships two measured runs with their machine's calibration: a
+    copy, so it is held byte-equal to the lab's runs and profiles (one home: the lab's)."""
+    example = ROOT / "validate" / "example"
+    copies = [p for p in example.rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl",
+                                                                             ".yaml")]
+    assert len(copies) >= 11
+    for path in copies:
+        rel = path.relative_to(example)
+        assert f"validate/example/{rel.as_posix()}" in packaged, rel
+        if rel.name == "validate.yaml":
+            continue
+        if rel.parts[0] == "hardware":
+            original = HARDWARE_DIR.joinpath(*rel.parts[1:])
+        else:
+            original = ROOT / "validate" / "cases" / "h200x2-e" / rel
+        assert path.read_bytes() == original.read_bytes(), rel

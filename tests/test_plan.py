@@ -175,3 +175,19 @@ def test_cli_plan_bad_input(args, fragment):
     r = run("plan", *args)
     assert r.exit_code == 2, r.output
     assert r.output.strip().splitlines()[-1].startswith("error:") and fragment in r.output
+
+
+def test_a_configuration_that_cannot_be_evaluated_is_an_error_never_a_verdict(tmp_path):
+    """A broken install (the wheel once missed the profiles its software profile read) made every
+    candidate fail; the planner called that "Nothing fits ... can't be done here" and exited 1.
+    Now it is an error naming the candidate and the reason (the CLI: one line, exit 2)."""
+    from tierlab.sim.engine import simulate
+
+    def broken(hardware, model, strategy, **kw):
+        if strategy.zero.stage == 3:
+            raise ConfigError("profiles/software/x.yaml: unknown CPU profile 'h200-g'")
+        return simulate(hardware, model, strategy, **kw)
+
+    with pytest.raises(ConfigError, match=r"plan: \d+ of \d+ configurations could not be "
+                                          r"evaluated.*unknown CPU profile 'h200-g'"):
+        plan(load_hardware(WS), load_model("llama-2-7b"), simulator=broken)

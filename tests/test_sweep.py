@@ -230,3 +230,18 @@ def test_cli_sweep_to_stdout_and_list_keys():
 def test_cli_sweep_bad_input(args, fragment, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert_user_error(run("sweep", "--no-progress", *args), fragment)
+
+
+def test_a_sweep_whose_every_row_failed_exits_2_and_keeps_its_rows(tmp_path):
+    """Rows that could not be evaluated are rows with their error, never verdicts; when nothing
+    could be evaluated the sweep fails (exit 2), the rows still written."""
+    out = tmp_path / "s.csv"
+    result = CliRunner().invoke(main, ["sweep", "-c", "zero3-nvme", "--vary", "nvme.drives=0",
+                                       "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert "error: sweep: every one of the 1 rows could not be evaluated; the first: " \
+           "workstation-rtx3070 has no NVMe drive" in result.output
+    assert "no NVMe drive" in read_results(out)["error"].iloc[0]
+    result = CliRunner().invoke(main, ["sweep", "-c", "zero3-nvme", "--vary", "nvme.drives=0..1",
+                                       "--out", str(tmp_path / "t.csv")])
+    assert result.exit_code == 0 and "1 with an error" in result.output

@@ -182,7 +182,8 @@ def folder_hardware(folder: str | Path) -> str | None:
             or set(data) - {"hardware", "note"}:
         raise ConfigError(f"{path}: expected `hardware: PROFILE` (and an optional `note:`), "
                           f"got {data!r}")
-    return data["hardware"]
+    beside = Path(folder) / data["hardware"]     # a profile shipped with the runs, by its path
+    return str(beside.resolve()) if beside.is_file() else data["hardware"]
 
 
 def with_profiles(dirs: Iterable[Path], hardware: str | None = None,
@@ -223,6 +224,9 @@ def find_measurements(paths: Iterable[str | Path]) -> list[Path]:
 
 DEFAULT_CASES = Path(__file__).resolve().parent / "cases"
 """The measured runs `tierlab validate` reads when given no CASES."""
+EXAMPLE_CASES = Path(__file__).resolve().parent / "example"
+"""Two measured runs shipped with tierlab (`tierlab validate --example`), with the calibration of
+the machine they ran on: a copy of the lab's, held equal to it by tests/test_package_data.py."""
 DEFAULT_HARDWARE = "h200-host"
 """The profile runs are simulated on when neither -H nor their folder's validate.yaml names one."""
 
