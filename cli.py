@@ -201,20 +201,24 @@ def main(verbose: int) -> None:
 @main.command()
 @click.argument("kind", required=False,
                 type=click.Choice(["hardware", "models", "configs", "gpus", "cpus", "nvme"]))
-@click.option("--test-machines", is_flag=True,
-              help="Also list the calibrations of this project's test machines (validation data).")
-def profiles(kind, test_machines):
-    """List shipped profiles with a one-line summary each.
+def profiles(kind):
+    """List the shipped profiles with a one-line summary each, then your own.
 
     KIND is one of hardware (systems), models, configs (DeepSpeed presets), gpus, cpus, nvme;
-    all of hardware, models and configs when omitted. Hardware is the catalogue (docs/catalogue.md)
-    unless --test-machines is given."""
-    from tierlab.profiles.catalogue import list_catalogue
+    all of hardware, models and configs when omitted. Hardware is the catalogue
+    (docs/catalogue.md); profiles of your own (`tierlab calibrate` writes them) are found by name
+    in the folders $TIERLAB_PROFILES names (each holding hardware/systems, gpus, cpus, nvme; ':'
+    between several), and listed after the catalogue."""
+    from tierlab.profiles.catalogue import list_catalogue, list_user_profiles
 
     for k in [kind] if kind else ["hardware", "models", "configs"]:
         click.echo(f"{k}:")
-        for name, summary in list_catalogue(k, test_machines=test_machines):
+        for name, summary in list_catalogue(k):
             click.echo(f"  {name:28s} {summary}")
+        if own := list_user_profiles(k):
+            click.echo(f"{k} ($TIERLAB_PROFILES):")
+            for name, summary in own:
+                click.echo(f"  {name:28s} {summary}")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -575,7 +579,7 @@ def preflight(ctx, gpu_mem_cap, swap_dir, no_probe, no_memory, quiet, **kw):
               help="Comma-separated benchmarks not to run: gpu, pcie, gemm, layer (real Hugging "
                    "Face decoder layers at each model's width, plain and checkpointed, ~1-2 min), "
                    "nccl, aio, adam, memcpy, dispatch (the hooked module-call time), deepspeed "
-                   "(DeepSpeed's host costs on narrow Llama models, 5-8 min; docs/host-costs.md), "
+                   "(DeepSpeed's host costs on narrow Llama models, 5-8 min; lab/notes/host-costs.md), "
                    "overflow (ZeRO-3's fp16 overflow check over a 512 MiB fp16 host buffer, seconds).")
 @click.option("--sweep", multiple=True, metavar="KEY=V1,V2",
               help="Override sweep points, e.g. --sweep aio_block_sizes=1M,8M --sweep "
@@ -673,7 +677,7 @@ def _write_calibration(result, paths: dict, raw: str | None) -> None:
 @click.option("--hardware", "-H", default=None,
               help="Calibrated system profile of the host the runs were measured on, for every "
                    "run. Default: per folder, the profile its validate.yaml names (`hardware: "
-                   "PROFILE`, written beside runs calibrated with them), else h200-host.")
+                   "PROFILE` or a path relative to the folder, written beside runs calibrated with them).")
 @click.option("--out", default="out/validate", show_default=True, metavar="DIR",
               help="Where to write validate.csv, summary.json, split.json, coverage.json, "
                    "scatter.png and phases.png.")
@@ -707,18 +711,19 @@ def validate(cases, hardware, out, max_error, as_json, train, software, loco, cl
              strict, example):
     """Simulate each measured run's exact config and compare with what was measured.
 
-    CASES are measurement directories (or folders holding them; default validate/cases). Prints
+    CASES are measurement directories (or folders holding them), or --example. Prints
     predicted vs measured per run and metric (steady step time, step 1, forward/backward/optimizer,
     GPU peak allocated, host RSS, swap bytes, OOM), the mean absolute percentage error and the
     max per metric, and how many runs' steady step falls inside its predicted 80% range
     (docs/ranges.md); writes CSV, JSON and PNG figures to --out."""
     from tierlab.profiles.load import load_software
-    from tierlab.validate.compare import DEFAULT_CASES, EXAMPLE_CASES, validate_cases
+    from tierlab.validate.compare import EXAMPLE_CASES, validate_cases
     from tierlab.validate.report import format_validation, phase_bars_figure, scatter_figure
 
-    if example and cases:
-        raise ConfigError("--example validates the shipped runs: give it or CASES, not both")
-    cases = list(cases) or [EXAMPLE_CASES if example else DEFAULT_CASES]
+    if example == bool(cases):
+        raise ConfigError("give measured run folders (CASES) or --example (the runs shipped "
+                          "with tierlab), one of the two")
+    cases = list(cases) or [EXAMPLE_CASES]
     writable(out, "--out", folder=True)
     sw = load_software(software)
     if loco or classes or strict or pool != "train":

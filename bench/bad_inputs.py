@@ -21,8 +21,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TIERLAB = [sys.executable, "-m", "tierlab.cli"]
-CASE = ROOT / "validate" / "cases" / "h200x2" / "c-tinyllama-noofl"
-RAW = ROOT / "validate" / "cases" / "h200x2" / "calibrate-raw.json"
+CASE = ROOT / "lab" / "cases" / "h200x2" / "c-tinyllama-noofl"
+RAW = ROOT / "lab" / "cases" / "h200x2" / "calibrate-raw.json"
 TINY = ROOT / "runner" / "data" / "tiny-llama.yaml"
 NO_PSUTIL = ("import sys; sys.modules['psutil'] = None; sys.modules['torch'] = None; "
              "from tierlab.cli import main; main()")

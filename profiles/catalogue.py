@@ -1,66 +1,32 @@
-"""Which hardware profiles are the catalogue (hardware a user picks) and which are this project's
-own test machines (validation data: calibrations of the H200 machines the committed runs in
-validate/cases were measured on).
+"""The hardware catalogue: the shipped profiles a user picks (profiles/hardware/), and the
+profiles of your own that $TIERLAB_PROFILES names (profiles/load.py PROFILES_ENV), listed apart.
 
-The test machines stay in profiles/hardware beside the catalogue, so a checkout (`pip install -e .`
-or PYTHONPATH) loads them by name as validate/cases and the tests do; they are left out of
-`tierlab profiles` unless `--test-machines` is given, and out of the wheel by setup.cfg's
-`exclude_package_data` (the same names as `TEST_MACHINE`; tests/test_package_data.py holds the two
-together). A test machine is a system named by `TEST_MACHINE`: a new one (`calibrate --name
-h200-j`, with its parts named h200-j too) needs no edit here or in setup.cfg. A part (GPU, CPU,
-NVMe profile) is a test-machine part when every system that names it is a test machine
-(h200-host-virtio, the h200x2-* CPUs); a part no system names, or one a catalogue system also
-names (the h200 GPU, named by h200-gen5), is catalogue.
+This project's test machines (the H200 machines its measured runs ran on) are not in the
+catalogue: they live in the repository's lab (lab/profiles/hardware), which the lab's scripts and
+tests reach through $TIERLAB_PROFILES, and the wheel never holds.
 """
 from __future__ import annotations
 
-import re
-
-from tierlab.profiles.load import HARDWARE_DIR, list_profiles, read_data
-
-TEST_MACHINE = re.compile(r"h200-(host[\w.+-]*|[a-z])|h200x\d+-[\w.+-]+")
-"""System profile stems that are calibrations of this project's test machines: h200-host (the first
-H200 machine), h200-<letter> (single-H200 machines calibrated by `tierlab calibrate`),
-h200x<N>-<name> (N x H200 ones). h200-gen5 (a published Azure ND H200 v5 host) is catalogue."""
-
-TEST_MACHINES = frozenset(p.stem.lower() for p in (HARDWARE_DIR / "systems").glob("*.yaml")
-                          if TEST_MACHINE.fullmatch(p.stem.lower()))
-"""The test-machine system profiles present (none in an installed wheel)."""
-
-_PARTS = {"gpus": "gpu", "cpus": "cpu", "nvme": "nvme"}
+from tierlab.profiles.load import HARDWARE_DIR, list_profiles, read_data, user_hardware_dirs
 
 
-def _parts_named(test: bool) -> dict[str, set[str]]:
-    """{part kind: stems named by the test-machine systems (test=True) or by the others}."""
-    out: dict[str, set[str]] = {kind: set() for kind in _PARTS}
-    for path in (HARDWARE_DIR / "systems").glob("*.yaml"):
-        if (path.stem.lower() in TEST_MACHINES) != test:
-            continue
-        data = read_data(path)
-        for kind, key in _PARTS.items():
-            name = data.get(key) if isinstance(data, dict) else None
-            if isinstance(name, str) and re.fullmatch(r"[\w.+-]+", name):
-                out[kind].add(name.lower())
-    return out
+def list_catalogue(kind: str) -> list[tuple[str, str]]:
+    """(name, summary) of the shipped profiles of a kind (hardware, gpus, cpus, nvme, models,
+    configs)."""
+    return list_profiles(kind)
 
 
-def hidden_stems(kind: str) -> set[str]:
-    """Stems of a kind (hardware/systems, gpus, cpus, nvme) that are test machines or parts only
-    test-machine systems name."""
-    if kind in ("hardware", "systems"):
-        return set(TEST_MACHINES)
-    if kind not in _PARTS:
-        return set()
-    return _parts_named(True)[kind] - _parts_named(False)[kind]
-
-
-def list_catalogue(kind: str, *, test_machines: bool = False) -> list[tuple[str, str]]:
-    """`list_profiles(kind)` less the test machines (all of them with test_machines=True)."""
-    rows = list_profiles(kind)
-    if test_machines:
-        return rows
-    hidden = hidden_stems(kind)
-    return [(name, summary) for name, summary in rows if name.lower() not in hidden]
+def list_user_profiles(kind: str) -> list[tuple[str, str]]:
+    """(name, summary) of the hardware profiles of a kind in the $TIERLAB_PROFILES folders that
+    are not shipped ones (empty without the variable, or for models and configs)."""
+    if kind not in ("hardware", "gpus", "cpus", "nvme"):
+        return []
+    shipped = {name for name, _ in list_profiles(kind)}
+    rows = []
+    for root in user_hardware_dirs():
+        rows += [r for r in list_profiles(kind, root) if r[0] not in shipped]
+        shipped |= {name for name, _ in rows}
+    return rows
 
 
 # ----------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 import re
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -23,6 +24,9 @@ MODELS_DIR = ROOT / "models"
 CONFIGS_DIR = ROOT / "configs"
 SOFTWARE_DIR = ROOT / "software"
 DEFAULT_SOFTWARE = "deepspeed-0.19.8"
+PROFILES_ENV = "TIERLAB_PROFILES"
+"""Folders of your own hardware profiles (each holding hardware/systems, gpus, cpus, nvme), searched
+by name before the shipped ones; several are separated by ':' (os.pathsep)."""
 
 _PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
            "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
@@ -326,14 +330,22 @@ def _network(data: Any, where: str) -> Network:
     return net
 
 
+def find_part(part: str, name: str, near: str | Path | None = None) -> Path:
+    """The file of a hardware part (systems, gpus, cpus, nvme) by name or path: for a part a
+    system file `near` names, from that file's own tree first (…/systems/X.yaml next to
+    …/gpus/NAME.yaml, as `tierlab calibrate` writes them), then $TIERLAB_PROFILES', then the
+    shipped profiles. Unknown -> ConfigError with the closest names."""
+    if near is not None:
+        system_dir = Path(near).parent
+        local = system_dir.parent / part / f"{name}.yaml"
+        if system_dir.name == "systems" and "/" not in name and local.is_file():
+            return local
+    return _find(hardware_dirs(part), ".yaml", name, _KINDS[part])
+
+
 def _system_part(where: str, part: str, name: str):
-    """A part a system names: from the system file's own tree (…/systems/X.yaml next to
-    …/gpus/NAME.yaml, as `tierlab calibrate` writes them) if there, else the shipped profiles."""
-    system_dir = Path(where).parent
-    local = system_dir.parent / part / f"{name}.yaml"
-    if system_dir.name == "systems" and "/" not in name and local.is_file():
-        return load_part(part, str(local))
-    return load_part(part, name)
+    """A part a system names, found by find_part near the system file."""
+    return load_part(part, str(find_part(part, name, near=where)))
 
 
 def _system(data: Any, where: str) -> Hardware:
@@ -369,12 +381,28 @@ def _wrap(fn, data, where):
         raise ConfigError(f"{where}: {e}") from None
 
 
-def _names(directory: Path, suffix: str) -> dict[str, Path]:
-    """{stem: path} in name order ('h200' before 'h200-g': sorted by stem, not file name)."""
-    return dict(sorted((p.stem.lower(), p) for p in directory.glob(f"*{suffix}")))
+def user_hardware_dirs() -> list[Path]:
+    """The `hardware/` folders named by $TIERLAB_PROFILES, in its order (read at each lookup)."""
+    return [Path(d).expanduser() / "hardware"
+            for d in os.environ.get(PROFILES_ENV, "").split(os.pathsep) if d.strip()]
 
 
-def _find(directory: Path, suffix: str, name: str, what: str) -> Path:
+def hardware_dirs(part: str) -> list[Path]:
+    """Where a hardware part is looked up by name: $TIERLAB_PROFILES' folders, then the shipped."""
+    return [d / part for d in user_hardware_dirs()] + [HARDWARE_DIR / part]
+
+
+def _names(directory: Path | list[Path], suffix: str) -> dict[str, Path]:
+    """{stem: path} in name order ('h200' before 'h200-g': sorted by stem, not file name); over
+    several folders the first that holds a stem wins."""
+    found: dict[str, Path] = {}
+    for d in [directory] if isinstance(directory, Path) else directory:
+        for p in d.glob(f"*{suffix}"):
+            found.setdefault(p.stem.lower(), p)
+    return dict(sorted(found.items()))
+
+
+def _find(directory: Path | list[Path], suffix: str, name: str, what: str) -> Path:
     """A profile by file stem (case-insensitive) or by path; unknown -> closest names."""
     candidate = Path(name).expanduser()
     paths = (".yaml", ".yml", ".json") + ((".hjson",) if suffix == ".json" else ())   # ds_configs
@@ -393,7 +421,7 @@ def _find(directory: Path, suffix: str, name: str, what: str) -> Path:
 
 def load_part(part: str, name: str):
     """One GPU / CPU / NVMe / system profile by name or path."""
-    path = _find(HARDWARE_DIR / part, ".yaml", name, _KINDS[part])
+    path = find_part(part, name)
     data = read_data(path)
     if isinstance(data, Mapping) and data.get("kind") != _KINDS[part]:
         raise ConfigError(f"{path}: kind must be {_KINDS[part]!r}, got {data.get('kind')!r}")
@@ -490,14 +518,12 @@ def load_ds_config(name: str) -> tuple[dict, str]:
     return dict(data), str(path)
 
 
-def list_profiles(kind: str) -> list[tuple[str, str]]:
-    """(name, one-line summary) of every shipped profile of a kind: hardware, models, configs."""
+def list_profiles(kind: str, hardware_dir: Path = HARDWARE_DIR) -> list[tuple[str, str]]:
+    """(name, one-line summary) of every shipped profile of a kind: hardware, models, configs
+    (hardware kinds: those in `hardware_dir`, default the shipped)."""
     if kind == "hardware":
-        out = []
-        for stem in _names(HARDWARE_DIR / "systems", ".yaml"):
-            hw = load_part("systems", stem)
-            out.append((stem, hw.description))
-        return out
+        return [(stem, load_part("systems", str(path)).description)
+                for stem, path in _names(hardware_dir / "systems", ".yaml").items()]
     if kind == "models":
         out = []
         for stem in _names(MODELS_DIR, ".yaml"):
@@ -512,7 +538,8 @@ def list_profiles(kind: str) -> list[tuple[str, str]]:
             out.append((stem, str(cfg.get("_description", ""))))
         return out
     if kind in _PARTS:
-        return [(stem, load_part(kind, stem).name) for stem in _names(HARDWARE_DIR / kind, ".yaml")]
+        return [(stem, load_part(kind, str(path)).name)
+                for stem, path in _names(hardware_dir / kind, ".yaml").items()]
     raise ConfigError(f"unknown profile kind {kind!r}; choose hardware, models, configs, gpus, "
                       "cpus, nvme")
 

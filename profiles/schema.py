@@ -82,7 +82,7 @@ class CPU:
     """Host seconds of one forward call of a small hooked nn.Module on the GPU (Python + hook +
     torch dispatch + kernel launch, autograd on), measured by `tierlab calibrate`. A recorded
     fact, not a model input: on five H200 machines it did not track how fast they ran the same
-    training step (validate/cases/README.md), so the fitted host terms are not scaled by it."""
+    training step (lab/cases/README.md), so the fitted host terms are not scaled by it."""
     host_costs: Mapping[str, float] = field(default_factory=dict)
     """DeepSpeed's per-event host costs measured on this host by `tierlab calibrate` (keys:
     HOST_COST_FIELDS, seconds); they override the software profile's values (empty: none)."""

@@ -277,7 +277,7 @@ def memcpy_bandwidth(nbytes: int, repeats: int) -> list[dict]:
     copy with ordinary (write-allocate) stores: read the source, read the destination line for
     ownership, write it back = 3 x nbytes. STREAM's 2 x nbytes convention leaves the RFO read out
     and so understates what DRAM sustains: on the 2x H200 host it gave 103 GB/s while
-    DeepSpeedCPUAdam moved 5.66 G params/s x 28 B = 158 GB/s (validate/cases/h200x2)."""
+    DeepSpeedCPUAdam moved 5.66 G params/s x 28 B = 158 GB/s (lab/cases/h200x2)."""
     import torch
 
     src = torch.ones(nbytes, dtype=torch.uint8)

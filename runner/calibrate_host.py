@@ -15,7 +15,7 @@ too but derive nothing: their slopes, predicted with every term, are reported in
 
 A term that comes out at or below zero measured nothing: its event costs host time (each is a
 Python call path of DeepSpeed's), so the difference was lost in the noise between the processes
-it subtracts (bench/dispatch_probe.py). It is listed as a problem and the base profile's value
+it subtracts (lab/scripts/dispatch_probe.py). It is listed as a problem and the base profile's value
 stays, with its source, as for a variant that could not run; a zero would have been a guess.
 """
 from __future__ import annotations
@@ -49,7 +49,7 @@ POOLED = {"host_dispatch_s_per_module": ("stage0", "zero2", "zero2_offload",
 or without offload_optimizer, pinned or not, per micro-step) is the same kernel dispatch (ZeRO-1/2
 register no forward hooks: stage_1_and_2.py hooks the gradients only). Each variant gives the term
 from its own pair of processes and the median is kept: the host-bound forward of one process
-differs from another's on the same machine by up to 2x (bench/dispatch_probe.py), so one pair
+differs from another's on the same machine by up to 2x (lab/scripts/dispatch_probe.py), so one pair
 alone is as likely to catch a slow process as not."""
 
 CHECKS = (("zero3_offload_gas2", "forward_s"), ("zero3_offload_gas2", "backward_s"),

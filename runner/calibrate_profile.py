@@ -48,7 +48,7 @@ def base_documents(base: str) -> dict[str, Any]:
     from tierlab.profiles import load
 
     try:
-        path = load._find(load.HARDWARE_DIR / "systems", ".yaml", base, "system")
+        path = load.find_part("systems", base)
         load.load_hardware(str(path))                       # validates it as a whole
     except ConfigError as e:
         raise ConfigError(f"--hardware {base}: {e}; see `tierlab profiles hardware`") from None
@@ -56,7 +56,7 @@ def base_documents(base: str) -> dict[str, Any]:
     docs: dict[str, Any] = {"systems": system, "systems_name": path.stem}
     for part, key in (("gpus", "gpu"), ("cpus", "cpu"), ("nvme", "nvme")):
         if system.get(key):
-            part_path = load._find(load.HARDWARE_DIR / part, ".yaml", str(system[key]), key)
+            part_path = load.find_part(part, str(system[key]), near=path)
             docs[part] = (str(system[key]), load.read_data(part_path))
     return docs
 

@@ -244,7 +244,7 @@ def gpu_moments(hw: Hardware, model: Model, strategy: Strategy) -> dict[str, dic
             # each reduced gradient's slice to fp64 (zero/utils.py get_norm_dtype) for its norm,
             # one parameter at a time while the buckets are alive: the largest sets the peak.
             # TinyLlama mb 2 x 4 micro-steps: 65.5M x 8 B = 0.49 GiB beside the two 0.37 GiB
-            # buckets at the measured peak (bench/memory_snapshot.py, 3.81 GiB allocated)
+            # buckets at the measured peak (lab/scripts/memory_snapshot.py, 3.81 GiB allocated)
             backward["grad_norm_fp64"] = 8.0 * min(max(lay.numels), lay.partition_numel)
     if z.stage >= 1 and strategy.optimizer_device == "none" and strategy.precision != "fp32":
         # the fp32 gradient exists only inside the step: stage_1_and_2.py `step` flattens this

@@ -4,8 +4,9 @@ from click.testing import CliRunner
 from tierlab.cli import main
 
 
-def run(*args):
-    return CliRunner().invoke(main, list(args))
+def run(*args, env=None):
+    """`tierlab ARGS` in-process; `env`: environment variables set for the call."""
+    return CliRunner().invoke(main, list(args), env=env)
 
 
 def assert_user_error(result, *fragments):

@@ -376,7 +376,7 @@ def test_gpu_without_gemm_and_layer_points_inherits_the_bases_layer_times(machin
     """A calibration that skipped both the GEMM and the layer benchmark takes the base's GEMM
     curve and, with it, the base's decoder-layer times (modelled on that very curve); one that
     measured its own keeps its own."""
-    raw = load.ROOT.parent / "validate" / "cases" / machine / f"{machine}-raw.json"
+    raw = load.ROOT.parent / "lab" / "cases" / machine / f"{machine}-raw.json"
     out = tmp_path / "systems" / f"{machine}.yaml"
     result = run("calibrate", "--from-raw", str(raw), "--hardware", "h200-host", "--out", str(out))
     assert result.exit_code == 0, result.output
@@ -389,7 +389,7 @@ def test_gpu_without_gemm_and_layer_points_inherits_the_bases_layer_times(machin
 def test_from_raw_lists_the_host_cost_terms_left_to_the_software_profile(tmp_path):
     """h200-m's accumulation round trip came out below zero: the rebuilt CPU profile leaves it
     out and the command says so, with the arithmetic, as it lists a skipped benchmark."""
-    raw = load.ROOT.parent / "validate" / "cases" / "h200-m" / "h200-m-raw.json"
+    raw = load.ROOT.parent / "lab" / "cases" / "h200-m" / "h200-m-raw.json"
     out = tmp_path / "systems" / "h200-m.yaml"
     result = run("calibrate", "--from-raw", str(raw), "--out", str(out))
     assert result.exit_code == 0, result.output
@@ -398,4 +398,5 @@ def test_from_raw_lists_the_host_cost_terms_left_to_the_software_profile(tmp_pat
     assert "not above the noise" in line and "software profile's value stays" in line
     cpu = (tmp_path / "cpus" / "h200-m.yaml").read_text()
     assert "offload_accum_per_param" not in cpu and "offload_grad_copy_per_param" in cpu
-    assert cpu == (load.HARDWARE_DIR / "cpus" / "h200-m.yaml").read_text()
+    assert cpu == (load.ROOT.parent / "lab" / "profiles" / "hardware" / "cpus" / "h200-m.yaml"
+                   ).read_text()

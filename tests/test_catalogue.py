@@ -1,38 +1,43 @@
-"""The catalogue listing: `tierlab profiles` shows the hardware a user picks, not the calibrations
-of this project's test machines (they stay loadable by name: validate/cases uses them)."""
+"""The catalogue listing: `tierlab profiles` shows the shipped hardware a user picks, then the
+profiles of the folders $TIERLAB_PROFILES names (the tests point it at the lab's test machines,
+tests/conftest.py), which load by name too."""
+import os
+from pathlib import Path
+
 import pytest
 
-from tierlab.profiles.catalogue import TEST_MACHINES, list_catalogue, hidden_stems
-from tierlab.profiles.load import HARDWARE_DIR, list_profiles, load_hardware
+from tierlab.profiles.catalogue import list_catalogue, list_user_profiles
+from tierlab.profiles.load import HARDWARE_DIR, load_hardware
 
 from _cli import run  # noqa: E402
 
-SYSTEMS = sorted(p.stem.lower() for p in (HARDWARE_DIR / "systems").glob("*.yaml"))
-CATALOGUE = [n for n in SYSTEMS if n not in TEST_MACHINES]
+LAB_HARDWARE = Path(os.environ["TIERLAB_PROFILES"]) / "hardware"
+CATALOGUE = sorted(p.stem.lower() for p in (HARDWARE_DIR / "systems").glob("*.yaml"))
+LAB_SYSTEMS = sorted(p.stem.lower() for p in (LAB_HARDWARE / "systems").glob("*.yaml"))
 
 
-def test_every_test_machine_is_a_shipped_system():
-    assert TEST_MACHINES <= set(SYSTEMS)
+def test_no_test_machine_is_shipped():
+    assert len(LAB_SYSTEMS) > 15 and not set(LAB_SYSTEMS) & set(CATALOGUE)
+    for kind in ("gpus", "cpus", "nvme"):
+        lab = {p.stem for p in (LAB_HARDWARE / kind).glob("*.yaml")}
+        assert not lab & {p.stem for p in (HARDWARE_DIR / kind).glob("*.yaml")}, kind
 
 
-def test_hardware_listing_is_the_catalogue():
-    names = [n for n, _ in list_catalogue("hardware")]
-    assert names == CATALOGUE and not set(names) & TEST_MACHINES
-    assert [n for n, _ in list_catalogue("hardware", test_machines=True)] == SYSTEMS
+def test_hardware_listing_is_the_catalogue_then_yours():
+    assert [n for n, _ in list_catalogue("hardware")] == CATALOGUE
+    assert [n for n, _ in list_user_profiles("hardware")] == LAB_SYSTEMS
+    assert list_user_profiles("models") == []
 
 
-@pytest.mark.parametrize("kind, hidden, shown", [
+@pytest.mark.parametrize("kind, lab, shown", [
     ("cpus", {"h200-host-cpu", "h200x2-b", "h200-g"}, {"2x-epyc-7742", "ryzen-9-5900x"}),
     ("nvme", {"h200-host-virtio", "h200x2-host"}, {"gen4-datacenter", "pny-cs3040"}),
-    # h200 is also named by the catalogue's h200-gen5, so it stays
     ("gpus", {"h200-g", "h200x2-f"}, {"h200", "a100-sxm4-80gb"}),
 ])
-def test_parts_only_test_machines_name_are_hidden(kind, hidden, shown):
+def test_parts_of_the_test_machines_are_yours_not_the_catalogue(kind, lab, shown):
     names = {n for n, _ in list_catalogue(kind)}
-    assert not names & hidden and shown <= names
-    assert hidden <= hidden_stems(kind)
-    assert {n for n, _ in list_catalogue(kind, test_machines=True)} == \
-        {n for n, _ in list_profiles(kind)}
+    assert not names & lab and shown <= names
+    assert lab <= {n for n, _ in list_user_profiles(kind)}
 
 
 @pytest.mark.parametrize("name", CATALOGUE)
@@ -48,15 +53,22 @@ def test_catalogue_systems_hold_no_test_machine_measurement(name):
             assert not source.lower().startswith("measured"), f"{name}: {part}.{key}: {source}"
 
 
-def test_cli_lists_test_machines_only_when_asked():
+def test_cli_lists_the_catalogue_then_yours_and_both_load_by_name(tmp_path):
     out = run("profiles", "hardware")
     assert out.exit_code == 0, out.output
-    assert "dgx-a100" in out.output and "h200x2-b" not in out.output
-    assert "h200-host " not in out.output
-    out = run("profiles", "hardware", "--test-machines")
-    assert out.exit_code == 0 and "h200x2-b" in out.output and "h200-host " in out.output
-    # still loadable by name
+    catalogue, _, yours = out.output.partition("hardware ($TIERLAB_PROFILES):")
+    assert "dgx-a100" in catalogue and "h200x2-b" not in catalogue
+    assert "h200x2-b" in yours and "h200-host " in yours and "dgx-a100" not in yours
     assert load_hardware("h200x2-b").name == "h200x2-b"
+    # a profile of yours, by name: its system finds its parts among yours and the shipped
+    mine = tmp_path / "hardware" / "systems"
+    mine.mkdir(parents=True)
+    (mine / "my-box.yaml").write_text((HARDWARE_DIR / "systems" / "workstation-rtx3070.yaml")
+                                      .read_text().replace("name: workstation-rtx3070",
+                                                           "name: my-box"))
+    env = f"{tmp_path}{os.pathsep}{os.environ['TIERLAB_PROFILES']}"
+    out = run("simulate", "-H", "my-box", "-c", "zero2-cpu", env={"TIERLAB_PROFILES": env})
+    assert out.exit_code == 0 and "on my-box" in out.output, out.output
 
 
 def test_docs_catalogue_tables_match_the_profiles():

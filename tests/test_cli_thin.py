@@ -10,7 +10,7 @@ from tierlab.runner.measurement import load_measurement
 from tierlab.validate.compare import run_scenario, scenario_of
 from tierlab.profiles.load import load_hardware
 
-RUN = Path(__file__).resolve().parents[1] / "validate" / "cases" / "h200x2" / "c-tinyllama-z3cpu-8g"
+RUN = Path(__file__).resolve().parents[1] / "lab" / "cases" / "h200x2" / "c-tinyllama-z3cpu-8g"
 
 
 def test_version():

@@ -27,19 +27,24 @@ MARKER = re.compile(r"<!--\s*(gpu|exit:\s*(\d+))\s*-->")
 @dataclass
 class Example:
     where: str
-    commands: list[list[str]]
+    commands: list[tuple[dict, list[str]]]
+    """(VAR=value assignments before `tierlab`, its arguments) per command line."""
     exit_code: int = 0
     gpu: bool = False
     expected: list[str] = field(default_factory=list)
 
 
-def _commands(lines: list[str]) -> list[list[str]]:
+def _commands(lines: list[str]) -> list[tuple[dict, list[str]]]:
     text = "\n".join(lines).replace("\\\n", " ")
     out = []
     for line in text.splitlines():
         args = shlex.split(line, comments=True)
+        env = {}
+        while args and re.fullmatch(r"[A-Z_]+=\S*", args[0]):
+            key, _, value = args.pop(0).partition("=")
+            env[key] = value
         if args and args[0] == "tierlab":
-            out.append(args[1:])
+            out.append((env, args[1:]))
     return out
 
 
@@ -87,7 +92,7 @@ def check_output(expected: list[str], output: str, where: str) -> None:
 
 
 def scratch(tmp_path: Path) -> Path:
-    """A folder where relative paths of the repository (validate/cases, runner/data, profiles)
+    """A folder where relative paths of the repository (lab/cases, runner/data, profiles)
     resolve and what the examples write (out/, drives.csv) lands."""
     for entry in REPO.iterdir():
         if entry.name not in {"out", ".git", ".venv"} and not entry.name.startswith("."):
@@ -97,12 +102,15 @@ def scratch(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("path", DOCS, ids=lambda p: p.name)
 def test_examples_run_and_match(path, tmp_path, monkeypatch):
+    """As a user runs them: in a checkout, with only the environment the example itself sets
+    (no $TIERLAB_PROFILES unless the example names it)."""
     monkeypatch.chdir(scratch(tmp_path))
+    monkeypatch.delenv("TIERLAB_PROFILES")
     for ex in examples(path):
         if ex.gpu:
             continue
-        for args in ex.commands:
-            r = CliRunner().invoke(main, args)
+        for env, args in ex.commands:
+            r = CliRunner().invoke(main, args, env=env)
             assert r.exit_code == ex.exit_code, (f"{ex.where}: tierlab {shlex.join(args)} "
                                                  f"exited {r.exit_code}:\n{r.output}")
         if ex.expected:
@@ -115,8 +123,8 @@ def test_the_parser_sees_markers_and_outputs(tmp_path):
                    "<!-- exit: 2 -->\n```bash\nmake setup\ntierlab memory -m nope\n```\n\n"
                    "```text\nerror: ...\n```\n", encoding="utf-8")
     gpu, bad = examples(doc)
-    assert gpu.gpu and gpu.commands == [["run", "--steps", "2", "--seq", "8"]]
-    assert bad.exit_code == 2 and bad.commands == [["memory", "-m", "nope"]]
+    assert gpu.gpu and gpu.commands == [({}, ["run", "--steps", "2", "--seq", "8"])]
+    assert bad.exit_code == 2 and bad.commands == [({}, ["memory", "-m", "nope"])]
     assert bad.expected == ["error: ..."]
     with pytest.raises(AssertionError):
         check_output(["a", "...", "c"], "a\nb\nd\n", "x")
@@ -126,12 +134,12 @@ def test_the_parser_sees_markers_and_outputs(tmp_path):
 def test_every_doc_has_examples_and_the_gpu_ones_are_marked():
     """The README shows every verb; `run`, `compare` and a measuring `calibrate` are marked."""
     readme = examples(REPO / "README.md")
-    verbs = {args[0] for ex in readme for args in ex.commands}
+    verbs = {args[0] for ex in readme for _, args in ex.commands}
     assert verbs >= {"simulate", "memory", "plan", "sweep", "plot", "preflight", "profiles",
                      "run", "compare", "calibrate", "validate"}
     for path in DOCS:
         for ex in examples(path):
-            for args in ex.commands:
+            for _, args in ex.commands:
                 measuring = args[0] == "calibrate" and "--from-raw" not in args
                 if args[0] in ("run", "compare") or measuring:
                     assert ex.gpu, f"{ex.where}: tierlab {args[0]} is not marked <!-- gpu -->"

@@ -11,7 +11,7 @@ from tierlab.profiles.load import SOFTWARE_DIR, load_hardware, load_software
 from tierlab.validate import fit
 from tierlab.validate.compare import case_key
 
-CASES = Path(__file__).resolve().parents[1] / "validate" / "cases"
+CASES = Path(__file__).resolve().parents[1] / "lab" / "cases"
 
 
 @pytest.fixture(scope="module")

@@ -28,8 +28,8 @@ from hypothesis import strategies as st
 from tierlab.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
-CASE = ROOT / "validate" / "cases" / "h200x2" / "c-tinyllama-noofl"
-RAW = ROOT / "validate" / "cases" / "h200x2" / "calibrate-raw.json"
+CASE = ROOT / "lab" / "cases" / "h200x2" / "c-tinyllama-noofl"
+RAW = ROOT / "lab" / "cases" / "h200x2" / "calibrate-raw.json"
 TINY = ROOT / "runner" / "data" / "tiny-llama.yaml"
 SYSTEM = ROOT / "profiles" / "hardware" / "systems" / "workstation-rtx3070.yaml"
 PRESETS = sorted((ROOT / "profiles" / "configs").glob("*.json"))

@@ -15,7 +15,7 @@ from tierlab.runner.calibrate_host import TERMS, derive, zeroed
 from tierlab.sim.host_costs import use_cost_s, with_host_costs
 
 ROOT = Path(__file__).resolve().parents[1]
-RAW = ROOT / "validate" / "cases" / "h200-g" / "h200-g-raw.json"
+RAW = ROOT / "lab" / "cases" / "h200-g" / "h200-g-raw.json"
 
 
 def _points():
@@ -53,7 +53,7 @@ def test_a_term_that_comes_out_at_or_below_zero_stays_with_the_base_and_is_liste
     CPU accumulation round trip came out at -0.11 ms per tensor and micro-step, which measures
     nothing."""
     hw, sw = load_hardware("h200-m"), load_software()
-    pts = json.loads((ROOT / "validate" / "cases" / "h200-m" / "h200-m-raw.json").read_text()
+    pts = json.loads((ROOT / "lab" / "cases" / "h200-m" / "h200-m-raw.json").read_text()
                      )["results"]["deepspeed"]
     values, how, problems = derive(pts, hw, sw)
     assert "offload_accum_s_per_param" not in values and "offload_accum_s_per_param" not in how
@@ -77,7 +77,7 @@ def test_forward_dispatch_is_the_median_over_the_configurations_whose_forward_is
     from tierlab.runner.calibrate_host import POOLED
 
     hw, sw = load_hardware("h200-o"), load_software()
-    pts = json.loads((ROOT / "validate" / "cases" / "h200-o" / "h200-o-raw.json").read_text()
+    pts = json.loads((ROOT / "lab" / "cases" / "h200-o" / "h200-o-raw.json").read_text()
                      )["results"]["deepspeed"]
     values, how, _ = derive(pts, hw, sw)
     text = how["host_dispatch_s_per_module"]

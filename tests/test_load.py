@@ -160,7 +160,7 @@ def test_a_system_finds_parts_beside_it(tmp_path):
 
 
 # A host-cost term kept for hosts that did not measure it is a plain value: its median over the
-# hosts is computed when the profile is written (lab/host_medians.py), never by reading test
+# hosts is computed when the profile is written (lab/scripts/host_medians.py), never by reading test
 # machines' profiles at load time (ARCHITECTURE.md rule 19: the wheel has none of them).
 def test_a_load_time_median_of_is_refused_with_the_key_named():
     r = load._Reader({"zero12_step_per_param": {"median_of": ["h200-l"], "source": "s"}}, "p.yaml")

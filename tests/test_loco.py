@@ -16,7 +16,7 @@ from tierlab.runner.measurement import load_measurement
 from tierlab.validate import loco as L
 from tierlab.validate.fit import fit_software
 
-CASES = Path(__file__).resolve().parents[1] / "validate" / "cases"
+CASES = Path(__file__).resolve().parents[1] / "lab" / "cases"
 
 
 def _classes(key: str) -> tuple[str, ...]:

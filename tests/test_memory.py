@@ -213,7 +213,7 @@ def test_zero3_without_offload_builds_fp32_gradients_one_sub_group_at_a_time():
 def test_zero12_offload_boundary_norms_each_gradient_in_fp64_beside_the_buckets():
     """stage_1_and_2.py copy_grads_in_partition -> set_norm_for_param_grad_in_gpu (offloaded
     optimizer, boundary micro-step): each reduced gradient slice is cast to fp64 for its norm while
-    both IPG buckets are alive. Measured (bench/memory_snapshot.py, one H200, TinyLlama ZeRO-2 CPU
+    both IPG buckets are alive. Measured (lab/scripts/memory_snapshot.py, one H200, TinyLlama ZeRO-2 CPU
     at mb 2 x 4 micro-steps): 0.488 GiB from that line + 2 x 0.373 GiB of buckets at the 3.81 GiB
     steady peak, which the backward then sets, not the logits."""
     hw, m, s = simhelp.scenario("zero2-cpu", hardware="h200-host", micro_batch=2, grad_accum=4,
@@ -258,13 +258,13 @@ def test_zero1_accumulates_every_16bit_gradient_until_the_boundary():
 
 
 def test_memory_snapshot_replays_the_trace_to_the_peak_and_names_the_allocating_lines():
-    """bench/memory_snapshot.py (GPU only) turns torch.cuda.memory history into the live set at
+    """lab/scripts/memory_snapshot.py (GPU only) turns torch.cuda.memory history into the live set at
     the peak; its replay is pure: allocations, frees of blocks it saw allocated, and frees of
     blocks allocated before recording (which lower the total)."""
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "bench" / "memory_snapshot.py"
+    path = Path(__file__).resolve().parents[1] / "lab" / "scripts" / "memory_snapshot.py"
     spec = importlib.util.spec_from_file_location("memory_snapshot", path)
     snap = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(snap)

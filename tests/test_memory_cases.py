@@ -1,4 +1,4 @@
-"""sim/memory.py against the committed H200 runs (validate/cases/h200x2*), item by item.
+"""sim/memory.py against the committed H200 runs (lab/cases/h200x2*), item by item.
 
 Host RSS is checked net of the process baseline: the modelled offload items must match measured
 RSS minus the measured RSS of the no-offload run (c-tinyllama-noofl, 2.04 GiB), so the test does
@@ -15,7 +15,7 @@ from tierlab.sim.memory import (gpu_breakdown, gpu_moments, host_breakdown, pinn
                                 plan_memory)
 from tierlab.validate.compare import scenario_of
 
-CASES = Path(__file__).resolve().parents[1] / "validate" / "cases"
+CASES = Path(__file__).resolve().parents[1] / "lab" / "cases"
 # first directory holding a case wins: the h200x2 sessions, then session 4, then session 3
 SESSIONS = ("h200x2", "h200x2-b", "h200x2-s3")
 GiB = 2**30
@@ -25,7 +25,7 @@ def _case(name):
     """(Measurement, scenario). Memory does not depend on the calibrated speeds, so every
     session is simulated on h200x2-host (the same machine kind)."""
     path = next((CASES / d / name for d in SESSIONS if (CASES / d / name).is_dir()), None)
-    assert path is not None, f"measured case {name} is missing from validate/cases ({SESSIONS})"
+    assert path is not None, f"measured case {name} is missing from lab/cases ({SESSIONS})"
     m = load_measurement(path)
     sc = scenario_of(m, load_hardware("h200x2-host"))
     return m, (sc.hardware, sc.model, sc.strategy)

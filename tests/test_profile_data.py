@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
 import statistics
 from pathlib import Path
@@ -26,10 +27,13 @@ def _stems(directory) -> list[str]:
     return sorted(p.stem.lower() for p in directory.glob("*.yaml"))
 
 
-GPUS = _stems(HARDWARE_DIR / "gpus")
-CPUS = _stems(HARDWARE_DIR / "cpus")
-DRIVES = _stems(HARDWARE_DIR / "nvme")
-SYSTEMS = _stems(HARDWARE_DIR / "systems")
+# every profile: the shipped catalogue and the lab's test machines ($TIERLAB_PROFILES, conftest)
+LAB_HARDWARE = Path(os.environ["TIERLAB_PROFILES"]) / "hardware"
+GPUS = _stems(HARDWARE_DIR / "gpus") + _stems(LAB_HARDWARE / "gpus")
+CPUS = _stems(HARDWARE_DIR / "cpus") + _stems(LAB_HARDWARE / "cpus")
+DRIVES = _stems(HARDWARE_DIR / "nvme") + _stems(LAB_HARDWARE / "nvme")
+SHIPPED_SYSTEMS = _stems(HARDWARE_DIR / "systems")
+SYSTEMS = SHIPPED_SYSTEMS + _stems(LAB_HARDWARE / "systems")
 MODELS = _stems(MODELS_DIR)
 
 # Optional keys: when a profile leaves them out the loader uses the default and records no source.
@@ -124,11 +128,11 @@ def test_model_profile(name):
 
 
 def test_list_profiles_covers_every_file():
-    assert [n for n, _ in list_profiles("hardware")] == SYSTEMS
+    assert [n for n, _ in list_profiles("hardware")] == SHIPPED_SYSTEMS
     assert [n for n, _ in list_profiles("models")] == MODELS
-    assert [n for n, _ in list_profiles("gpus")] == GPUS
-    assert [n for n, _ in list_profiles("cpus")] == CPUS
-    assert [n for n, _ in list_profiles("nvme")] == DRIVES
+    for kind in ("gpus", "cpus", "nvme"):
+        assert [n for n, _ in list_profiles(kind)] == _stems(HARDWARE_DIR / kind)
+        assert [n for n, _ in list_profiles(kind, LAB_HARDWARE)] == _stems(LAB_HARDWARE / kind)
 
 
 # -------------------------------------------------------------------------------------------------
@@ -203,20 +207,13 @@ def test_h200_host_matches_measurements():
 # the CLI lists them
 
 def test_cli_profiles_lists_every_system_and_model():
-    """`tierlab profiles` lists the catalogue and every model; the test machines' calibrations
-    (profiles/catalogue.py) only with --test-machines."""
-    from tierlab.profiles.catalogue import TEST_MACHINES
-
-    def listed(*args):
-        result = CliRunner().invoke(main, ["profiles", *args])
-        assert result.exit_code == 0, result.output
-        return {line.split()[0] for line in result.output.splitlines()
-                if line.startswith("  ") and line.split()}
-
-    default = listed()
-    assert set(SYSTEMS) - TEST_MACHINES <= default and not TEST_MACHINES & default
-    assert set(MODELS) <= default
-    assert set(SYSTEMS) | set(MODELS) <= listed("--test-machines")
+    """`tierlab profiles` lists the catalogue and every model, then the profiles of
+    $TIERLAB_PROFILES (here the lab's test machines)."""
+    result = CliRunner().invoke(main, ["profiles"])
+    assert result.exit_code == 0, result.output
+    listed = {line.split()[0] for line in result.output.splitlines()
+              if line.startswith("  ") and line.split()}
+    assert set(SYSTEMS) | set(MODELS) <= listed
 
 
 _MEDIAN = re.compile(r"\(median of ([^()]*): their CPU profiles' deepspeed_host_costs\.(\w+); "
@@ -225,12 +222,13 @@ _MEDIAN = re.compile(r"\(median of ([^()]*): their CPU profiles' deepspeed_host_
 
 def test_every_stored_median_is_the_median_of_exactly_the_cpu_profiles_that_measured_it():
     """A term kept for hosts without a measurement is the median over *all* hosts that measured
-    it (the rule of docs/host-costs.md), written as a plain value by lab/host_medians.py. Hand-kept
+    it (the rule of lab/notes/host-costs.md), written as a plain value by lab/scripts/host_medians.py. Hand-kept
     copies drifted once (h200-q's zero12 terms were left out): a host whose calibration adds the
-    term makes this fail until `python lab/host_medians.py --write` is run."""
+    term makes this fail until `python lab/scripts/host_medians.py --write` is run."""
     from tierlab.profiles.load import SOFTWARE_DIR, parse_quantity, read_data
 
-    cpus = {p.stem: read_data(p) for p in sorted((HARDWARE_DIR / "cpus").glob("*.yaml"))}
+    cpus = {p.stem: read_data(p) for d in (HARDWARE_DIR, LAB_HARDWARE)
+            for p in sorted((d / "cpus").glob("*.yaml"))}
     measured: dict[str, dict[str, float]] = {}
     for name, data in cpus.items():
         for key, entry in (data.get("deepspeed_host_costs") or {}).items():
@@ -257,5 +255,5 @@ def test_every_stored_median_is_the_median_of_exactly_the_cpu_profiles_that_meas
 
 def test_no_profile_reaches_into_another_at_load_time():
     """Nothing a user can load names a test machine's profile to read (rule 19)."""
-    for path in Path(HARDWARE_DIR).parent.rglob("*.yaml"):
+    for path in [*HARDWARE_DIR.parent.rglob("*.yaml"), *LAB_HARDWARE.rglob("*.yaml")]:
         assert "median_of" not in path.read_text(), path

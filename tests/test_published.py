@@ -5,6 +5,7 @@ not bent to reach it. Model shapes of the 13/20/40B GPTs are assumed (12 L h^2 p
 does not give them.
 """
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +14,8 @@ from tierlab.profiles.schema import Model
 from tierlab.sim import simulate
 from tierlab.sim.memory import plan_memory
 from tierlab.scenario import resolve
+
+LAB = Path(__file__).resolve().parents[1] / "lab"
 
 TOL = 0.20
 COMPUTE_REASON = (
@@ -96,7 +99,7 @@ def _largest_fitting_micro_batch(hw, m, preset):
 # Until 2026-12-01 these were strict xfails: the simulator predicted ~66-67 TFLOP/s flat across
 # 10-20B (the GEMMs compute-bound at micro-batch 16), and a lower GEMM efficiency was the guess.
 # They pass since ZeRO-3's fp16 overflow check over the host gradient partition is modelled
-# (stage3.py has_overflow, docs/host-costs.md): fp16 on a V100, 0.76 ns per element (the stock
+# (stage3.py has_overflow, lab/notes/host-costs.md): fp16 on a V100, 0.76 ns per element (the stock
 # figure, derived on an H200 host) adds 7.6 s per step at 10B. The blog ran a 2021 DeepSpeed on a
 # DGX-2 host nobody calibrated, and the prediction stays flat (48.3-49.1 TFLOP/s) where the
 # published figures fall from 48 to 43: within tolerance, not a reproduced trend.
@@ -171,7 +174,7 @@ def _largest_trainable(name):
         "the planner fits 24.6e9 params (+23%): DeepSpeed 0.19.8's ZeRO-3 without offload holds "
         "the fp32 gradient for one sub-group inside the step only (stage3.py "
         "_prepare_fp32_grad_for_sub_group / _release_sub_group), which the GPU peaks of 0.19.8 "
-        "runs without offload confirm (validate/cases/h200-m: Llama-3B seq 2048 +3.1%, six "
+        "runs without offload confirm (lab/cases/h200-m: Llama-3B seq 2048 +3.1%, six "
         "ZeRO-2 / ZeRO-3 runs within 4%); the paper's 20B is the largest of the sizes it "
         "demonstrated with a 2021 DeepSpeed, as for the 1T below, and while the whole fp32 "
         "gradient partition was counted the planner matched it"))),
@@ -186,16 +189,16 @@ def test_zero_infinity_largest_model_per_dgx2(name, published):
 
 
 # ---------------------------------------------------------------------------------------------
-# Published offload runs on hosts nobody calibrated (validate/published.yaml, sources there),
+# Published offload runs on hosts nobody calibrated (lab/published.yaml, sources there),
 # predicted from the catalogue alone (issue 12's catalogue target: within 20% of the published
 # step, or the published step inside the predicted 80% range; issue 14's coverage). The catalogue
-# figures were sourced independently of these runs (docs/catalogue.md); bench/bench_published.py
+# figures were sourced independently of these runs (docs/catalogue.md); lab/scripts/bench_published.py
 # prints the table.
 
-from tierlab.profiles.catalogue import TEST_MACHINES  # noqa: E402
+from tierlab.profiles.catalogue import list_catalogue  # noqa: E402
 from tierlab.validate.published import load_published, predict  # noqa: E402
 
-PUBLISHED_RUNS = {run.name: run for run in load_published()}
+PUBLISHED_RUNS = {run.name: run for run in load_published(LAB / "published.yaml")}
 _NO_BINDING = pytest.mark.xfail(strict=True, reason=(
     "~30% fast: the published run launches 2 ranks without --bind_cores_to_rank, so each rank's "
     "CPU Adam OpenMP pool spans all 256 hardware threads of both EPYC sockets (oversubscribed, "
@@ -222,7 +225,7 @@ def published_predictions():
 def test_published_runs_are_on_catalogue_hosts():
     assert len(PUBLISHED_RUNS) >= 5
     for run in PUBLISHED_RUNS.values():
-        assert run.system not in TEST_MACHINES, run.name
+        assert run.system in {name for name, _ in list_catalogue("hardware")}, run.name
         assert run.source.strip() and run.step_s > 0
 
 

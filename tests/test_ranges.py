@@ -220,7 +220,7 @@ def coverage_figures():
     """Coverage of the committed runs: calibrated, simulator error out of sample, stock."""
     from tierlab.validate.coverage import coverage, cross_validated, summarize_coverage
 
-    cases, sw = load.ROOT.parent / "validate" / "cases", load.load_software()
+    cases, sw = load.ROOT.parent / "lab" / "cases", load.load_software()
     return {"calibrated": summarize_coverage(coverage([cases], sw)),
             "cross": summarize_coverage(cross_validated([cases], sw)),
             "stock": summarize_coverage(coverage([cases], sw, hardware="h200-host"))}
@@ -228,7 +228,7 @@ def coverage_figures():
 
 def test_committed_runs_are_covered_by_their_calibrated_ranges(coverage_figures):
     """Issue 14's acceptance: >= 80% of the committed H200 runs inside the range predicted on
-    their calibrated profiles (bench/bench_ranges.py prints the same)."""
+    their calibrated profiles (lab/scripts/bench_ranges.py prints the same)."""
     s = coverage_figures["calibrated"]
     assert s["n"] >= 60 and coverage_figures["stock"]["n"] == s["n"]
     assert s["inside_frac"] >= 0.80, s["outside"]
@@ -278,7 +278,7 @@ def test_calibrate_writes_its_repeats_min_max(tmp_path):
     e = measured_entry(55.2e9, "GB/s", "measured x", pts, "Bps", pts[1])
     assert e["range"] == ["54.9 GB/s", "55.2 GB/s"] and "min-max of its 2 repeats" in e["source"]
     assert "range" not in measured_entry(30e9, "GB/s", "measured x", pts, "Bps", pts[2])
-    raw = load.ROOT.parent / "validate" / "cases" / "h200x2-b" / "h200x2-b-raw.json"
+    raw = load.ROOT.parent / "lab" / "cases" / "h200x2-b" / "h200x2-b-raw.json"
     out = tmp_path / "systems" / "cal.yaml"
     r = run("calibrate", "--from-raw", str(raw), "--name", "cal", "--out", str(out))
     assert r.exit_code == 0, r.output

@@ -1,4 +1,4 @@
-"""bench/bench_repeatability.py's noise floor and bench/gpu_validate.py's repeated cases: the
+"""lab/scripts/bench_repeatability.py's noise floor and lab/scripts/gpu_validate.py's repeated cases: the
 figures the accuracy targets are read against (docs/accuracy.md), so their arithmetic is tested."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+BENCH = Path(__file__).resolve().parents[1] / "lab" / "scripts"
 
 
 def _bench(name: str):
@@ -68,6 +68,6 @@ def test_a_plan_entry_can_outlast_the_default_case_timeout():
     assert gv.case_timeout_s({"name": "a"}, 100) == 100.0
     assert gv.case_timeout_s({"name": "a", "timeout_s": 200}, 100) == 200.0
     import yaml
-    plan = yaml.safe_load((BENCH.parent / "validate" / "plan.yaml").read_text())
+    plan = yaml.safe_load((BENCH.parents[1] / "lab" / "plan.yaml").read_text())
     slow = next(c for c in plan["cases"] if c["name"] == "v-0.5b-z3nvme-params-buf")
     assert gv.case_timeout_s(slow, 100) >= 200

@@ -38,7 +38,7 @@ def test_software_profile_loads_with_sources_and_training_subset():
         assert "h200-" in sw.sources[key] and "fitted" not in sw.sources[key], key
     assert sw.zero12_step_s_per_param > 0 and sw.zero12_hook_bwd_s_per_module > 0
     # no fitted term carries ZeRO-3's no-offload step or the pageable stall: a host without its
-    # own measurement takes the median of the hosts that did, not 0 (docs/host-costs.md)
+    # own measurement takes the median of the hosts that did, not 0 (lab/notes/host-costs.md)
     assert sw.zero3_step_s_per_param > 0 and sw.zero3_pageable_bwd_s_per_module > 0
     assert sw.offload_step_s_per_param == 0.0    # carried by the fitted terms: stays 0
     fitted = {k: s for k, s in sw.sources.items() if k not in ("simulator_error", *measured)}
@@ -155,7 +155,7 @@ def test_rank_sync_waits_once_per_step_only_with_several_ranks():
 
 
 def test_the_hosts_module_call_time_is_a_fact_not_a_model_input():
-    """It did not track step time over five H200 machines (validate/cases/README.md)."""
+    """It did not track step time over five H200 machines (lab/cases/README.md)."""
     sw = load_software()
     hw, m, s = scenario("zero3-cpu")
     cpu = hw.cpu

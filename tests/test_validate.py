@@ -82,13 +82,14 @@ def test_failed_run_gives_only_the_oom_verdict(tmp_path):
 def test_cli_writes_reports_and_gates(tmp_path):
     write_case(tmp_path / "cases", "a", step_s=0.01)
     out = tmp_path / "out"
-    res = CliRunner().invoke(main, ["validate", str(tmp_path / "cases"), "--out", str(out)])
+    res = CliRunner().invoke(main, ["validate", str(tmp_path / "cases"), "--out", str(out),
+                                    "-H", "h200-host"])
     assert res.exit_code == 0, res.output
     assert "step_time_s" in res.output and "MAPE" in res.output
     for f in ("validate.csv", "summary.json", "scatter.png", "phases.png"):
         assert (out / f).stat().st_size > 0
     res = CliRunner().invoke(main, ["validate", str(tmp_path / "cases"), "--out", str(out),
-                                    "--max-error", "10"])
+                                    "-H", "h200-host", "--max-error", "10"])
     assert res.exit_code == 1 and "MAPE" in res.output
 
 

@@ -63,7 +63,8 @@ def core(tmp_path_factory) -> dict:
     [wheel] = wheels.glob("tierlab-*.whl")
     home = _core_venv()
     _pip(home / "bin" / "python", "install", "--no-deps", "--force-reinstall", str(wheel))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYTHON", "VIRTUAL_ENV", "TIERLAB_"))}
     env["PATH"] = f"{home / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     return {"bin": home / "bin", "cwd": tmp_path_factory.mktemp("empty"), "env": env}
 

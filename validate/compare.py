@@ -222,20 +222,16 @@ def find_measurements(paths: Iterable[str | Path]) -> list[Path]:
     return sorted(set(found))
 
 
-DEFAULT_CASES = Path(__file__).resolve().parent / "cases"
-"""The measured runs `tierlab validate` reads when given no CASES."""
 EXAMPLE_CASES = Path(__file__).resolve().parent / "example"
 """Two measured runs shipped with tierlab (`tierlab validate --example`), with the calibration of
 the machine they ran on: a copy of the lab's, held equal to it by tests/test_package_data.py."""
-DEFAULT_HARDWARE = "h200-host"
-"""The profile runs are simulated on when neither -H nor their folder's validate.yaml names one."""
 
 
 def run_scenario(measurement, where: str | Path, hardware: str | None = None):
     """The scenario a measured run ran (scenario_of) on `hardware`, else the profile the
-    validate.yaml of the folder holding its run folder `where` names, else DEFAULT_HARDWARE."""
+    validate.yaml of the folder holding its run folder `where` names."""
     run_dir = Path(where) if Path(where).is_dir() else Path(where).parent
-    [(_, hw)] = with_profiles([run_dir], hardware, DEFAULT_HARDWARE)
+    [(_, hw)] = with_profiles([run_dir], hardware)
     return scenario_of(measurement, hw)
 
 
@@ -269,7 +265,7 @@ def validate_cases(paths: Iterable[str | Path], software, *, hardware: str | Non
     from tierlab.runner.measurement import load_measurement
 
     rows, unfinished = [], []
-    for d, hw in with_profiles(find_measurements(paths), hardware, DEFAULT_HARDWARE):
+    for d, hw in with_profiles(find_measurements(paths), hardware):
         case_rows = compare_measurement(hw, load_measurement(d), name=case_key(d),
                                         software=software)
         rows += case_rows

@@ -4,7 +4,7 @@ Each finished run is simulated on its profile with `ranges=True` (sim/ranges.py)
 median steady step is checked against the central 80% interval. An honest 80% interval holds
 about 80% of the runs (issue 14's target: >= 80%), and a calibrated profile's should stay narrow
 (target: high/low <= 1.6): a wide range is honest only where the inputs are unknown.
-Pure: returns values, cli.py and bench/bench_ranges.py print them.
+Pure: returns values, cli.py and lab/scripts/bench_ranges.py print them.
 """
 from __future__ import annotations
 
@@ -69,12 +69,12 @@ def covered_run(measurement, hardware, software, case: str) -> Covered | None:
 def coverage(paths: Iterable[str | Path], software, *, hardware: str | None = None
              ) -> list[Covered]:
     """Every finished run under `paths`, on `hardware` (None: the profile its folder's
-    validate.yaml names, else h200-host)."""
+    validate.yaml names)."""
     from tierlab.runner.measurement import load_measurement
     from tierlab.validate.compare import case_key, find_measurements, with_profiles
 
     out = []
-    for d, hw in with_profiles(find_measurements(paths), hardware, "h200-host"):
+    for d, hw in with_profiles(find_measurements(paths), hardware):
         c = covered_run(load_measurement(d), hw, software, case_key(d))
         if c is not None:
             out.append(c)

@@ -15,8 +15,8 @@ nothing unfitted is left:
 then the step-1 warm-up and first-touch rate (least squares of step 1 - simulated step 1 =
 fixed + touched bytes / rate; with a slope <= 0 the rate is kept and the fixed part is the
 median) and the process baseline RSS (median residual). Run
-`python -m tierlab.validate.fit validate/cases/h200x2-b validate/cases/h200x2-c
-validate/cases/h200x2-d --write` to write the values into profiles/software/deepspeed-0.19.8.yaml
+`python -m tierlab.validate.fit lab/cases/h200x2-b lab/cases/h200x2-c
+lab/cases/h200x2-d --write` to write the values into profiles/software/deepspeed-0.19.8.yaml
 (sources kept).
 """
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""Published offload runs on hosts nobody calibrated (validate/published.yaml), predicted from the
+"""Published offload runs on hosts nobody calibrated (lab/published.yaml), predicted from the
 catalogue: the held-out check of issue 12's catalogue target and issue 14's coverage.
 
-`load_published()` reads the runs; `predict(run)` simulates one on its catalogue system (or on the
+`load_published(path)` reads the runs (the lab's lab/published.yaml); `predict(run)` simulates one on its catalogue system (or on the
 system of another hardware tree, to compare catalogue versions) and returns a `Prediction`. Pure:
-nothing here prints or writes files (bench/bench_published.py prints).
+nothing here prints or writes files (lab/scripts/bench_published.py prints).
 """
 from __future__ import annotations
 
@@ -16,9 +16,6 @@ from tierlab.profiles.load import (load_ds_config, load_hardware, load_model,
                                    model_from_hf_config, read_data)
 from tierlab.profiles.schema import Hardware, Model
 from tierlab.sim.strategy import Flags, Strategy, parse_ds_config
-
-PUBLISHED = Path(__file__).resolve().parent / "published.yaml"
-
 
 @dataclass(frozen=True, kw_only=True)
 class PublishedRun:
@@ -64,7 +61,7 @@ def _strategy(run: dict, model: Model, world: int, where: str) -> Strategy:
     return strategy
 
 
-def load_published(path: Path = PUBLISHED) -> list[PublishedRun]:
+def load_published(path: Path) -> list[PublishedRun]:
     data = read_data(path)
     if not isinstance(data, dict) or data.get("kind") != "published-runs":
         raise ConfigError(f"{path}: kind must be 'published-runs'")

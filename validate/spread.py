@@ -2,18 +2,18 @@
 the software profile states (issue 14).
 
 - `machine_spread`: each fitted term refitted on each machine's training runs alone (the runs of
-  one validate/cases folder among train_cases); its range is the lowest to the highest of those
+  one lab/cases folder among train_cases); its range is the lowest to the highest of those
   refits and the pooled value.
 - `simulator_error`: measured / predicted steady step over the finished runs the fitted terms
   were NOT fitted on (each on its folder's calibrated profile); its range is their 10th to 90th
   percentile, a factor on the step time (sim/ranges.py adds it as one more input).
 
-    python -m tierlab.validate.spread validate/cases            # print
-    python -m tierlab.validate.spread validate/cases --write    # into the software profile
-    python -m tierlab.validate.spread validate/cases --stock h200-host --write
+    python -m tierlab.validate.spread lab/cases            # print
+    python -m tierlab.validate.spread lab/cases --write    # into the software profile
+    python -m tierlab.validate.spread lab/cases --stock h200-host --write
 
 - `kind_spread`: a stock profile's host figures (CPU Adam, DRAM, PCIe) get the spread of the
-  calibrations of machines of its kind (the profiles validate/cases folders name) around its own
+  calibrations of machines of its kind (the profiles lab/cases folders name) around its own
   value: the uncertainty of using one machine's figures for another of the same kind.
 
 Pure functions; main() is a developer tool that prints and (with --write) rewrites the YAML.
@@ -65,7 +65,7 @@ def simulator_error(paths, software: Software) -> tuple[float, float, int]:
                                           scenario_of, with_profiles)
 
     ratios = []
-    for d, hw in with_profiles(find_measurements(paths), None, "h200-host"):
+    for d, hw in with_profiles(find_measurements(paths)):
         m = load_measurement(d)
         if m.status != "ok" or case_key(d) in software.train_cases:
             continue
@@ -161,7 +161,7 @@ def write_error(text: str, low: float, high: float, n: int, date: str) -> str:
     line = (f'simulator_error: {{value: 1, range: [{math.floor(low * 1000) / 1000:.3f}, '
             f'{math.ceil(high * 1000) / 1000:.3f}], source: "measured {date} by python -m '
             f'tierlab.validate.spread: 10th-90th percentile of measured / predicted steady step '
-            f'over the {n} finished runs of validate/cases not in train_cases, each on its '
+            f'over the {n} finished runs of lab/cases not in train_cases, each on its '
             f'folder\'s calibrated profile"}}')
     if re.search(r"^simulator_error:", text, re.M):
         return re.sub(r"^simulator_error:.*$", lambda _: line, text, count=1, flags=re.M)
@@ -216,8 +216,8 @@ def _stock(args) -> None:      # pragma: no cover - a developer tool
     for (part, field), (lo, hi) in spread.items():
         print(f"  {part}.{field:22s} {lo:.4g} - {hi:.4g}")
     if args.write:
-        system = load._find(load.HARDWARE_DIR / "systems", ".yaml", args.stock, "system")
-        cpu = load.HARDWARE_DIR / "cpus" / f"{load.read_data(system)['cpu']}.yaml"
+        system = load.find_part("systems", args.stock)
+        cpu = load.find_part("cpus", load.read_data(system)["cpu"], near=system)
         for folder, path in (("systems", system), ("cpus", cpu)):
             path.write_text(write_kind_ranges(path.read_text(), folder, spread, len(calibrated)))
             print(f"wrote {path}")
