@@ -363,7 +363,7 @@ def host_speed(cuda: bool) -> dict:
     """This host's module-call time, measured in the training process before
     deepspeed.initialize (runner/calibrate.py module_call_time, ~0.1 s), as `tierlab calibrate`
     measures it: a recorded host fact. It is not a model input: over five H200 machines it did
-    not track step time, and in one machine's runs it read 16-28 us (validate/cases/README.md).
+    not track step time, and in one machine's runs it read 16-28 us (lab/cases/README.md).
     After a ZeRO-3 initialize the same probe reads 2.5-5x slower (DeepSpeed wraps every Linear)."""
     from tierlab.runner.calibrate import module_call_time
 
