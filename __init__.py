@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tierlab.sim.plan_config import PlanResult
+    from tierlab.planner.variants import PlanResult
     from tierlab.sim.result import SimResult
 
 from tierlab.scenario import DEFAULT_CONFIG, DEFAULT_HARDWARE, DEFAULT_MODEL
@@ -64,10 +64,9 @@ def sweep(vary: Mapping[str, Any], model: Any = DEFAULT_MODEL, hardware: Any = D
     (atomically). Other options (micro_batch, seq, gpus, ...) as `simulate`."""
     from tierlab.errors import ConfigError
     from tierlab.scenario import resolve
-    from functools import partial
 
-    from tierlab.sim.engine import simulate as run
-    from tierlab.sim.sweep import Base, make_axis, run_sweep
+    from tierlab.sim.ranges import simulate_ranged
+    from tierlab.sweeps.run import Base, make_axis, run_sweep
 
     if not isinstance(vary, Mapping) or not vary:
         raise ConfigError("empty grid: sweep(vary={key: [values], ...}) needs at least one key")
@@ -85,7 +84,7 @@ def sweep(vary: Mapping[str, Any], model: Any = DEFAULT_MODEL, hardware: Any = D
         if "bar" in bar:
             bar["bar"].update(len(batch))
 
-    sim = None if memory_only else partial(run, ranges=True)     # + step_time_low_s / _high_s
+    sim = None if memory_only else simulate_ranged     # + step_time_low_s / _high_s
     try:
         outcome = run_sweep(base, axes, simulator=sim, strict=strict, jobs=jobs, out=out,
                             on_start=start, on_rows=rows)
@@ -101,9 +100,9 @@ def plan(model: Any, hardware: Any, *, gpus: int | None = None, nodes: int | Non
     """The fastest configuration that fits every tier, ranked alternatives with why each lost,
     practical notes, and the winner's ds_config (`.ds_config`). Options: global_batch,
     grad_accum, micro_batch, checkpointing, precision, min_tokens_per_s, nvme_path,
-    max_micro_batch, jobs (see tierlab.sim.plan.plan)."""
+    max_micro_batch, jobs (see tierlab.planner.search.plan)."""
     from tierlab.scenario import machine_and_model, parse_bytes
-    from tierlab.sim.plan import plan as run
+    from tierlab.planner.search import plan as run
 
     hw, mdl, _ = machine_and_model(model, hardware, seq=seq, gpus=gpus, nodes=nodes)
     cap = parse_bytes(max_gpu_mem, "max_gpu_mem") if max_gpu_mem is not None else None

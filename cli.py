@@ -8,7 +8,6 @@ written once); memory is printed in GiB. User errors (`ConfigError`) print one l
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import logging
 import signal
@@ -386,7 +385,7 @@ def run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_progr
     DeepSpeed's launcher. Writes DIR/measurement.json, steps.jsonl (flushed every step),
     samples.jsonl and summary.json. Ctrl-C or SIGTERM closes the record as "interrupted" with
     the steps measured. Exit 0 ok, 1 failed, 2 bad input, 130 Ctrl-C (SIGINT), 143 SIGTERM."""
-    from tierlab.runner.measurement import MEASUREMENT_FILE
+    from tierlab.records.measurement import MEASUREMENT_FILE
 
     try:
         with signals_raise():
@@ -407,7 +406,7 @@ def _run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_prog
 
     require("torch", "deepspeed", "transformers", "psutil", what="tierlab run")
     from tierlab.runner.launch import launch_deepspeed
-    from tierlab.runner.measurement import MEASUREMENT_FILE, load_measurement
+    from tierlab.records.measurement import MEASUREMENT_FILE, load_measurement
     from tierlab.runner.preflight import run_preflight
     from tierlab.runner.train import exit_code, run as run_training
 
@@ -584,7 +583,7 @@ def preflight(ctx, gpu_mem_cap, swap_dir, no_probe, no_memory, quiet, **kw):
 @click.option("--sweep", multiple=True, metavar="KEY=V1,V2",
               help="Override sweep points, e.g. --sweep aio_block_sizes=1M,8M --sweep "
                    "aio_queue_depths=32,128 --sweep repeats=2 (sizes: K/M/G = KiB/MiB/GiB; "
-                   "repeatable; keys are the fields of runner.calibrate.SweepPlan).")
+                   "repeatable; keys are the fields of runner.microbench.SweepPlan).")
 @click.option("--from-raw", "from_raw", default=None, metavar="FILE",
               help="Measure nothing: rebuild the profile from a raw record that an earlier "
                    "`calibrate --raw` wrote (on this or another host), with this version's rules.")
@@ -830,7 +829,7 @@ def plot(ctx, kind, compare, gpu_mem_cap, measurement, results, x_key, by, title
     if kind == "sweep":
         if not results:
             raise ConfigError("plot sweep needs --results FILE (written by `tierlab sweep --out`)")
-        from tierlab.sim.sweep import read_results
+        from tierlab.sweeps.run import read_results
 
         df = read_results(results)
         if df.empty:
@@ -859,7 +858,7 @@ def _measured_timeline(ctx, measurement, gpu_mem_cap, title, quiet, out, kw) -> 
     scenario it ran (on -H, else the profile its folder's validate.yaml names); scenario options
     that would simulate something else are refused. Bare samples carry no scenario: the
     options' scenario is simulated, with a warning."""
-    from tierlab.runner.measurement import Measurement
+    from tierlab.records.measurement import Measurement
     from tierlab.validate import plots
     from tierlab.validate.compare import run_scenario
     from tierlab.validate.plot_samples import read_measurement
@@ -918,9 +917,9 @@ def sweep(ctx, varies, out, jobs, memory_only, strict, plot_path, x_key, by, lis
     Invalid combinations are rows with the reason in `error`. Example:
     tierlab sweep -c zero3-nvme --micro-batch 4 --seq 1024 --vary nvme.drives=1,2,4,8
     --vary zero_optimization.sub_group_size=1e8,1e9 --out drives.csv --plot drives.png"""
-    from tierlab.sim.engine import simulate
-    from tierlab.sim.sweep import Base, parse_vary, resolve, all_failed, run_sweep, summary
-    from tierlab.sim.sweep_keys import all_keys
+    from tierlab.sim.ranges import simulate_ranged
+    from tierlab.sweeps.run import Base, all_failed, parse_vary, resolve, run_sweep, summary
+    from tierlab.sweeps.keys import all_keys
 
     if list_keys:
         for key, what in all_keys().items():
@@ -942,7 +941,7 @@ def sweep(ctx, varies, out, jobs, memory_only, strict, plot_path, x_key, by, lis
     except ValueError as e:          # the base itself is broken: say so once
         raise ConfigError(str(e)) from None
     # step_time_low_s / step_time_high_s columns: the 80% range (docs/ranges.md)
-    simulator = None if memory_only else functools.partial(simulate, ranges=True)
+    simulator = None if memory_only else simulate_ranged
     try:
         with signals_raise(), progress_bar("sweep", "config", no_progress) as bar:
             outcome = run_sweep(base, axes, simulator=simulator, strict=strict, jobs=jobs,
@@ -1029,7 +1028,7 @@ def plan(ctx, model, hardware, gpus, nodes, seq, global_batch, grad_accum, micro
     accumulation, checkpointing, sub_group_size, swap buffers and aio settings. Exits 1 when
     nothing fits (or nothing reaches --min-tokens-per-s). The ranking is by tokens/s."""
     from tierlab.scenario import machine_and_model, parse_bytes
-    from tierlab.sim.plan import format_plan, plan as run_plan
+    from tierlab.planner.search import format_plan, plan as run_plan
 
     for flag, value in (("--micro-batch", micro_batch), ("--grad-accum", grad_accum),
                         ("--global-batch", global_batch), ("--max-micro-batch", max_micro_batch),
@@ -1069,8 +1068,8 @@ def plan(ctx, model, hardware, gpus, nodes, seq, global_batch, grad_accum, micro
 
 def _plan_from(ctx, hw, mdl, ds_config, write_config, out, as_json, no_progress, **kw):
     """plan --ds-config: yours, the proposal as key changes, --write-config with "auto" kept."""
-    from tierlab.profiles.load import load_ds_config
-    from tierlab.sim.plan_from import format_from_config, plan_from_config, proposed_config
+    from tierlab.dsconfig.read import load_ds_config
+    from tierlab.planner.from_config import format_from_config, plan_from_config, proposed_config
 
     cfg, where = load_ds_config(ds_config)
     with progress_bar("plan", "sim", no_progress) as bar:

@@ -84,9 +84,10 @@ class Scenario:
         """The SimResult (sim/engine.simulate) with this scenario's software; `ranges`: with the
         step time's 80% range and the fits margin (sim/ranges.py, docs/ranges.md)."""
         from tierlab.sim.engine import simulate
+        from tierlab.sim.ranges import simulate_ranged
 
-        return simulate(self.hardware, self.model, self.strategy, strict=strict,
-                        software=self.software, ranges=ranges)
+        return (simulate_ranged if ranges else simulate)(
+            self.hardware, self.model, self.strategy, strict=strict, software=self.software)
 
 
 def default_precision(hardware) -> str:
@@ -159,7 +160,7 @@ def _model(model, seq):
 
 
 def _ds_config(ds_config) -> tuple[dict, str]:
-    from tierlab.profiles.load import load_ds_config
+    from tierlab.dsconfig.read import load_ds_config
     from tierlab.sim.strategy import Strategy, to_ds_config
 
     if isinstance(ds_config, str):
@@ -209,7 +210,7 @@ def resolve(model: Any = DEFAULT_MODEL, hardware: Any = DEFAULT_HARDWARE,
     hold equal to DeepSpeed's own verdicts, so no simulation imports torch (~2 s); 'deepspeed' or
     'auto' (DeepSpeed when importable), for the verbs that train or probe with it anyway.
     A Strategy as `ds_config` keeps its own activation checkpointing. Raises ConfigError."""
-    from tierlab.runner.ds_config import with_swap_dir
+    from tierlab.dsconfig.read import with_swap_dir
     from tierlab.sim.host_costs import software_for
     from tierlab.sim.strategy import Flags, Strategy, apply_overrides, parse_ds_config
 

@@ -348,7 +348,7 @@ def slow_cases(tmp: Path) -> None:
         time.sleep(0.2)
     p.send_signal(signal.SIGTERM)
     o = p.communicate(timeout=300)[0]
-    from tierlab.runner.measurement import load_measurement
+    from tierlab.records.measurement import load_measurement
 
     m = load_measurement(d) if (d / "measurement.json").exists() else None
     if "Traceback" in o:

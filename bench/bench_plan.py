@@ -9,7 +9,7 @@ import argparse
 import time
 
 from tierlab.profiles.load import load_hardware, load_model
-from tierlab.sim.plan import format_plan, plan
+from tierlab.planner.search import format_plan, plan
 
 
 def main() -> None:

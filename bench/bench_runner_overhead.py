@@ -12,10 +12,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from tierlab.profiles.load import load_ds_config, load_model
+from tierlab.profiles.load import load_model
+from tierlab.dsconfig.read import load_ds_config
 from tierlab.runner import probes
 from tierlab.runner.launch import ensure_dist_env
-from tierlab.runner.measurement import Measurement, MeasurementWriter
+from tierlab.records.measurement import Measurement, MeasurementWriter
 from tierlab.runner.train import (_Recorder, make_spec_batches, setup_engine, spec_from_strategy,
                                   train_steps)
 from tierlab.sim.strategy import Flags, apply_overrides, parse_ds_config

@@ -10,7 +10,8 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from tierlab.profiles.load import load_ds_config, load_hardware, load_model
+from tierlab.profiles.load import load_hardware, load_model
+from tierlab.dsconfig.read import load_ds_config
 from tierlab.sim import simulate
 from tierlab.sim.strategy import Flags, apply_overrides, parse_ds_config
 

@@ -9,8 +9,8 @@ import argparse
 import os
 import time
 
-from tierlab.sim.sweep import Base, parse_vary, run_sweep
-from tierlab.sim.sweep_keys import _load_cached
+from tierlab.sweeps.run import Base, parse_vary, run_sweep
+from tierlab.sweeps.keys import _load_cached
 
 # 4 presets x 5 micro-batches x 5 NVMe drive counts x 5 CPU Adam rates x 2 checkpointing = 1,000
 GRID = ["config=no-offload,zero2-cpu,zero3-cpu,zero3-nvme",
@@ -39,7 +39,7 @@ def main() -> None:
     print(f"  errors {out.errors}, fits {int(df['fits'].fillna(False).sum())}, bottlenecks "
           f"{df['bottleneck'].value_counts().to_dict()}")
     # the simulator alone, in this process, for a sample of 40 points
-    from tierlab.sim.sweep import resolve
+    from tierlab.sweeps.run import resolve
 
     points = [dict(zip([a.key for a in axes], vals)) for vals in
               zip(*(a.values * 8 for a in axes))][:40]

@@ -64,7 +64,7 @@ def parse_quantity(text: Any, dimension: str, where: str) -> float:
     raise ConfigError(f"{where}: unit {unit!r} does not measure {dimension}")
 
 
-def _unit(text: Any) -> str:
+def unit_of(text: Any) -> str:
     m = _QUANTITY.match(str(text)) if not isinstance(text, (int, float)) else None
     return m.group(2) if m else ""
 
@@ -76,13 +76,13 @@ def parse_range(entry: Any, value_text: Any, value: float, dimension: str,
     where = f"{where}.range"
     if not isinstance(entry, (list, tuple)) or len(entry) != 2:
         raise ConfigError(f"{where}: expected [low, high], got {entry!r}")
-    unit, out = _unit(value_text), []
+    unit, out = unit_of(value_text), []
     for bound in entry:
         if isinstance(bound, bool):
             raise ConfigError(f"{where}: expected a quantity, got {bound!r}")
         if isinstance(bound, (int, float)):
             bound = f"{bound!r} {unit}".strip()
-        elif _unit(bound) != unit:
+        elif unit_of(bound) != unit:
             raise ConfigError(f"{where}: {bound!r} must be in the value's unit "
                               f"({unit or 'no unit'})")
         number = parse_quantity(bound, dimension, where)
@@ -506,16 +506,9 @@ def load_model(name: str, *, seq_len: int | None = None) -> Model:
     return model
 
 
-def load_ds_config(name: str) -> tuple[dict, str]:
-    """A ds_config preset by name or a JSON/hjson file path -> (dict, where it came from)."""
-    from tierlab.safeio import check_finite, read_text
-    from tierlab.sim.ds_read import loads
-
-    path = _find(CONFIGS_DIR, ".json", name, "ds_config")
-    # hjson, as DeepSpeedConfig reads a config path: comments, trailing commas, a BOM; a
-    # duplicate key is refused
-    data = check_finite(loads(read_text(path), str(path)), str(path))
-    return dict(data), str(path)
+def find_config(name: str) -> Path:
+    """A ds_config preset (profiles/configs/) by name, or a JSON/hjson file by path."""
+    return _find(CONFIGS_DIR, ".json", name, "ds_config")
 
 
 def list_profiles(kind: str, hardware_dir: Path = HARDWARE_DIR) -> list[tuple[str, str]]:
@@ -544,13 +537,13 @@ def list_profiles(kind: str, hardware_dir: Path = HARDWARE_DIR) -> list[tuple[st
                       "cpus, nvme")
 
 
-_SOFTWARE_TERMS = {"zero3_hook_per_module": ("seconds", "zero3_hook_s_per_module"),
+SOFTWARE_TERMS = {"zero3_hook_per_module": ("seconds", "zero3_hook_s_per_module"),
                    "first_step_fixed": ("seconds", "first_step_fixed_s"),
                    "first_touch_rate": ("bytes/s", "first_touch_Bps"),
                    "process_baseline": ("bytes", "process_baseline_bytes"),
                    "host_dispatch_per_module": ("seconds", "host_dispatch_s_per_module"),
                    "offload_grad_copy_per_param": ("seconds", "offload_grad_s_per_param")}
-_OPTIONAL_SOFTWARE_TERMS = {
+OPTIONAL_SOFTWARE_TERMS = {
     "stage0_step_per_param": ("seconds", "stage0_step_s_per_param"),
     "multi_rank_sync": ("seconds", "multi_rank_sync_s"),
     "host_dispatch_bwd_per_module": ("seconds", "host_dispatch_bwd_s_per_module"),
@@ -568,7 +561,7 @@ _OPTIONAL_SOFTWARE_TERMS = {
     "zero12_hook_bwd_per_module": ("seconds", "zero12_hook_bwd_s_per_module"),
     "overflow_scan_per_element": ("seconds", "overflow_scan_s_per_element")}
 HOST_COST_KEYS = {field: key for key, (_, field) in
-                  {**_SOFTWARE_TERMS, **_OPTIONAL_SOFTWARE_TERMS}.items()}
+                  {**SOFTWARE_TERMS, **OPTIONAL_SOFTWARE_TERMS}.items()}
 """Software field -> its YAML key (the CPU profile's deepspeed_host_costs use the same keys)."""
 HOST_COST_FIELDS_BY_KEY = {key: field for field, key in HOST_COST_KEYS.items()
                            if field in HOST_COST_FIELDS}
@@ -578,8 +571,8 @@ def _software(data: Any, where: str) -> Software:
     r = _Reader(data, where)
     if r.raw("kind") != "software":
         raise ConfigError(f"{where}: kind must be 'software', got {data.get('kind')!r}")
-    values = {field: r.number(key, dim, field=field) for key, (dim, field) in _SOFTWARE_TERMS.items()}
-    for key, (dim, field) in _OPTIONAL_SOFTWARE_TERMS.items():
+    values = {field: r.number(key, dim, field=field) for key, (dim, field) in SOFTWARE_TERMS.items()}
+    for key, (dim, field) in OPTIONAL_SOFTWARE_TERMS.items():
         value = r.number(key, dim, required=False, field=field)
         if value is not None:
             values[field] = value

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from tierlab.profiles.layout import block_matrices, block_small_params, embed_params, head_params
+
 
 def _positive(obj, *names: str) -> None:
     for name in names:
@@ -360,12 +362,10 @@ class Model:
 
     def layer_matrices(self, layer: int = 0) -> dict[str, tuple[int, int]]:
         """(in, out) of each weight matrix of transformer block `layer` (experts included)."""
-        from tierlab.profiles.layout import block_matrices
         return block_matrices(self, self.is_moe_layer(layer))
 
     def layer_small_params(self, layer: int = 0) -> dict[str, int]:
         """Parameters of block `layer` that are not matrices: norms and biases."""
-        from tierlab.profiles.layout import block_small_params
         return block_small_params(self, self.is_moe_layer(layer))
 
     def layer_params(self, layer: int = 0) -> int:
@@ -380,7 +380,6 @@ class Model:
     @property
     def embedding_params(self) -> int:
         """Token embedding (+ learned positions, embedding norm) + final norm + untied LM head."""
-        from tierlab.profiles.layout import embed_params, head_params
         head = head_params(self)
         if self.tie_embeddings:
             head.pop("lm_head")

@@ -120,7 +120,7 @@ def ds_config(variant: Variant, precision: str) -> dict:
 def run_point(variant: Variant, layers: int, *, steps: int, warmup: int, precision: str,
               timeout_s: float, workdir: Path) -> dict:
     """Train the narrow model with `variant` in a worker process; one point (or a failure)."""
-    from tierlab.runner.measurement import load_measurement
+    from tierlab.records.measurement import load_measurement
     from tierlab.runner.train import RunSpec
 
     out = workdir / f"{variant.name}-{layers}L"

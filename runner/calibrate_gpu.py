@@ -10,7 +10,7 @@ import logging
 import os
 import time
 
-from tierlab.runner.calibrate import GiB, SweepPlan, Task, wanted
+from tierlab.runner.microbench import GiB, SweepPlan, Task, wanted
 
 log = logging.getLogger(__name__)
 

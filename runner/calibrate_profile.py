@@ -21,7 +21,7 @@ from typing import Any, Mapping
 import yaml
 
 from tierlab.errors import ConfigError
-from tierlab.runner.calibrate import GiB, KiB, MiB, best, block_device_model, mount_of, usable_cores
+from tierlab.runner.microbench import GiB, KiB, MiB, best, block_device_model, mount_of, usable_cores
 from tierlab.sim.devices import ADAM_DRAM_BYTES_PER_PARAM
 
 PARTS = ("gpus", "cpus", "nvme")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from tierlab.runner.measurement import (MEASUREMENT_FILE, SAMPLES_FILE, STEPS_FILE, SUMMARY_FILE,
+from tierlab.records.measurement import (MEASUREMENT_FILE, SAMPLES_FILE, STEPS_FILE, SUMMARY_FILE,
                                         Measurement, MeasurementWriter, load_measurement)
 from tierlab.runner.train import RunSpec
 

@@ -40,14 +40,3 @@ def swap_paths(ds_config: Mapping[str, Any]) -> list[str]:
 def swap_dirs(ds_config: Mapping[str, Any]) -> list[Path]:
     """The directories DeepSpeed itself creates (and the runner removes after a run)."""
     return [Path(p) / SWAP_SUBDIR for p in swap_paths(ds_config)]
-
-
-def with_swap_dir(ds_config: Mapping[str, Any], directory: str) -> dict:
-    """A copy with every NVMe offload pointed at `directory`."""
-    cfg = copy.deepcopy(dict(ds_config))
-    zero = cfg.get("zero_optimization") or {}
-    for key in ("offload_param", "offload_optimizer"):
-        block = zero.get(key)
-        if isinstance(block, dict) and block.get("device") == "nvme":
-            block["nvme_path"] = str(directory)
-    return cfg

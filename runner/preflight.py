@@ -184,9 +184,9 @@ def check_swap_path(st: SwapPathStatus, need_bytes: int, what: str) -> list[Prob
     if not st.writable:
         return [Problem("swap-path", f"{key} {st.path} is not writable",
                         f"chmod/chown it or --set {key}=<writable dir>")]
-    from tierlab.runner.calibrate import _TMPFS      # the set `calibrate --nvme-path` refuses
+    from tierlab.runner.microbench import TMPFS      # the set `calibrate --nvme-path` refuses
 
-    if st.fs_type in _TMPFS:
+    if st.fs_type in TMPFS:
         return [Problem("swap-path", f"{key} {st.path} is on {st.fs_type} (RAM, not a drive: "
                         "the swap files would take host memory, and O_DIRECT is refused there "
                         "before Linux 6.6)", f"--set {key}=<dir on a local NVMe/ext4/xfs disk>")]
@@ -284,7 +284,7 @@ def check_ignored_keys(raw: Mapping) -> list[Problem]:
     """Keys DeepSpeed 0.19.8 ignores (sim/ds_read.ignored_keys): an error inside a block it reads
     (a setting that does nothing: aio.thread_count, a typo), a warning at the top level (often
     another tool's key, e.g. LLaMA-Factory's monitor_config)."""
-    from tierlab.sim.ds_read import ignored_keys
+    from tierlab.dsconfig.read import ignored_keys
 
     return [Problem("ignored-key", f"{i.key} {i.why}",
                     i.fix or (f"use {i.closest}" if i.closest else "remove it"),

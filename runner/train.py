@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator
 
 from tierlab.runner import ds_config as dsc
 from tierlab.runner import probes
-from tierlab.runner.measurement import (FailureKind, Measurement, MeasurementWriter, Status,
+from tierlab.records.measurement import (FailureKind, Measurement, MeasurementWriter, Status,
                                         StepRecord, new_run_id)
 
 log = logging.getLogger(__name__)
@@ -365,7 +365,7 @@ def host_speed(cuda: bool) -> dict:
     measures it: a recorded host fact. It is not a model input: over five H200 machines it did
     not track step time, and in one machine's runs it read 16-28 us (lab/cases/README.md).
     After a ZeRO-3 initialize the same probe reads 2.5-5x slower (DeepSpeed wraps every Linear)."""
-    from tierlab.runner.calibrate import module_call_time
+    from tierlab.runner.microbench import module_call_time
 
     points = module_call_time(cuda, repeats=3, calls=2000)
     return {"module_call_s": min(p["seconds_per_call"] for p in points),

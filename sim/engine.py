@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 import simpy
 
@@ -31,7 +32,7 @@ from tierlab.units import fmt_gib
 log = logging.getLogger(__name__)
 
 @dataclass
-class _Timer:
+class Timer:
     """How long each op takes on this hardware (cached per distinct op kind and size)."""
 
     hw: Hardware
@@ -135,7 +136,7 @@ class _Run:
     step_s: float
 
 
-def _stream(env, dev: Device, ops: list[Op], done, recs, pools, timer: _Timer):
+def _stream(env, dev: Device, ops: list[Op], done, recs, pools, timer: Timer):
     """The process of one resource: its ops in issue order."""
     for op in ops:
         rec = recs[op.id]
@@ -167,7 +168,7 @@ def run_step(hw: Hardware, model: Model, strategy: Strategy, *, first_step: bool
     devs = devices.make_devices(env)
     pools = {"optimizer": SwapBuffers(env, max(1, wl.optimizer_buffers), "optimizer buffers"),
              "param": SwapBuffers(env, max(1, wl.param_buffers), "param buffers")}
-    timer = _Timer(hw, model, strategy, software)
+    timer = Timer(hw, model, strategy, software)
     done = [env.event() for _ in wl.ops]
     recs = [_Rec(op) for op in wl.ops]
     by_res: dict[str, list[Op]] = {name: [] for name in RESOURCES}
@@ -277,29 +278,53 @@ def first_step_extra_s(hw: Hardware, model: Model, strategy: Strategy,
     return software.first_step_fixed_s + touch / software.first_touch_Bps
 
 
+@dataclass(frozen=True)
+class StepRuns:
+    """What one simulation computed before it is summed up: the steady step's and step 1's
+    schedules, the memory plan and the software profile used (sim/ranges.py re-times them)."""
+
+    steady: Any
+    first: Any
+    plan: Any
+    software: Software
+
+
+def run_steps(hardware: Hardware, model: Model, strategy: Strategy, *, strict: bool = False,
+              software: Software | None = None) -> StepRuns:
+    """The memory plan and the two step schedules of `simulate` (strict: ConfigError when the
+    config does not fit)."""
+    software = host_costs.software_for(hardware, software)
+    plan = plan_memory(hardware, model, strategy, software=software)
+    if strict and not plan.fits:
+        t = plan.tiers[plan.binding_tier]
+        raise ConfigError(f"does not fit: {plan.binding_tier} tier needs "
+                          f"{fmt_gib(t.used_bytes)} of {fmt_gib(t.capacity_bytes)}")
+    steady = run_step(hardware, model, strategy, first_step=False, software=software)
+    first = (run_step(hardware, model, strategy, first_step=True, software=software)
+             if strategy.zero.stage == 3 else steady)
+    return StepRuns(steady=steady, first=first, plan=plan, software=software)
+
+
 def simulate(hardware: Hardware, model: Model, strategy: Strategy, *,
-             strict: bool = False, software: Software | None = None,
-             ranges: bool = False) -> SimResult:
+             strict: bool = False, software: Software | None = None) -> SimResult:
     """Simulate one steady-state step (and step 1) of DeepSpeed on `hardware`.
 
     A config that does not fit memory is still simulated (fits=False, binding_tier named) unless
     `strict`, which raises ConfigError naming the binding tier. Configs the engine does not
     model raise ConfigError naming the key. `software` (default: profiles/software/
     deepspeed-0.19.8.yaml) supplies the fitted host-side terms: ZeRO-3 hook time, step-1 warm-up.
-    `ranges` adds the step time's central 80% interval and the fits margin (sim/ranges.py, about
-    3x the cost).
+    sim/ranges.py `simulate_ranged` adds the step time's central 80% interval and the fits
+    margin (about 3x the cost).
     """
-    software = host_costs.software_for(hardware, software)
-    plan = plan_memory(hardware, model, strategy, software=software)
-    fits, binding = plan.fits, plan.binding_tier
-    if strict and not fits:
-        t = plan.tiers[binding]
-        raise ConfigError(f"does not fit: {binding} tier needs {fmt_gib(t.used_bytes)} of "
-                          f"{fmt_gib(t.capacity_bytes)}")
-    steady = run_step(hardware, model, strategy, first_step=False, software=software)
-    first = (run_step(hardware, model, strategy, first_step=True, software=software)
-             if strategy.zero.stage == 3 else steady)
-    first_s = first.step_s + first_step_extra_s(hardware, model, strategy, software)
+    return summarize(hardware, model, strategy,
+                     run_steps(hardware, model, strategy, strict=strict, software=software))
+
+
+def summarize(hardware: Hardware, model: Model, strategy: Strategy, runs: StepRuns, *,
+              step_range=None, memory_margin=None) -> SimResult:
+    """The SimResult of a simulation's step runs (with its range and margin, when computed)."""
+    steady, plan = runs.steady, runs.plan
+    first_s = runs.first.step_s + first_step_extra_s(hardware, model, strategy, runs.software)
     busy = dict.fromkeys(RESOURCES, 0.0)
     for span in steady.spans:
         busy[span.resource] += span.end_s - span.start_s
@@ -311,19 +336,13 @@ def simulate(hardware: Hardware, model: Model, strategy: Strategy, *,
     work = flops.step_flops(model, s.train_micro_batch_size_per_gpu,
                             s.gradient_accumulation_steps, s.activation_checkpointing)
     lower = max(busy.values())
-    span = margin = None
-    if ranges:
-        from tierlab.sim import ranges as rng
-
-        span = rng.step_range(hardware, model, strategy, software, steady,
-                              budget=2 * (1 + (first is not steady)))
-        margin = rng.memory_margin(plan, hardware, software)
     return SimResult(
         step_time_s=step, first_step_time_s=first_s, phases=phase_times(steady),
         busy_s=busy, exposed_s=exposed, bottleneck=max(RESOURCES, key=lambda r: exposed[r]),
-        memory=plan, fits=fits, binding_tier=binding,
+        memory=plan, fits=plan.fits, binding_tier=plan.binding_tier,
         tokens_per_s=tokens / step if step else 0.0,
         tflops_per_gpu=work / step / 1e12 if step else 0.0,
         lower_bound_s=lower, efficiency=lower / step if step else 1.0,
         bytes_moved=_bytes_moved(steady), spans=tuple(steady.spans),
-        scenario=_scenario(hardware, model, strategy), step_range=span, memory_margin=margin)
+        scenario=_scenario(hardware, model, strategy), step_range=step_range,
+        memory_margin=memory_margin)

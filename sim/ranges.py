@@ -33,6 +33,8 @@ from dataclasses import dataclass, replace
 from tierlab.profiles.ranges import CURVES, field_class
 from tierlab.profiles.schema import Hardware, Model, Software
 from tierlab.sim import host_costs
+from tierlab.sim.engine import Timer, critical_chain, run_step, run_steps, summarize
+from tierlab.sim.result import SimResult
 from tierlab.sim.strategy import Strategy
 
 PARTS = ("gpu", "cpu", "pcie", "nvme", "network")
@@ -155,10 +157,8 @@ def _kinds(ops, on_path: set[int]) -> list[tuple[object, int, int]]:
 def _retimed(timer, hw: Hardware, software: Software | None):
     """The engine's timer on perturbed inputs; its GPU block/head times (a FLOP count per layer,
     the costly part) are kept when the GPU is the same."""
-    from tierlab.sim.engine import _Timer
-
     if hw.gpu is not timer.hw.gpu:
-        return _Timer(hw, timer.model, timer.strategy, software)
+        return Timer(hw, timer.model, timer.strategy, software)
     new = copy.copy(timer)
     new.hw, new.software, new._cache = hw, software, {}
     return new
@@ -179,11 +179,9 @@ def step_range(hw: Hardware, model: Model, strategy: Strategy, software: Softwar
     """The steady step's central 80% interval from the point's steady run (engine._Run) with
     `software` (the hardware's measured host costs applied); `budget`: the steady-step
     re-simulations allowed."""
-    from tierlab.sim.engine import _Timer, critical_chain, run_step
-
     eff = host_costs.with_host_costs(software, hw) if software is not None else None
     kinds = _kinds(steady.workload.ops, {rec.op.id for rec in critical_chain(steady.recs)})
-    timer = _Timer(hw, model, strategy, eff)
+    timer = Timer(hw, model, strategy, eff)
     base = [timer.seconds(op) for op, _, _ in kinds]
     point = steady.step_s
     ends: dict[tuple[str, int], float] = {}
@@ -281,3 +279,14 @@ def memory_margin(plan, hw: Hardware, software: Software | None) -> dict[str, di
                                   f"end: {lo / 2**30:.2f}-{hi / 2**30:.2f} GiB of "
                                   f"{cap / 2**30:.2f} GiB"}
     return out
+
+
+def simulate_ranged(hardware: Hardware, model: Model, strategy: Strategy, *,
+                    strict: bool = False, software: Software | None = None) -> SimResult:
+    """`engine.simulate` plus the step time's central 80% interval and the fits margin (about
+    3x the cost): the SimResult's step_range and memory_margin."""
+    runs = run_steps(hardware, model, strategy, strict=strict, software=software)
+    span = step_range(hardware, model, strategy, runs.software, runs.steady,
+                      budget=2 * (1 + (runs.first is not runs.steady)))
+    return summarize(hardware, model, strategy, runs, step_range=span,
+                     memory_margin=memory_margin(runs.plan, hardware, runs.software))

@@ -16,7 +16,7 @@ from typing import Any, Literal, Mapping
 
 from tierlab.errors import ConfigError
 from tierlab.safeio import first_non_finite
-from tierlab.sim.ds_read import TOP_LEVEL_KEYS
+from tierlab.dsconfig.read import TOP_LEVEL_KEYS
 
 log = logging.getLogger(__name__)
 
@@ -172,9 +172,9 @@ class Strategy:
 # ----------------------------------------------------------------------------------------------
 # ds_config.json -> Strategy
 
-# which keys DeepSpeed reads, and how, is sim/ds_read.py's (DeepSpeed's own config models, or
+# which keys DeepSpeed reads, and how, is dsconfig/read.py's (DeepSpeed's own config models, or
 # the vendored 0.19.8 table); below is only what tierlab models of the keys DeepSpeed accepts
-_PASSTHROUGH_TOP = frozenset(TOP_LEVEL_KEYS)
+PASSTHROUGH_TOP = frozenset(TOP_LEVEL_KEYS)
 _ZERO_PASSTHROUGH = {
     "compute_grad_norm", "load_from_fp32_weights",
     "elastic_checkpoint", "stage3_model_persistence_threshold", "ignore_unused_parameters",
@@ -216,7 +216,7 @@ class Flags:
     """Model hidden size, for "auto" bucket sizes (HF: hidden^2, 0.9 hidden^2, 10 hidden)."""
 
 
-def _coerce(value: Any, default: Any, where: str) -> Any:
+def coerce(value: Any, default: Any, where: str) -> Any:
     """Check/convert one value to the type of its default (DeepSpeed accepts 1e8 for ints)."""
     if isinstance(default, bool):
         if isinstance(value, bool):
@@ -262,9 +262,9 @@ def _build(cls, block: Any, where: str, passthrough: set[str] = frozenset(),
         elif key == "nvme_path":
             value = None if value is None else str(value)
         elif key == "overlap_comm":
-            value = None if value is None else _coerce(value, False, f"{where}.{key}")
+            value = None if value is None else coerce(value, False, f"{where}.{key}")
         elif default is not None:
-            value = _coerce(value, default, f"{where}.{key}")
+            value = coerce(value, default, f"{where}.{key}")
         kwargs[key] = value
     return cls(**kwargs)
 
@@ -373,13 +373,13 @@ def _precision(cfg: Mapping, flags: Flags, where: str) -> tuple[Precision, list[
     """(the precision DeepSpeed trains in, warnings), before "auto" is filled. The flag wins
     over "auto"; a config that fixes another precision is an error naming the flag only when
     the user gave it; tierlab's default only fills "auto" the config leaves open."""
-    from tierlab.sim.ds_schema import Rejected, _bool
+    from tierlab.dsconfig.schema import Rejected, ds_bool
 
     states = {}
     for block in ("fp16", "bf16"):
         value = _enabled(cfg, block)
         try:
-            states[block] = value if value == "auto" else _bool(value, f"{block}.enabled")
+            states[block] = value if value == "auto" else ds_bool(value, f"{block}.enabled")
         except Rejected:
             states[block] = value     # ds_read names it
     fixed = [b for b, v in states.items() if v is True]
@@ -455,10 +455,10 @@ def parse_ds_config(cfg: Mapping[str, Any], flags: Flags = Flags(),
                     where: str = "ds_config", judge: str = "auto") -> tuple[Strategy, list[str]]:
     """ds_config dict -> (Strategy, warnings about DeepSpeed quirks). Raises ConfigError.
 
-    The keys are read as DeepSpeed 0.19.8 reads them (sim/ds_read.py; `judge`: its `prefer`,
+    The keys are read as DeepSpeed 0.19.8 reads them (dsconfig/read.py; `judge`: its `prefer`,
     'auto' = DeepSpeed's own models when importable, 'table' = the vendored table); "auto" is
     filled as the Hugging Face integration fills it, from the flags."""
-    from tierlab.sim.ds_read import legacy_blocks, read
+    from tierlab.dsconfig.read import legacy_blocks, read
 
     if not isinstance(cfg, Mapping):
         raise ConfigError(f"{where}: the top level must be a JSON object")

@@ -11,7 +11,8 @@ from click.testing import CliRunner
 import tierlab
 from tierlab.cli import main
 from tierlab.errors import ConfigError
-from tierlab.profiles.load import load_ds_config, load_hardware, load_model
+from tierlab.profiles.load import load_hardware, load_model
+from tierlab.dsconfig.read import load_ds_config
 
 
 def test_import_is_cheap():

@@ -6,7 +6,7 @@ import pytest
 
 from _cli import assert_user_error, run
 from tierlab import __version__
-from tierlab.runner.measurement import load_measurement
+from tierlab.records.measurement import load_measurement
 from tierlab.validate.compare import run_scenario, scenario_of
 from tierlab.profiles.load import load_hardware
 

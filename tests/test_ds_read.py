@@ -1,4 +1,4 @@
-"""ds_configs read as DeepSpeed 0.19.8 reads them (sim/ds_read.py, sim/ds_schema.py): the corpus
+"""ds_configs read as DeepSpeed 0.19.8 reads them (dsconfig/read.py, dsconfig/schema.py): the corpus
 of real configs (tests/data/ds_configs/ORIGINS.yaml) gets DeepSpeed's verdict; the vendored
 table and DeepSpeed's own config models agree; aliases, deprecations, "auto", hjson, duplicate
 keys, the precision message and the activation_checkpointing block."""
@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from tierlab.errors import ConfigError
-from tierlab.profiles.load import load_ds_config
-from tierlab.sim import ds_read
-from tierlab.sim.ds_schema import load_schema
+from tierlab.dsconfig.read import load_ds_config
+from tierlab.dsconfig import read as ds_read
+from tierlab.dsconfig.schema import load_schema
 from tierlab.sim.strategy import (_ZERO_PASSTHROUGH, _ZERO_UNMODELLED, Flags, OffloadOptimizer,
                                   OffloadParam, Zero, parse_ds_config, to_ds_config)
 
@@ -160,7 +160,7 @@ def test_table_gives_deepspeeds_verdict(cfg):
 
 @pytest.mark.skipif(not HAS_DEEPSPEED, reason="needs deepspeed (pip install 'tierlab[runner]')")
 def test_vendored_table_is_a_fresh_dump():
-    from tierlab.sim.ds_schema import schema_from_deepspeed
+    from tierlab.dsconfig.schema import schema_from_deepspeed
 
     assert json.loads(json.dumps(schema_from_deepspeed())) == load_schema(), \
         "run bench/vendor_ds_schema.py"

@@ -3,6 +3,7 @@ import json
 
 import pytest
 
+from tierlab.dsconfig.read import load_ds_config
 from tierlab.errors import ConfigError
 from tierlab.profiles import load
 from tierlab.profiles.load import parse_quantity
@@ -88,17 +89,17 @@ def test_malformed_files(tmp_path):
     bad_json = tmp_path / "c.json"
     bad_json.write_text('{"zero_optimization": {"stage": 3,}')   # unclosed
     with pytest.raises(ConfigError, match=r"c.json: malformed JSON at line 1"):
-        load.load_ds_config(str(bad_json))
+        load_ds_config(str(bad_json))
     # DeepSpeed reads a config path with hjson: a trailing comma, a comment and a BOM are fine
     ok = tmp_path / "ok.json"
     ok.write_text('\ufeff{"zero_optimization": {"stage": 3,},  // ZeRO-3\n}', encoding="utf-8")
-    assert load.load_ds_config(str(ok))[0] == {"zero_optimization": {"stage": 3}}
+    assert load_ds_config(str(ok))[0] == {"zero_optimization": {"stage": 3}}
     bad_yaml = tmp_path / "m.yaml"
     bad_yaml.write_text("kind: model\nname: [unclosed\n")
     with pytest.raises(ConfigError, match=r"m.yaml: malformed YAML"):
         load.load_model(str(bad_yaml))
     with pytest.raises(ConfigError, match="no such file"):
-        load.load_ds_config(str(tmp_path / "missing.json"))
+        load_ds_config(str(tmp_path / "missing.json"))
 
 
 def test_hf_config_json(tmp_path):

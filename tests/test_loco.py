@@ -12,7 +12,7 @@ import pytest
 from tests._cli import assert_user_error, run
 from tierlab.errors import ConfigError
 from tierlab.profiles.load import load_software
-from tierlab.runner.measurement import load_measurement
+from tierlab.records.measurement import load_measurement
 from tierlab.validate import loco as L
 from tierlab.validate.fit import fit_software
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tierlab.profiles.load import load_hardware
-from tierlab.runner.measurement import load_measurement
+from tierlab.records.measurement import load_measurement
 from tierlab.sim.memory import (gpu_breakdown, gpu_moments, host_breakdown, pinned_bytes,
                                 plan_memory)
 from tierlab.validate.compare import scenario_of

@@ -1,4 +1,4 @@
-"""sim/plan.py: the practical answers, ranking with reasons, the emitted ds_config, the CLI."""
+"""planner/search.py: the practical answers, ranking with reasons, the emitted ds_config, the CLI."""
 import json
 import sys
 from dataclasses import replace
@@ -11,7 +11,7 @@ from tierlab.cli import main
 from tierlab.errors import ConfigError
 from tierlab.profiles.load import load_hardware, load_model
 from tierlab.sim.memory import plan_memory
-from tierlab.sim.plan import format_plan, plan, tokens_per_s_range
+from tierlab.planner.search import format_plan, plan, tokens_per_s_range
 from tierlab.scenario import resolve
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -1,4 +1,4 @@
-"""`plan --ds-config`: start from the user's config (sim/plan_from.py). Real simulator, real
+"""`plan --ds-config`: start from the user's config (planner/from_config.py). Real simulator, real
 public configs (tests/data/ds_configs)."""
 import json
 from pathlib import Path
@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 
 from _cli import assert_user_error, run
-from tierlab.profiles.load import load_ds_config
+from tierlab.dsconfig.read import load_ds_config
 from tierlab.scenario import machine_and_model, resolve
-from tierlab.sim import ds_read
-from tierlab.sim.plan_from import plan_from_config, proposed_config
+from tierlab.dsconfig import read as ds_read
+from tierlab.planner.from_config import plan_from_config, proposed_config
 
 CORPUS = Path(__file__).parent / "data" / "ds_configs"
 FASTCHAT_S3 = str(CORPUS / "fastchat_deepspeed_config_s3.json")   # ZeRO-3, params + opt on CPU
@@ -163,7 +163,7 @@ def test_bucket_auto_stays_where_hf_fills_the_proposed_value():
 def test_yours_and_the_proposal_carry_their_80_percent_ranges(llama7b_on_a100):
     """`plan --ds-config` states how sure it is of both ends of the advice: the JSON has
     step_time_range_s and tokens_per_s_range for yours and the best, the text shows them."""
-    from tierlab.sim.plan_from import format_from_config
+    from tierlab.planner.from_config import format_from_config
 
     *_, r = llama7b_on_a100
     d = r.to_dict()

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from matplotlib.figure import Figure
 
 from tierlab.cli import main
-from tierlab.sim.sweep import Base, parse_vary, resolve, run_sweep
+from tierlab.sweeps.run import Base, parse_vary, resolve, run_sweep
 from tierlab.validate import plots
 from tierlab.validate.plot_samples import sample_series
 
@@ -195,8 +195,8 @@ def test_lane_bars_never_overstate_occupancy():
 
 
 def _runner_measurement(tmp_path):
-    """A run directory as the runner writes it (runner/measurement.py, runner/probes.py)."""
-    from tierlab.runner.measurement import Measurement, MeasurementWriter, StepRecord
+    """A run directory as the runner writes it (records/measurement.py, runner/probes.py)."""
+    from tierlab.records.measurement import Measurement, MeasurementWriter, StepRecord
 
     t0 = 1_700_000_000.0
     m = Measurement(run_id="r1", started_unix=t0, run={"warmup_steps": 1})

@@ -190,13 +190,13 @@ def test_fits_margin_where_the_overheads_straddle_the_cap():
 
 
 def test_sweep_rows_carry_the_range():
-    import functools
 
     from tierlab.sim.engine import simulate as engine_simulate
-    from tierlab.sim.sweep import result_columns
+    from tierlab.sim.ranges import simulate_ranged
+    from tierlab.sweeps.run import result_columns
 
     hw, m, s = scenario("zero2-cpu")
-    row = result_columns(functools.partial(engine_simulate, ranges=True)(hw, m, s))
+    row = result_columns(simulate_ranged(hw, m, s))
     assert row["step_time_low_s"] < row["step_time_s"] < row["step_time_high_s"]
     assert "step_time_low_s" not in result_columns(engine_simulate(hw, m, s))
 
@@ -292,7 +292,7 @@ def test_calibrate_writes_its_repeats_min_max(tmp_path):
 def test_retimed_timer_agrees_with_a_fresh_one():
     """sim/ranges re-uses the engine timer's GPU block times for non-GPU inputs: the op times it
     gives must equal a freshly built timer's for every input of a ZeRO-3 NVMe scenario."""
-    from tierlab.sim.engine import _Timer, run_step
+    from tierlab.sim.engine import Timer, run_step
     from tierlab.sim.host_costs import software_for
     from tierlab.sim.ranges import _kinds, _retimed
 
@@ -300,10 +300,10 @@ def test_retimed_timer_agrees_with_a_fresh_one():
     sw = software_for(hw)
     run = run_step(hw, m, s, software=sw)
     kinds = _kinds(run.workload.ops, set())
-    timer = _Timer(hw, m, s, sw)
+    timer = Timer(hw, m, s, sw)
     for name, _, lo, hi in uncertain_inputs(hw, sw):
         h2, s2 = perturbed(hw, sw, name, hi)
-        fresh, reused = _Timer(h2, m, s, s2), _retimed(timer, h2, s2)
+        fresh, reused = Timer(h2, m, s, s2), _retimed(timer, h2, s2)
         assert [reused.seconds(op) for op, _, _ in kinds] == \
             [fresh.seconds(op) for op, _, _ in kinds], name
 

@@ -2,7 +2,7 @@
 the sweep columns all iterate it, and every resource has its own style."""
 import tierlab
 from tierlab.sim.resources import BY_NAME, BYTE_RESOURCES, REGISTRY, RESOURCES, markdown_table
-from tierlab.sim.sweep import result_columns
+from tierlab.sweeps.run import result_columns
 from tierlab.validate import plots
 from tierlab.validate.plot_style import BOTTLENECK_MARKERS, RESOURCE_STYLE
 

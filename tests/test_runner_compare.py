@@ -2,7 +2,7 @@
 limits, the budget), with the training worker replaced by a recorded Measurement."""
 from tierlab.runner import compare
 from tierlab.runner import preflight as pf
-from tierlab.runner.measurement import Measurement
+from tierlab.records.measurement import Measurement
 from tierlab.runner.train import spec_from_strategy
 from tierlab.scenario import resolve
 
@@ -67,7 +67,7 @@ def test_compare_refuses_an_existing_comparison_unless_overwrite(tmp_path, monke
     from _cli import assert_user_error, run
 
     def recorded(spec, limit):             # the variant's folder as a worker leaves it
-        from tierlab.runner.measurement import MeasurementWriter
+        from tierlab.records.measurement import MeasurementWriter
 
         ok(spec, limit)
         return MeasurementWriter(spec.out_dir, Measurement(run_id=spec.label)).close(

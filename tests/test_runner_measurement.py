@@ -1,7 +1,7 @@
 import json
 import math
 
-from tierlab.runner.measurement import (Measurement, MeasurementWriter, StepRecord,
+from tierlab.records.measurement import (Measurement, MeasurementWriter, StepRecord,
                                         load_measurement, summarize)
 
 

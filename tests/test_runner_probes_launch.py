@@ -4,8 +4,9 @@ import socket
 
 from _runnerhelp import swap_root
 from tierlab.runner import launch, probes
-from tierlab.runner.ds_config import swap_dirs, swap_paths, with_swap_dir
-from tierlab.runner.measurement import Measurement
+from tierlab.dsconfig.read import with_swap_dir
+from tierlab.runner.ds_config import swap_dirs, swap_paths
+from tierlab.records.measurement import Measurement
 from tierlab.runner.train import RunInterrupted, SignalGate, classify, exit_code
 
 
@@ -106,7 +107,8 @@ def test_run_probes_the_host_before_deepspeed_initialize(tmp_path, monkeypatch):
     """After a ZeRO-3 initialize the module-call probe reads 2.5-5x slower (DeepSpeed wraps
     every Linear): `run` must take it first. The engine setup here fails on purpose after the
     order is recorded; the run closes as failed with that reason."""
-    from tierlab.profiles.load import load_ds_config, load_model
+    from tierlab.profiles.load import load_model
+    from tierlab.dsconfig.read import load_ds_config
     from tierlab.runner import train
     from tierlab.sim.strategy import Flags, parse_ds_config
 

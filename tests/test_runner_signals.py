@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from _runnerhelp import REPO
-from tierlab.runner.measurement import load_measurement
+from tierlab.records.measurement import load_measurement
 
 pytestmark = pytest.mark.slow
 
@@ -113,9 +113,9 @@ def test_sigkill_leaves_a_readable_record(tmp_path):
         f.write('{"step": 99, "wall_s": 0.31, "tim')
     assert len(load_measurement(out).steps) == len(m.steps)
     env = _env()
-    for args, said in ((["validate", str(out), "--out", str(tmp_path / "v")],
+    for args, said in ((["validate", str(out), "--out", str(tmp_path / "v"), "-H", "h200-host"],
                         "neither finished nor ran out of memory"),
-                       (["plot", "timeline", "--measurement", str(out), "-o",
+                       (["plot", "timeline", "--measurement", str(out), "-H", "h200-host", "-o",
                          str(tmp_path / "t.png")], "")):
         p = subprocess.run([sys.executable, "-m", "tierlab.cli", *args], capture_output=True,
                            text=True, env=env, cwd=REPO, timeout=300)

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from _runnerhelp import NVME_SETS, SAMPLE, TINY, run_cli, sets, swap_root, tierlab
-from tierlab.runner.measurement import load_measurement
+from tierlab.records.measurement import load_measurement
 
 pytestmark = pytest.mark.slow
 

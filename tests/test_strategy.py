@@ -2,7 +2,7 @@
 import pytest
 
 from tierlab.errors import ConfigError
-from tierlab.profiles.load import load_ds_config
+from tierlab.dsconfig.read import load_ds_config
 from tierlab.sim.strategy import Flags, apply_overrides, parse_ds_config, to_ds_config, parse_value
 
 

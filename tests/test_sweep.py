@@ -1,4 +1,4 @@
-"""sim/sweep.py + sim/sweep_keys.py: the key namespace, values, grid, invalid rows, resume, CLI."""
+"""sweeps/run.py + sweeps/keys.py: the key namespace, values, grid, invalid rows, resume, CLI."""
 import sys
 from pathlib import Path
 
@@ -7,9 +7,9 @@ from click.testing import CliRunner
 
 from tierlab.cli import main
 from tierlab.errors import ConfigError
-from tierlab.sim.sweep import (Base, Evaluator, point_id, read_results, resolve, run_sweep,
+from tierlab.sweeps.run import (Base, Evaluator, point_id, read_results, resolve, run_sweep,
                                write_results)
-from tierlab.sim.sweep_keys import all_keys, key_kind, make_axis, make_grid, parse_vary
+from tierlab.sweeps.keys import all_keys, key_kind, make_axis, make_grid, parse_vary
 
 sys.path.insert(0, str(Path(__file__).parent))
 import fakesim  # noqa: E402

@@ -12,8 +12,9 @@ from tierlab.errors import ConfigError
 from click.testing import CliRunner
 
 from tierlab.cli import main
-from tierlab.profiles.load import load_ds_config, load_hardware, load_model
-from tierlab.runner.measurement import Measurement, MeasurementWriter, StepRecord, load_measurement
+from tierlab.profiles.load import load_hardware, load_model
+from tierlab.dsconfig.read import load_ds_config
+from tierlab.records.measurement import Measurement, MeasurementWriter, StepRecord, load_measurement
 from tierlab.sim.strategy import Flags, parse_ds_config, to_ds_config
 from tierlab.validate.compare import Row, compare_measurement, scenario_of, summarize
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tierlab.profiles.load import load_hardware, load_software
-from tierlab.runner.measurement import load_measurement
+from tierlab.records.measurement import load_measurement
 from tierlab.validate.compare import (case_key, compare_measurement, find_measurements, summarize,
                                       summarize_split)
 

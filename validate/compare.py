@@ -262,7 +262,7 @@ def validate_cases(paths: Iterable[str | Path], software, *, hardware: str | Non
                    train: Iterable[str] = ()) -> Validation:
     """Every measurement under `paths` simulated on its profile with `software`, against what
     was measured; `train`: the case names the software's fitted terms were fitted on."""
-    from tierlab.runner.measurement import load_measurement
+    from tierlab.records.measurement import load_measurement
 
     rows, unfinished = [], []
     for d, hw in with_profiles(find_measurements(paths), hardware):

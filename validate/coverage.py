@@ -49,7 +49,7 @@ class Covered:
 def covered_run(measurement, hardware, software, case: str) -> Covered | None:
     """The run against its range (the software's simulator_error included); None for a run
     without a measured steady step."""
-    from tierlab.sim.engine import simulate
+    from tierlab.sim import simulate
     from tierlab.validate.compare import measured_metrics, scenario_of
 
     if measurement.status != "ok":
@@ -70,7 +70,7 @@ def coverage(paths: Iterable[str | Path], software, *, hardware: str | None = No
              ) -> list[Covered]:
     """Every finished run under `paths`, on `hardware` (None: the profile its folder's
     validate.yaml names)."""
-    from tierlab.runner.measurement import load_measurement
+    from tierlab.records.measurement import load_measurement
     from tierlab.validate.compare import case_key, find_measurements, with_profiles
 
     out = []

@@ -33,7 +33,7 @@ from tierlab.profiles.schema import Hardware, Software
 def _cases(paths, keys, hardware: Hardware | None = None):
     """[(key, Measurement, Hardware)] of the runs under `paths` named in `keys`, each with its
     folder's calibrated profile (validate.yaml), or `hardware` for all when given."""
-    from tierlab.runner.measurement import load_measurement
+    from tierlab.records.measurement import load_measurement
     from tierlab.validate.compare import case_key, find_measurements, with_profiles
 
     dirs = [d for d in find_measurements(paths) if case_key(d) in keys]

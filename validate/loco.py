@@ -82,7 +82,7 @@ class Case:
 def load_cases(paths: Iterable, hardware: str | None = None) -> list[Case]:
     """The finished (status ok) runs under `paths`, each on its folder's profile (or
     `hardware` for all), with its classes. A path with none is a ConfigError."""
-    from tierlab.runner.measurement import load_measurement
+    from tierlab.records.measurement import load_measurement
     from tierlab.validate.compare import case_key, find_measurements, with_profiles
 
     paths = list(paths)

@@ -154,7 +154,7 @@ def read_measurement(path: str | Path):
     p = Path(path)
     run_dir = p if p.is_dir() else p.parent if p.name == "measurement.json" else None
     if run_dir is not None and (run_dir / "measurement.json").is_file():
-        from tierlab.runner.measurement import load_measurement     # the runner's own reader
+        from tierlab.records.measurement import load_measurement     # the runner's own reader
 
         try:
             return load_measurement(run_dir)

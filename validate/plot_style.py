@@ -16,12 +16,12 @@ PHASE_COLOURS = {"forward": "#f2f2f2", "backward": "#e3ecf7", "optimizer": "#fbe
 FIG_DPI = 130
 
 
-def _style(resource: str) -> tuple[str, str]:
+def resource_style(resource: str) -> tuple[str, str]:
     """(label, colour) of a resource of sim/resources.py."""
     return RESOURCE_STYLE[resource]
 
 
-def _wrap(label: str, width: int = 12) -> str:
+def wrap_title(label: str, width: int = 12) -> str:
     """Break a tick label over lines at spaces (and after commas)."""
     return "\n".join(textwrap.wrap(re.sub(r",(?=\S)", ", ", label), width)) or label
 

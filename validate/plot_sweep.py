@@ -5,7 +5,7 @@ from typing import Sequence
 
 from matplotlib.figure import Figure
 
-from tierlab.validate.plot_style import BOTTLENECK_MARKERS, FIG_DPI, _style
+from tierlab.validate.plot_style import BOTTLENECK_MARKERS, FIG_DPI, resource_style
 
 
 def vary_columns(df) -> list[str]:
@@ -28,7 +28,7 @@ def sweep(df, x: str, *, by: str | Sequence[str] | None = None, title: str | Non
     column). Filled markers fit every tier, open ones don't; the marker shape is the bottleneck;
     error bars, the 80% range where the results carry step_time_low_s / step_time_high_s.
     `mark=(x, text)` draws a dotted vertical line, e.g. at the hardware's own value."""
-    from tierlab.sim.sweep_keys import key_unit
+    from tierlab.sweeps.keys import key_unit
 
     if x not in df.columns:
         raise ValueError(f"no column {x!r} in the sweep results (have: {', '.join(df.columns)})")
@@ -117,7 +117,7 @@ def _sweep_legend(ax, ok):
     for bn in dict.fromkeys(ok.get("bottleneck", [])):
         handles.append(Line2D([], [], marker=BOTTLENECK_MARKERS.get(str(bn), "o"), color="#444444",
                               ls="none", markersize=6))
-        labels.append(f"binds: {_style(str(bn))[0]}")
+        labels.append(f"binds: {resource_style(str(bn))[0]}")
     if "fits" in ok and not all(_truthy(f) for f in ok["fits"]):
         handles.append(Line2D([], [], marker="o", color="#444444", ls="none", markersize=6,
                               markerfacecolor="white"))
@@ -130,7 +130,7 @@ def _truthy(v) -> bool:
 
 
 def _with_unit(key: str, v) -> str:
-    from tierlab.sim.sweep_keys import key_unit
+    from tierlab.sweeps.keys import key_unit
 
     unit, scale = key_unit(key)
     if unit and isinstance(v, (int, float)) and not isinstance(v, bool):

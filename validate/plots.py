@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from tierlab.units import GiB
-from tierlab.validate.plot_style import (FIG_DPI, PHASE_COLOURS, RESOURCE_STYLE, _style, _wrap,
+from tierlab.validate.plot_style import (FIG_DPI, PHASE_COLOURS, RESOURCE_STYLE, resource_style, wrap_title,
                                          save)
 from tierlab.validate.plot_sweep import sweep, vary_columns
 
@@ -76,7 +76,7 @@ def bottleneck(results, *, title: str | None = None) -> Figure:
     xs = range(len(items))
     bottom = [0.0] * len(items)
     for res in used:
-        label, colour = _style(res)
+        label, colour = resource_style(res)
         vals = [r.exposed_s.get(res, 0.0) * k for _, r in items]
         ax.bar(xs, vals, 0.6, bottom=bottom, color=colour, label=label, edgecolor="white",
                linewidth=0.5)
@@ -94,7 +94,7 @@ def bottleneck(results, *, title: str | None = None) -> Figure:
         top = span[1] * k if span is not None else step
         ax.annotate(note, (x, top), xytext=(0, 4), textcoords="offset points", ha="center",
                     va="bottom", fontsize=8.5, color="black" if fits else "#d62728")
-    names = [f"{_wrap(lab, 22)}\nbinds: {_style(r.bottleneck)[0]}" for lab, r in items]
+    names = [f"{wrap_title(lab, 22)}\nbinds: {resource_style(r.bottleneck)[0]}" for lab, r in items]
     ax.set_xticks(list(xs), names, fontsize=8.5)
     ax.set_ylabel(f"time per optimizer step ({unit})")
     ax.set_ylim(0, step_max * k * 1.22)
@@ -196,13 +196,13 @@ def timeline(result, measurement=None, *, title: str | None = None,
     for i, res in enumerate(reversed(lanes)):
         ops = [(s.start_s * k, s.end_s * k) for s in spans if s.resource == res]
         wide, thin = _lane_bars(ops, one_px)
-        colour = _style(res)[1]
+        colour = resource_style(res)[1]
         ax.broken_barh(wide, (i - 0.35, 0.7), facecolors=colour, edgecolor="none")
         if thin:
             rgba = [to_rgba(colour, 0.25 + 0.75 * busy) for _, busy in thin]
             ax.broken_barh([(t, one_px) for t, _ in thin], (i - 0.35, 0.7), facecolors=rgba,
                            edgecolor="none")
-    ax.set_yticks(range(len(lanes)), [_style(r)[0] for r in reversed(lanes)], fontsize=8.5)
+    ax.set_yticks(range(len(lanes)), [resource_style(r)[0] for r in reversed(lanes)], fontsize=8.5)
     ax.set_ylim(-0.6, len(lanes) - 0.15)
     step = result.step_time_s * k
     ax.axvline(step, color="black", linewidth=1.2)
@@ -262,7 +262,7 @@ def _series_colour(name: str) -> str | None:
                        (("read",), "nvme_read"), (("writ",), "nvme_write"),
                        (("gpu", "sm"), "gpu_compute")):
         if any(w in n for w in words):
-            return _style(res)[1]
+            return resource_style(res)[1]
     return None
 
 
@@ -332,7 +332,7 @@ def memory(plans, *, title: str | None = None) -> Figure:
             bottom = [b + v for b, v in zip(bottom, vals)]
         _capacity_marks(ax, xs, [p.tiers[tier] for _, p in items])
         ax.set_title(name, fontsize=10)
-        ax.set_xticks(xs, [_wrap(lab) for lab, _ in items], fontsize=8)
+        ax.set_xticks(xs, [wrap_title(lab) for lab, _ in items], fontsize=8)
         ax.set_ylabel("GiB (2³⁰ bytes)" if tier == "gpu" else "")
         ax.grid(axis="y", alpha=0.3)
         ax.set_axisbelow(True)

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from tierlab.errors import ConfigError
-from tierlab.profiles.load import (load_ds_config, load_hardware, load_model,
-                                   model_from_hf_config, read_data)
+from tierlab.profiles.load import load_hardware, load_model, model_from_hf_config, read_data
+from tierlab.dsconfig.read import load_ds_config
 from tierlab.profiles.schema import Hardware, Model
 from tierlab.sim.strategy import Flags, Strategy, parse_ds_config
 

@@ -59,7 +59,7 @@ def machine_spread(paths, base: Software) -> tuple[dict[str, tuple[float, float]
 def simulator_error(paths, software: Software) -> tuple[float, float, int]:
     """(10th, 90th percentile of measured / predicted steady step, runs) over the finished runs
     not in software.train_cases."""
-    from tierlab.runner.measurement import load_measurement
+    from tierlab.records.measurement import load_measurement
     from tierlab.sim.engine import simulate
     from tierlab.validate.compare import (case_key, find_measurements, measured_metrics,
                                           scenario_of, with_profiles)
@@ -127,9 +127,9 @@ _ENTRY = r"^({key}: {{value: )([^,]+)(, range: \[[^\]]*\])?,"
 
 def _bounds(value_text: str, low: float, high: float, dimension: str) -> str:
     """'[0.1983 ms, 0.2497 ms]': low and high (SI) in the value's unit, rounded outward."""
-    from tierlab.profiles.load import _unit, parse_quantity
+    from tierlab.profiles.load import unit_of, parse_quantity
 
-    unit = _unit(value_text)
+    unit = unit_of(value_text)
     scale = parse_quantity(f"1 {unit}".strip(), dimension, "range")
     out = []
     for x, rnd in ((low / scale, math.floor), (high / scale, math.ceil)):
@@ -140,9 +140,9 @@ def _bounds(value_text: str, low: float, high: float, dimension: str) -> str:
 
 def write_ranges(text: str, ranges: dict[str, tuple[float, float]]) -> str:
     """The software YAML with `range: [...]` after each fitted term's value (replacing one)."""
-    from tierlab.profiles.load import _OPTIONAL_SOFTWARE_TERMS, _SOFTWARE_TERMS
+    from tierlab.profiles.load import OPTIONAL_SOFTWARE_TERMS, SOFTWARE_TERMS
 
-    dims = {key: dim for key, (dim, _) in {**_SOFTWARE_TERMS, **_OPTIONAL_SOFTWARE_TERMS}.items()}
+    dims = {key: dim for key, (dim, _) in {**SOFTWARE_TERMS, **OPTIONAL_SOFTWARE_TERMS}.items()}
     for key, field in FITTED.items():
         if field not in ranges:
             continue

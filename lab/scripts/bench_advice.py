@@ -107,7 +107,7 @@ def _fmt(c: dict) -> str:
 
 
 def _measured(run_dir: Path) -> dict | None:
-    from tierlab.runner.measurement import load_measurement
+    from tierlab.records.measurement import load_measurement
     from tierlab.validate.compare import measured_metrics
 
     if not (run_dir / "measurement.json").is_file():

@@ -46,7 +46,7 @@ def other_hosts_checkpoint_s() -> tuple[float, str]:
 def main() -> int:
     from tierlab.profiles.load import load_hardware, load_software
     from tierlab.runner.calibrate_host import derive
-    from tierlab.runner.measurement import load_measurement
+    from tierlab.records.measurement import load_measurement
     from tierlab.validate.compare import (case_key, compare_measurement, find_measurements,
                                           folder_hardware)
 

@@ -18,7 +18,7 @@ import statistics
 from pathlib import Path
 
 from tierlab.profiles.load import load_hardware
-from tierlab.runner.measurement import load_measurement
+from tierlab.records.measurement import load_measurement
 from tierlab.runner.train import PROBE_BEFORE_INIT
 from tierlab.validate.compare import find_measurements, folder_hardware
 

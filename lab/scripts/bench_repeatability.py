@@ -24,7 +24,7 @@ import re
 import statistics
 from pathlib import Path
 
-from tierlab.runner.measurement import load_measurement
+from tierlab.records.measurement import load_measurement
 from tierlab.validate.compare import find_measurements, measured_metrics
 
 from labenv import ROOT  # noqa: E402  (sets $TIERLAB_PROFILES to the lab)

@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 
 from tierlab.profiles.load import load_hardware, load_software
-from tierlab.runner.measurement import load_measurement
+from tierlab.records.measurement import load_measurement
 from tierlab.validate.compare import (case_key, compare_measurement, find_measurements,
                                       folder_hardware, summarize, summarize_split)
 

@@ -11,7 +11,7 @@ def test_tiny_run_on_gpu_records_memory_peaks(tmp_path):
     import sys
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
     from _runnerhelp import TINY, run_cli
-    from tierlab.runner.measurement import load_measurement
+    from tierlab.records.measurement import load_measurement
 
     out = tmp_path / "m"
     r = run_cli("run", "-m", TINY, "-c", "zero3-cpu", "--micro-batch", "2", "--seq", "128",
@@ -29,7 +29,7 @@ def test_gpu_mem_cap_turns_oom_into_a_row(tmp_path):
     import sys
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
     from _runnerhelp import TINY, run_cli
-    from tierlab.runner.measurement import load_measurement
+    from tierlab.records.measurement import load_measurement
 
     out = tmp_path / "m"
     r = run_cli("run", "-m", TINY, "-c", "no-offload", "--micro-batch", "64", "--seq", "256",

@@ -106,7 +106,7 @@ def _ds_blocks() -> dict[str, dict[str, Any]]:
 def _ds_top_keys() -> frozenset[str]:
     from tierlab.sim import strategy
 
-    return frozenset(strategy._PASSTHROUGH_TOP)   # the top-level keys DeepSpeed reads
+    return frozenset(strategy.PASSTHROUGH_TOP)   # the top-level keys DeepSpeed reads
 
 
 def key_kind(key: str) -> str:
@@ -221,7 +221,7 @@ def _as_bool(value: Any, where: str) -> bool:
 def parse_value(key: str, raw: Any) -> Any:
     """One value of `key`, from text (CLI) or a Python value (API); malformed -> ConfigError."""
     from tierlab.profiles.load import parse_quantity
-    from tierlab.sim.strategy import _coerce, parse_value as parse_json
+    from tierlab.sim.strategy import coerce, parse_value as parse_json
 
     where = f"--vary {key}={raw}"
     kind = key_kind(key)
@@ -231,7 +231,7 @@ def parse_value(key: str, raw: Any) -> Any:
     if kind == "scenario":
         if not isinstance(text, str):
             raise ConfigError(f"{where}: expected a profile name or path")
-        _load(key, text)           # unknown profile -> ConfigError now, not one error row each
+        load_profile(key, text)           # unknown profile -> ConfigError now, not one error row each
         return text
     if kind == "batch":
         return _as_int(parse_json(text) if isinstance(text, str) else text, where, minimum=1)
@@ -274,7 +274,7 @@ def parse_value(key: str, raw: Any) -> Any:
         if value not in ("none", "cpu", "nvme"):
             raise ConfigError(f"{where}: device must be none, cpu or nvme")
     elif default is not None and not isinstance(default, str):
-        value = _coerce(value, default, where)
+        value = coerce(value, default, where)
     if first_non_finite(value):
         raise ConfigError(f"{where}: not a finite number")
     return value
@@ -336,11 +336,12 @@ def make_grid(axes: Sequence[Axis]) -> list[dict[str, Any]]:
 
 @lru_cache(maxsize=64)
 def _load_cached(kind: str, name: str):
-    from tierlab.profiles.load import load_ds_config, load_hardware, load_model
+    from tierlab.profiles.load import load_hardware, load_model
+    from tierlab.dsconfig.read import load_ds_config
 
     return {"model": load_model, "hardware": load_hardware, "config": load_ds_config}[kind](name)
 
 
-def _load(kind: str, name: str):
+def load_profile(kind: str, name: str):
     value = _load_cached(kind, name)
     return copy.deepcopy(value) if kind == "config" else value

@@ -1,7 +1,7 @@
 """`plan --ds-config mine.json`: start from the user's config, say what to change.
 
 The user's config is the baseline ("yours"), simulated as it is. The planner's search
-(sim/plan.py) then runs with every variant made from the user's config instead of the
+(planner/search.py) then runs with every variant made from the user's config instead of the
 planner's template (`base_ds_config`): only the keys a placement, batch or knob changes differ,
 every other key stays as the user wrote it, and the global batch stays the user's. The changes
 from yours to the best are applied one group at a time (placement, batch, checkpointing, then
@@ -17,7 +17,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from tierlab.errors import ConfigError
-from tierlab.sim.plan_config import Candidate, Placement, PlanResult, Request, Variant
+from tierlab.planner.search import Search, add_ranges, format_plan, plan
+from tierlab.planner.variants import (Candidate, Placement, PlanResult, Request, Variant,
+                                   base_ds_config, placements)
 
 TRAINER_ARGS = {"train_micro_batch_size_per_gpu": "--per_device_train_batch_size",
                 "gradient_accumulation_steps": "--gradient_accumulation_steps"}
@@ -33,7 +35,7 @@ def base_config(cfg: Mapping[str, Any], where: str) -> dict:
     """The user's config with zero_optimization as DeepSpeed reads it (aliases -> stage3_* names,
     deprecated keys mapped, "auto" it would drop dropped) and the "auto" the HF integration
     fills kept, so a variant can change any key without clashing with an alias."""
-    from tierlab.sim.ds_read import HF_FILLED, read
+    from tierlab.dsconfig.read import HF_FILLED, read
 
     cfg = copy.deepcopy(dict(cfg))
     zero = cfg.get("zero_optimization")
@@ -47,52 +49,8 @@ def base_config(cfg: Mapping[str, Any], where: str) -> dict:
     return cfg
 
 
-def base_ds_config(v: Variant, req: Request) -> dict:
-    """The variant applied to the user's config (req.base): stage, offload devices (their other
-    keys kept), nvme_path where missing, batch, knobs."""
-    from tierlab.scenario import set_dotted
-
-    p, hw = v.placement, req.hardware
-    cfg = copy.deepcopy(dict(req.base))
-    zero = cfg["zero_optimization"] = dict(cfg.get("zero_optimization") or {})
-    zero["stage"] = p.stage
-    for key, device in (("offload_optimizer", p.optimizer), ("offload_param", p.param)):
-        if (key, p.stage) in (("offload_optimizer", 0), ("offload_param", 0),
-                              ("offload_param", 1), ("offload_param", 2)):
-            continue    # DeepSpeed ignores the block at this stage: yours stays as written
-        block = dict(zero.get(key) or {})
-        if device == "none" and block.get("device", "none") == "none":
-            continue
-        block["device"] = device
-        if device == "nvme" and not block.get("nvme_path"):
-            block["nvme_path"] = req.nvme_path
-        zero[key] = block
-    if p.param == "nvme":       # every partition must fit one swap buffer
-        from tierlab.profiles.layout import largest_matrix_numel
-        per_rank = -(-largest_matrix_numel(req.model) // hw.world_size)
-        if zero["offload_param"].get("buffer_size", 100_000_000) < per_rank:
-            zero["offload_param"]["buffer_size"] = per_rank
-    if p.optimizer == "nvme" and "sub_group_size" not in zero:
-        zero["sub_group_size"] = 100_000_000     # the template's NVMe choice; tuned after
-    cfg.update(train_micro_batch_size_per_gpu=v.micro_batch,
-               gradient_accumulation_steps=v.grad_accum,
-               train_batch_size=v.micro_batch * v.grad_accum * hw.world_size)
-    knobs = dict(v.knobs)
-    pipe = knobs.pop("pipeline", None)
-    if pipe is not None and p.optimizer == "nvme":
-        read, write = "read" in pipe, "write" in pipe
-        zero["offload_optimizer"].update(pipeline_read=read, pipeline_write=write,
-                                         buffer_count=4 * (1 + read + write))
-    for key, value in knobs.items():
-        set_dotted(cfg, key, int(value) if isinstance(value, float) and value.is_integer()
-                   else value)
-    return cfg
-
-
 def placement_of(strategy) -> Placement:
     """The placement a parsed config stands for, labelled like the planner's."""
-    from tierlab.sim.plan_config import placements
-
     p = (strategy.zero.stage, strategy.param_device, strategy.optimizer_device)
     for known in placements(2, True):
         if (known.stage, known.param, known.optimizer) == p:
@@ -210,7 +168,6 @@ def plan_from_config(hardware, model, cfg: Mapping[str, Any], where: str, *,
     between them with their effect. Raises ConfigError for a config DeepSpeed refuses."""
     from tierlab.scenario import resolve
     from tierlab.sim.engine import simulate
-    from tierlab.sim.plan import _Search, _add_ranges, plan
 
     cap = plan_kwargs.pop("max_gpu_mem_bytes", None)
     if cap is not None:         # yours and the search see the same capped GPU
@@ -230,12 +187,12 @@ def plan_from_config(hardware, model, cfg: Mapping[str, Any], where: str, *,
                   jobs=jobs, base=base, **plan_kwargs)
     req = Request(hardware=hardware, model=model, precision=s.precision,
                   nvme_path=plan_kwargs.get("nvme_path", "/local_nvme"), base=base)
-    search = _Search(req, simulator or simulate, jobs)
+    search = Search(req, simulator or simulate, jobs)
     baseline = search.check(yours)
     if baseline.fits:
         baseline = search.simulate([yours])[0]
         if simulator is None:           # yours gets the 80% range the proposal has
-            _add_ranges(req, [baseline])
+            add_ranges(req, [baseline])
     out = FromConfig(where=where, baseline=baseline, plan=result, base=base,
                      notes=list(sc.warnings), hidden=model.hidden)
     for key, given, value in (("train_micro_batch_size_per_gpu", micro_batch,
@@ -265,7 +222,7 @@ def plan_from_config(hardware, model, cfg: Mapping[str, Any], where: str, *,
 
 def _zero_names() -> dict[str, tuple[str, ...]]:
     """canonical zero key -> every name DeepSpeed reads it by (alias, field name)."""
-    from tierlab.sim.ds_schema import load_schema
+    from tierlab.dsconfig.schema import load_schema
 
     fields = load_schema()["models"]["DeepSpeedZeroConfig"]["fields"]
     return {spec.get("alias") or name: tuple({spec.get("alias") or name, name})
@@ -364,7 +321,6 @@ def _outcome(c: Candidate) -> str:
 
 def format_from_config(result: FromConfig) -> str:
     """Yours, the proposal, the changes with their effect, then the planner's table."""
-    from tierlab.sim.plan import format_plan
 
     y, best = result.baseline, result.plan.best
     v = y.variant

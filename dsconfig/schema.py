@@ -73,7 +73,7 @@ def _float(value: Any, loc: str) -> float:
     raise Rejected(loc, "float_parsing", f"expected a number, got {value!r}")
 
 
-def _bool(value: Any, loc: str) -> bool:
+def ds_bool(value: Any, loc: str) -> bool:
     if isinstance(value, bool):
         return value
     if isinstance(value, (int, float)) and value in (0, 1):
@@ -106,7 +106,7 @@ def _value(value: Any, spec: Mapping, loc: str, schema: Mapping) -> Any:
     elif kind == "float":
         out = _float(value, loc)
     elif kind == "bool":
-        return _bool(value, loc)
+        return ds_bool(value, loc)
     elif kind == "str_enum":
         out = value
     elif kind in ("str", "path"):

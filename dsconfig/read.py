@@ -6,7 +6,7 @@ commas and a BOM are fine; a duplicate key anywhere is refused, as DeepSpeed's
 
 Keys: the blocks DeepSpeed builds pydantic models from (`zero_optimization` with its offload
 blocks, `fp16`, `bf16`) are judged by DeepSpeed's own models when deepspeed is importable, else
-by the vendored table of sim/ds_schema.py, with the same verdicts: aliases (`max_live_parameters`
+by the vendored table of dsconfig/schema.py, with the same verdicts: aliases (`max_live_parameters`
 for `stage3_max_live_parameters`) are read, deprecated keys mapped (`cpu_offload: true` ->
 `offload_optimizer.device: cpu`), "auto" dropped to DeepSpeed's default, an unknown key refused
 with the closest valid one named. Keys DeepSpeed 0.19.8 has removed (`amp`, `sparse_attention`,
@@ -16,6 +16,8 @@ they are warnings here, with the closest key DeepSpeed reads.
 """
 from __future__ import annotations
 
+import copy
+
 import difflib
 import json
 import logging
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from tierlab.errors import ConfigError
-from tierlab.sim.ds_schema import Rejected, load_schema, validate_model
+from tierlab.dsconfig.schema import Rejected, load_schema, validate_model
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +69,7 @@ class Reading:
     blocks: Mapping[str, Mapping[str, Any]]
     warnings: tuple[str, ...] = ()
     authority: str = ""
-    """'deepspeed 0.19.8' (its own config models) or 'table 0.19.8' (sim/ds_schema.py)."""
+    """'deepspeed 0.19.8' (its own config models) or 'table 0.19.8' (dsconfig/schema.py)."""
 
 
 # ----------------------------------------------------------------------------------------------
@@ -157,7 +159,7 @@ def _deepspeed():
         import deepspeed  # noqa: F401   (imports torch: ~2 s, once per process)
         from deepspeed.runtime import config as ds_config
 
-        from tierlab.sim.ds_schema import deepspeed_block_models
+        from tierlab.dsconfig.schema import deepspeed_block_models
         models = deepspeed_block_models()
     except ImportError:
         return None
@@ -421,3 +423,29 @@ def read(cfg: Mapping[str, Any], where: str = "ds_config", prefer: str = "auto")
     warnings += [f"{where}: {i.text()}" for i in ignored_keys(cfg)]
     label = f"deepspeed {ds['version']}" if ds else f"table {schema['deepspeed_version']}"
     return cfg, Reading(blocks=blocks, warnings=tuple(warnings), authority=label)
+
+
+# ----------------------------------------------------------------------------------------------
+# files and paths
+
+def load_ds_config(name: str) -> tuple[dict, str]:
+    """A ds_config preset by name or a JSON/hjson file path -> (dict, where it came from)."""
+    from tierlab.profiles.load import find_config
+    from tierlab.safeio import check_finite, read_text
+
+    path = find_config(name)
+    # hjson, as DeepSpeedConfig reads a config path: comments, trailing commas, a BOM; a
+    # duplicate key is refused
+    data = check_finite(loads(read_text(path), str(path)), str(path))
+    return dict(data), str(path)
+
+
+def with_swap_dir(ds_config: Mapping[str, Any], directory: str) -> dict:
+    """A copy with every NVMe offload pointed at `directory`."""
+    cfg = copy.deepcopy(dict(ds_config))
+    zero = cfg.get("zero_optimization") or {}
+    for key in ("offload_param", "offload_optimizer"):
+        block = zero.get(key)
+        if isinstance(block, dict) and block.get("device") == "nvme":
+            block["nvme_path"] = str(directory)
+    return cfg

@@ -1,7 +1,9 @@
 """The planner's vocabulary: placements, variants (one concrete configuration each), the ds_config
-a variant stands for, and the result types. The search is in sim/plan.py.
+a variant stands for, and the result types. The search is in planner/search.py.
 """
 from __future__ import annotations
+
+import copy
 
 import logging
 from dataclasses import dataclass, field, replace
@@ -115,7 +117,6 @@ def ds_config_dict(v: Variant, req: Request) -> dict:
     from tierlab.scenario import set_dotted
 
     if req.base is not None:
-        from tierlab.sim.plan_from import base_ds_config
         return base_ds_config(v, req)
     p, hw, model = v.placement, req.hardware, req.model
     zero: dict[str, Any] = {"stage": p.stage, "overlap_comm": p.stage > 0,
@@ -176,14 +177,14 @@ def to_deepspeed(strategy) -> dict:
 
 
 @dataclass(frozen=True)
-class _Simulate:
+class Simulate:
     """Picklable `variant -> result columns` for the process pool."""
 
     req: Request
     simulator: Callable
 
     def __call__(self, v: Variant) -> dict:
-        from tierlab.sim.sweep import result_columns
+        from tierlab.sweeps.run import result_columns
 
         try:
             hw, strategy = build(v, self.req)
@@ -283,3 +284,44 @@ class PlanResult:
                 "nvme_scaling": self.nvme_scaling, "simulations": self.simulations,
                 "ds_config": self.ds_config}
 
+
+def base_ds_config(v: Variant, req: Request) -> dict:
+    """The variant applied to the user's config (req.base): stage, offload devices (their other
+    keys kept), nvme_path where missing, batch, knobs."""
+    from tierlab.scenario import set_dotted
+
+    p, hw = v.placement, req.hardware
+    cfg = copy.deepcopy(dict(req.base))
+    zero = cfg["zero_optimization"] = dict(cfg.get("zero_optimization") or {})
+    zero["stage"] = p.stage
+    for key, device in (("offload_optimizer", p.optimizer), ("offload_param", p.param)):
+        if (key, p.stage) in (("offload_optimizer", 0), ("offload_param", 0),
+                              ("offload_param", 1), ("offload_param", 2)):
+            continue    # DeepSpeed ignores the block at this stage: yours stays as written
+        block = dict(zero.get(key) or {})
+        if device == "none" and block.get("device", "none") == "none":
+            continue
+        block["device"] = device
+        if device == "nvme" and not block.get("nvme_path"):
+            block["nvme_path"] = req.nvme_path
+        zero[key] = block
+    if p.param == "nvme":       # every partition must fit one swap buffer
+        from tierlab.profiles.layout import largest_matrix_numel
+        per_rank = -(-largest_matrix_numel(req.model) // hw.world_size)
+        if zero["offload_param"].get("buffer_size", 100_000_000) < per_rank:
+            zero["offload_param"]["buffer_size"] = per_rank
+    if p.optimizer == "nvme" and "sub_group_size" not in zero:
+        zero["sub_group_size"] = 100_000_000     # the template's NVMe choice; tuned after
+    cfg.update(train_micro_batch_size_per_gpu=v.micro_batch,
+               gradient_accumulation_steps=v.grad_accum,
+               train_batch_size=v.micro_batch * v.grad_accum * hw.world_size)
+    knobs = dict(v.knobs)
+    pipe = knobs.pop("pipeline", None)
+    if pipe is not None and p.optimizer == "nvme":
+        read, write = "read" in pipe, "write" in pipe
+        zero["offload_optimizer"].update(pipeline_read=read, pipeline_write=write,
+                                         buffer_count=4 * (1 + read + write))
+    for key, value in knobs.items():
+        set_dotted(cfg, key, int(value) if isinstance(value, float) and value.is_integer()
+                   else value)
+    return cfg

@@ -1,7 +1,7 @@
 """What-if sweeps: a grid over any hardware, model, strategy or batch parameter.
 
 `run_sweep(base, axes)` evaluates every point of the cartesian product of `axes` (see
-sim/sweep_keys.py for the key namespace: `nvme.drives`, `zero_optimization.sub_group_size`,
+sweeps/keys.py for the key namespace: `nvme.drives`, `zero_optimization.sub_group_size`,
 `micro_batch`, `model.n_layers`, ...) in a process pool and returns a pandas DataFrame, one row per
 point. A point that cannot be built or simulated (e.g. NVMe optimizer offload with ZeRO-2) is a
 row whose `error` column says why. Rows carry a `point_id` (hash of the base scenario + the
@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping, Sequence
 from tierlab.errors import ConfigError, Interrupted
 from tierlab.scenario import DEFAULT_CONFIG, DEFAULT_HARDWARE, DEFAULT_MODEL
 from tierlab.sim.resources import RESOURCES
-from tierlab.sim.sweep_keys import (HARDWARE_KEYS, Axis, _load, key_kind, make_axis, make_grid,
+from tierlab.sweeps.keys import (HARDWARE_KEYS, Axis, load_profile, key_kind, make_axis, make_grid,
                                     parse_vary)
 
 log = logging.getLogger(__name__)
@@ -111,9 +111,9 @@ def resolve(base: Base, point: Mapping[str, Any] = {}):
 
     get = lambda k: point[k] if k in point else getattr(base, k)    # noqa: E731
     hw = point.get("hardware", base.hardware)
-    hw = _apply_hardware(_load("hardware", hw) if isinstance(hw, str) else hw, point)
+    hw = _apply_hardware(load_profile("hardware", hw) if isinstance(hw, str) else hw, point)
     model = point.get("model", base.model)
-    model = _load("model", model) if isinstance(model, str) else model
+    model = load_profile("model", model) if isinstance(model, str) else model
     mpoint = {k.split(".", 1)[1]: v for k, v in point.items() if k.startswith("model.")}
     if mpoint:
         model = replace(model, **mpoint)

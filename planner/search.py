@@ -1,6 +1,6 @@
 """Offload planner: the fastest DeepSpeed ZeRO configuration that fits every memory tier.
 
-Search, cheapest test first (the vocabulary is in sim/plan_config.py):
+Search, cheapest test first (the vocabulary is in planner/variants.py):
 1. every placement (ZeRO stage x where parameters and optimizer states live: GPU, CPU, NVMe) x
    micro-batch x activation checkpointing is checked with the memory planner (microseconds
    each), first with DeepSpeed-like defaults, then with the most frugal buffers; a placement
@@ -22,9 +22,9 @@ from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 from tierlab.errors import ConfigError
-from tierlab.sim.plan_config import (DEFAULT_NVME_PATH, KNOBS, NVME_DRIVE_COUNTS,
+from tierlab.planner.variants import (DEFAULT_NVME_PATH, KNOBS, NVME_DRIVE_COUNTS,
                                      PREFER_NO_OFFLOAD_MARGIN, TUNED_PLACEMENTS, Candidate,
-                                     PlanResult, Request, Variant, _Simulate, build, frugal_knobs,
+                                     PlanResult, Request, Variant, Simulate, build, frugal_knobs,
                                      placements, to_deepspeed)
 from tierlab.units import GiB, fmt_gib
 
@@ -44,7 +44,7 @@ def _over(memory, tier_name: str | None = None) -> str:
     return f"{tier.tier} needs {_gib(tier.used_bytes)} > {_gib(tier.capacity_bytes)} {scope}"
 
 
-class _Search:
+class Search:
     """Caches memory checks and simulations of variants; counts simulations."""
 
     def __init__(self, req: Request, simulator: Callable, jobs: int,
@@ -73,12 +73,12 @@ class _Search:
 
     def simulate(self, variants: Sequence[Variant]) -> list[Candidate]:
         """Simulate the fitting ones not simulated yet (in a pool when jobs > 1)."""
-        from tierlab.sim.sweep import run_points
+        from tierlab.sweeps.run import run_points
 
         cands = [self.check(v) for v in variants]
         todo = list(dict.fromkeys(c.variant for c in cands
                                   if c.fits and not c.result and c.verdict != "error"))
-        rows = run_points(todo, _Simulate(self.req, self.simulator), jobs=self.jobs,
+        rows = run_points(todo, Simulate(self.req, self.simulator), jobs=self.jobs,
                           on_rows=self.progress and (lambda done: self.progress(len(done))))
         self.simulations += len(todo)
         for v, row in zip(todo, rows):
@@ -107,7 +107,7 @@ def _batches(world: int, global_batch: int | None, grad_accum: int | None,
     return out
 
 
-def _fitting(s: _Search, placement, batches, ckpts) -> tuple[list[Candidate], Candidate]:
+def _fitting(s: Search, placement, batches, ckpts) -> tuple[list[Candidate], Candidate]:
     """Fitting variants of a placement (defaults, else frugal buffers) and its smallest
     footprint (for the 'does not fit' reason)."""
     fits, smallest = [], None
@@ -151,7 +151,7 @@ def _best(cands) -> Candidate | None:
     return max(done, key=lambda c: c.tokens_per_s) if done else None
 
 
-def _tune(s: _Search, cand: Candidate) -> Candidate:
+def _tune(s: Search, cand: Candidate) -> Candidate:
     """Coordinate descent over the knobs that matter for this placement."""
     best = cand
     for key, values, applies in KNOBS:
@@ -164,7 +164,7 @@ def _tune(s: _Search, cand: Candidate) -> Candidate:
     return best
 
 
-def _nvme_scaling(s: _Search, cand: Candidate, current: int) -> list[dict]:
+def _nvme_scaling(s: Search, cand: Candidate, current: int) -> list[dict]:
     counts = sorted(set(NVME_DRIVE_COUNTS) | {current})
     variants = [replace(cand.variant, nvme_drives=d) for d in counts]
     s.simulate(variants)
@@ -250,15 +250,15 @@ def _rank(per_placement: list[Candidate], failed: list[Candidate],
     return winner, ranked
 
 
-def _add_ranges(req: Request, cands: list[Candidate]) -> None:
+def add_ranges(req: Request, cands: list[Candidate]) -> None:
     """Each placement's best candidate re-simulated with its step time's 80% range
     (sim/ranges.py): step_time_low_s / step_time_high_s in its result."""
-    from tierlab.sim.engine import simulate
+    from tierlab.sim.ranges import simulate_ranged
 
     for c in cands:
         if c.result and "step_time_low_s" not in c.result:
             hw, strategy = build(c.variant, req)
-            lo, hi = simulate(hw, req.model, strategy, ranges=True).step_time_range_s
+            lo, hi = simulate_ranged(hw, req.model, strategy).step_time_range_s
             c.result = {**c.result, "step_time_low_s": lo, "step_time_high_s": hi}
 
 
@@ -358,7 +358,7 @@ def plan(hardware, model, *, global_batch: int | None = None, grad_accum: int | 
     (profile objects). `global_batch`: sequences per optimizer step over all GPUs (the planner
     then trades micro-batch against gradient accumulation); without it gradient accumulation
     is `grad_accum` (default 1). `checkpointing` None tries both. `base`: the user's ds_config,
-    which every variant changes instead of the planner's template (sim/plan_from.py).
+    which every variant changes instead of the planner's template (planner/from_config.py).
     `progress(n)` is called as each n simulations finish (a progress bar's update)."""
     from tierlab.scenario import default_precision
     from tierlab.sim.engine import simulate
@@ -371,7 +371,7 @@ def plan(hardware, model, *, global_batch: int | None = None, grad_accum: int | 
     precision = precision or default_precision(hardware)
     req = Request(hardware=hardware, model=model, precision=precision, nvme_path=nvme_path,
                   base=base)
-    s = _Search(req, simulator or simulate, jobs, progress)
+    s = Search(req, simulator or simulate, jobs, progress)
     batches = _batches(hardware.world_size, global_batch, grad_accum, micro_batch, max_micro_batch)
     ckpts = (True, False) if checkpointing is None else (checkpointing,)
     per_placement, failed = [], []
@@ -393,7 +393,7 @@ def plan(hardware, model, *, global_batch: int | None = None, grad_accum: int | 
     tuned = [_tune(s, c) for c in per_placement[:TUNED_PLACEMENTS]]
     per_placement = tuned + per_placement[TUNED_PLACEMENTS:]
     if simulator is None:
-        _add_ranges(req, per_placement)
+        add_ranges(req, per_placement)
     winner, ranked = _rank(per_placement, failed, min_tokens_per_s)
     _refuse_unevaluated(ranked)
     notes = _notes(hardware, winner, ranked, min_tokens_per_s) + _ties(winner, ranked)
