@@ -137,7 +137,7 @@ class Strategy:
     """Ranks holding one replica's ZeRO partitions (pure data parallelism: the world size)."""
     activation_checkpointing: bool = False
     """Recompute each block's activations in backward (HF gradient checkpointing)."""
-    gradient_clipping: float = 0.0
+    gradient_clipping: float = 1.0
     raw: Mapping[str, Any] = field(default_factory=dict)
     """The ds_config as given (after overrides and "auto" resolution), for passthrough keys."""
 
@@ -486,7 +486,7 @@ def parse_ds_config(cfg: Mapping[str, Any], flags: Flags = Flags(),
         tbs, mb, gas = _batch(cfg, flags)
     except ConfigError as e:
         raise ConfigError(f"{where}: {e}") from None
-    clip = cfg.get("gradient_clipping", 0.0)
+    clip = cfg.get("gradient_clipping", 1.0)   # runtime/constants.py GRADIENT_CLIPPING_DEFAULT
     if isinstance(clip, bool) or not isinstance(clip, (int, float)) or not math.isfinite(clip):
         raise ConfigError(f"{where}: gradient_clipping must be a finite number, got {clip!r}")
     cfg.update(train_batch_size=tbs, train_micro_batch_size_per_gpu=mb,

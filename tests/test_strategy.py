@@ -115,3 +115,18 @@ def test_quirk_warnings():
 def test_bad_configs(cfg, match):
     with pytest.raises(ConfigError, match=match):
         parse_ds_config(cfg)
+
+
+def test_gradient_clipping_left_out_is_deepspeeds_default():
+    """DeepSpeed 0.19.8 clips at 1.0 when a config says nothing (runtime/constants.py
+    GRADIENT_CLIPPING_DEFAULT); tierlab read 0.0 until 2026-12-02."""
+    from deepspeed.runtime.constants import GRADIENT_CLIPPING_DEFAULT
+
+    from tierlab.sim.strategy import Flags, parse_ds_config
+
+    s, _ = parse_ds_config({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2}},
+                           Flags(micro_batch=1))
+    assert s.gradient_clipping == GRADIENT_CLIPPING_DEFAULT == 1.0
+    s, _ = parse_ds_config({"train_micro_batch_size_per_gpu": 1, "gradient_clipping": 0.0},
+                           Flags(micro_batch=1))
+    assert s.gradient_clipping == 0.0
