@@ -557,9 +557,11 @@ def preflight(ctx, gpu_mem_cap, swap_dir, no_probe, no_memory, quiet, **kw):
               help="Directory on the drive to measure with DeepSpeed aio (O_DIRECT); must exist, "
                    "be writable and not be tmpfs. Without it the NVMe part comes from --hardware.")
 @click.option("--out", default=None, metavar="FILE",
-              help="System profile YAML to write (default: profiles/hardware/systems/NAME.yaml); "
-                   "the measured GPU/CPU/NVMe parts go to gpus/, cpus/, nvme/ beside its systems/ "
-                   "folder, or beside FILE when it is not in one.")
+              help="System profile YAML to write (default: DIR/hardware/systems/NAME.yaml, DIR "
+                   "the first folder $TIERLAB_PROFILES names, else ./tierlab-profiles: with "
+                   "TIERLAB_PROFILES=DIR every verb finds it by name); the measured GPU/CPU/NVMe "
+                   "parts go to gpus/, cpus/, nvme/ beside its systems/ folder, or beside FILE "
+                   "when it is not in one.")
 @click.option("--name", default=None,
               help="Profile name, also the file stem of the part profiles (default: the --out "
                    "file stem, else calibrated-HOSTNAME).")
@@ -599,7 +601,7 @@ def calibrate(nvme_path, out, name, hardware, quick, raw, skip, sweep, from_raw)
 
     from tqdm import tqdm
 
-    from tierlab.profiles.load import HARDWARE_DIR
+    from tierlab.profiles.load import own_hardware_dir
     from tierlab.runner import calibrate as cal
     from tierlab.runner.calibrate_profile import layout
 
@@ -621,12 +623,12 @@ def calibrate(nvme_path, out, name, hardware, quick, raw, skip, sweep, from_raw)
             raise ConfigError(f"{from_raw}: not a usable calibrate raw record "
                               f"({type(e).__name__}: {e})") from None
         name = result.hardware.name
-        out_path = Path(out) if out else HARDWARE_DIR / "systems" / f"{name}.yaml"
+        out_path = Path(out) if out else own_hardware_dir() / "systems" / f"{name}.yaml"
         _write_calibration(result, _calibration_paths(layout(out_path, name), raw), raw)
         return
     if name is None:
         name = Path(out).stem if out else f"calibrated-{socket.gethostname().split('.')[0]}"
-    out_path = Path(out) if out else HARDWARE_DIR / "systems" / f"{name}.yaml"
+    out_path = Path(out) if out else own_hardware_dir() / "systems" / f"{name}.yaml"
     paths = _calibration_paths(layout(out_path, name), raw)    # refused now, not after measuring
 
     require("torch", "psutil", what="calibrate (measuring)")

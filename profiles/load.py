@@ -387,6 +387,13 @@ def user_hardware_dirs() -> list[Path]:
             for d in os.environ.get(PROFILES_ENV, "").split(os.pathsep) if d.strip()]
 
 
+def own_hardware_dir() -> Path:
+    """Where `tierlab calibrate` writes a profile by default: the first $TIERLAB_PROFILES
+    folder's hardware/, else ./tierlab-profiles/hardware (never into the installed package)."""
+    own = user_hardware_dirs()
+    return own[0] if own else Path("tierlab-profiles") / "hardware"
+
+
 def hardware_dirs(part: str) -> list[Path]:
     """Where a hardware part is looked up by name: $TIERLAB_PROFILES' folders, then the shipped."""
     return [d / part for d in user_hardware_dirs()] + [HARDWARE_DIR / part]

@@ -400,3 +400,19 @@ def test_from_raw_lists_the_host_cost_terms_left_to_the_software_profile(tmp_pat
     assert "offload_accum_per_param" not in cpu and "offload_grad_copy_per_param" in cpu
     assert cpu == (load.ROOT.parent / "lab" / "profiles" / "hardware" / "cpus" / "h200-m.yaml"
                    ).read_text()
+
+
+def test_calibrate_writes_your_profiles_folder_not_the_package(tmp_path, monkeypatch):
+    """Without --out the profile lands in the first $TIERLAB_PROFILES folder (then every verb
+    finds it by name), else in ./tierlab-profiles; never in the installed package."""
+    raw = load.ROOT.parent / "lab" / "cases" / "h200x2-b" / "h200x2-b-raw.json"
+    lab = os.environ["TIERLAB_PROFILES"]
+    mine = tmp_path / "mine"
+    result = CliRunner().invoke(main, ["calibrate", "--from-raw", str(raw)],
+                                env={"TIERLAB_PROFILES": f"{mine}{os.pathsep}{lab}"})
+    assert result.exit_code == 0, result.output
+    assert (mine / "hardware" / "systems" / "h200x2-b.yaml").is_file()
+    assert (mine / "hardware" / "cpus" / "h200x2-b.yaml").is_file()
+    assert not (load.HARDWARE_DIR / "systems" / "h200x2-b.yaml").exists()
+    monkeypatch.delenv("TIERLAB_PROFILES")
+    assert load.own_hardware_dir() == Path("tierlab-profiles") / "hardware"
