@@ -3,7 +3,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.tierlab-installed
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test bench docs clean
 
 setup: $(STAMP)
 
@@ -21,6 +21,9 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest -q
+
+docs: setup
+	$(PY) bench/render_docs.py
 
 bench: setup
 	for f in bench/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done

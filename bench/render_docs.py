@@ -1,14 +1,15 @@
-"""Render every plot kind into docs/img/ (PNG + SVG) for the README:
-
-- the built-in scenario: TinyLlama-1.1B on workstation-rtx3070, micro-batch 4, seq 1024, presets
-  no-offload / zero2-cpu / zero3-cpu / zero3-nvme;
-- a 70B-on-one-node what-if: Llama-2-70B on h200-gen5 (8x H200, 8 Gen5 NVMe drives).
+"""Render the docs' figures into docs/img/ (PNG + SVG) (`make docs`): the built-in scenario,
+TinyLlama-1.1B on workstation-rtx3070, micro-batch 4, seq 1024, presets no-offload / zero2-cpu /
+zero3-cpu / zero3-nvme: where the step time goes (the README's picture), one step's timeline,
+memory per tier. Beside them, figures.json: the numbers the figures show, which
+tests/test_docs.py recomputes, so a stale picture fails the tests.
 
     .venv/bin/python bench/render_docs.py [--out docs/img]
 """
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from pathlib import Path
 
@@ -42,33 +43,21 @@ def builtin(out: Path) -> None:
                         "one step"), out, "builtin-timeline")
     save(plots.memory(runs, title=f"{where}: memory per tier against capacity"), out,
          "builtin-memory")
-    df = tierlab.sweep({"config": list(PRESETS), "micro_batch": "1..16:x2"},
-                       **{k: v for k, v in BUILTIN.items() if k != "micro_batch"})
-    save(plots.sweep(df, "micro_batch", by="config",
-                     title=f"{where}: step time and throughput vs micro-batch"), out,
-         "builtin-sweep")
+    (out / "figures.json").write_text(json.dumps(figures(), indent=1, sort_keys=True) + "\n")
+    print(f"wrote {out / 'figures.json'}")
 
 
-def big(out: Path) -> None:
-    runs = {label: tierlab.simulate(ds_config=cfg, overrides=sets, **BIG)
-            for label, (cfg, sets) in BIG_CONFIGS.items()}
-    where = "Llama-2-70B on one 8x H200 node (h200-gen5)"
-    save(plots.bottleneck(runs, title=f"{where}: where the step time goes"), out, "70b-bottleneck")
-    save(plots.timeline(runs["zero3-nvme"], title=f"{where}, zero3-nvme: one step"), out,
-         "70b-timeline")
-    save(plots.memory(runs, title=f"{where}: memory per tier against capacity"), out,
-         "70b-memory")
-    frames = []
-    for label, (cfg, sets) in BIG_CONFIGS.items():
-        df = tierlab.sweep({"nvme.drives": "1..64:x2"}, ds_config=cfg, overrides=sets, **BIG)
-        df["config"] = label
-        frames.append(df)
-    import pandas as pd
-
-    df = pd.concat(frames, ignore_index=True)
-    save(plots.sweep(df, "nvme.drives", by="config", mark=(8, "this node: 8 drives"),
-                     title=f"{where}: how many NVMe drives until NVMe stops binding?"), out,
-         "70b-sweep")
+def figures() -> dict:
+    """What the built-in figures show, per preset: step time, exposed seconds per resource,
+    memory per tier (rounded: a change a reader would see)."""
+    out = {}
+    for cfg in PRESETS:
+        r = tierlab.simulate(ds_config=cfg, **BUILTIN)
+        out[cfg] = {"step_time_s": round(r.step_time_s, 3), "bottleneck": r.bottleneck,
+                    "exposed_s": {k: round(v, 3) for k, v in r.exposed_s.items()},
+                    "memory_GiB": {k: round(t.used_bytes / 2**30, 2)
+                                   for k, t in r.memory.tiers.items()}}
+    return out
 
 
 def main() -> None:
@@ -77,7 +66,6 @@ def main() -> None:
     args = ap.parse_args()
     t0 = time.perf_counter()
     builtin(args.out)
-    big(args.out)
     print(f"rendered in {time.perf_counter() - t0:.1f} s")
 
 

@@ -160,3 +160,19 @@ def test_readme_is_short_and_self_contained():
         for link in re.findall(r"\]\(([^)#]+)", text):
             if not link.startswith("http"):
                 assert (path.parent / link).exists(), f"{path.name}: broken link {link}"
+
+
+def test_the_readme_picture_is_todays_output():
+    """docs/img's figures were rendered from what the simulator says today (`make docs` writes
+    figures.json with them): a change that moves a step time or a memory figure fails here."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("render_docs", REPO / "bench" / "render_docs.py")
+    render = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(render)
+    stored = json.loads((REPO / "docs" / "img" / "figures.json").read_text())
+    assert stored == render.figures(), "docs/img is stale: run `make docs`"
+    assert "docs/img/builtin-bottleneck.png" in (REPO / "README.md").read_text()
+    for name in ("builtin-bottleneck", "builtin-timeline", "builtin-memory"):
+        assert (REPO / "docs" / "img" / f"{name}.png").stat().st_size > 10_000
