@@ -470,11 +470,16 @@ def _run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_prog
 @click.option("--overwrite", is_flag=True,
               help="Replace the comparison already in --out: its table files and the "
                    "Measurements of the variants run now (refused without it).")
-def compare(variants, uncapped_baseline, timeout_s, budget_s, out_dir, overwrite, **kw):
-    """Offload vs baseline: the same model and data with no offload, ZeRO-2 CPU, ZeRO-3 CPU and
-    ZeRO-3 NVMe, each in its own subprocess (an OOM is a row). Prints one table and writes
-    compare.csv, compare.png and compare.json under --out. --ds-config is not used: each
-    variant uses its preset, with the --set overrides applied to all."""
+@click.pass_context
+def compare(ctx, variants, uncapped_baseline, timeout_s, budget_s, out_dir, overwrite, **kw):
+    """The exercise: train the same model and data for real with no offload, ZeRO-2 CPU, ZeRO-3
+    CPU and ZeRO-3 NVMe, each in its own subprocess (an OOM or a DeepSpeed failure is a row with
+    its reason), e.g. TinyLlama-1.1B on an 8 GiB card: `tierlab compare --gpu-mem-cap 8GiB
+    --uncapped-baseline` (docs/exercise.md). Prints one table (a run whose own loss looks wrong
+    is marked "!") and writes compare.csv, compare.png and compare.json under --out. Ctrl-C or
+    SIGTERM stops the running variant, which keeps its finished steps, and still writes the
+    table of the rows so far (exit 130/143). --ds-config is not used: each variant uses its
+    preset, with the --set overrides applied to all."""
     import time as _time
 
     from tierlab.safeio import free_folder
@@ -498,8 +503,14 @@ def compare(variants, uncapped_baseline, timeout_s, budget_s, out_dir, overwrite
     for (variant, vcap), label in zip(todo, labels):
         sc = runner_scenario(kw, VARIANTS[variant][0], gpu_mem_cap=vcap)
         planned.append(Planned(label, sc, runner_spec(sc, kw, Path(out_dir) / label, label)))
-    rows = run_comparison(planned, preflight=not kw["skip_preflight"], timeout_s=timeout_s,
-                          budget_s=budget_s, say=lambda text: click.echo(text, err=True))
+    signum = None
+    try:
+        with signals_raise():
+            rows = run_comparison(planned, preflight=not kw["skip_preflight"],
+                                  timeout_s=timeout_s, budget_s=budget_s,
+                                  say=lambda text: click.echo(text, err=True))
+    except Interrupted as e:                # the finished rows are kept (runner.compare)
+        rows, signum = e.partial, e.signum
     click.echo(format_table(rows))
     out = Path(out_dir)
     write_text(out / "compare.csv", rows_to_csv(rows))      # runner.compare.TABLE_FILES
@@ -510,6 +521,10 @@ def compare(variants, uncapped_baseline, timeout_s, budget_s, out_dir, overwrite
                                           if cap else ""))
     save_figure(figure(rows, title=title), out / "compare.png")
     click.echo(f"wrote {out / 'compare.csv'}, {out / 'compare.json'}")
+    if signum is not None:
+        click.echo(f"interrupted ({signal.Signals(signum).name}): the rows above are kept",
+                   err=True)
+        ctx.exit(128 + signum)
 
 
 @main.command()

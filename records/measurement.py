@@ -162,6 +162,42 @@ def summarize_samples(samples: list[dict]) -> dict:
     return out
 
 
+INIT_STD = 0.02
+"""The standard deviation of a random init: transformers' `LlamaConfig.initializer_range`
+default, which the runner's models keep."""
+LOSS_TOLERANCE = 1.5
+"""How far (in nats) a random init's step-0 loss may sit from `expected_initial_loss`."""
+
+
+def expected_initial_loss(vocab: int, hidden: int, init_std: float = INIT_STD) -> float:
+    """Step-0 loss of a randomly initialised Llama on tokens it cannot predict: the final
+    RMSNorm leaves the hidden state with unit RMS (|h|^2 = hidden), so each logit h.w is
+    ~N(0, s^2) with s^2 = hidden x init_std^2, and E[logsumexp of V such] ~ ln V + s^2 / 2.
+    TinyLlama: ln 32000 + 2048 x 0.02^2 / 2 = 10.37 + 0.41 = 10.78 (measured 10.785 at
+    every stage, lab/cases/h200-exercise-a)."""
+    return math.log(vocab) + hidden * init_std ** 2 / 2
+
+
+def loss_warnings(model: Mapping[str, Any], run: Mapping[str, Any],
+                  steps: list[StepRecord]) -> list[str]:
+    """What a run's own losses say about it: a non-finite loss, or (random init only) a
+    step-0 loss more than LOSS_TOLERANCE from `expected_initial_loss` (a broken init: the
+    timings stay usable, the losses do not)."""
+    out = []
+    bad = [s.step for s in steps if not math.isfinite(s.loss)]
+    if bad:
+        out.append(f"non-finite loss at step {bad[0]} ({len(bad)} of {len(steps)} steps)")
+    vocab, hidden = model.get("vocab"), model.get("hidden")
+    if (steps and math.isfinite(steps[0].loss) and not run.get("model_path")
+            and isinstance(vocab, int) and isinstance(hidden, int) and vocab > 1):
+        want = expected_initial_loss(vocab, hidden)
+        if abs(steps[0].loss - want) > LOSS_TOLERANCE:
+            out.append(f"step-0 loss {steps[0].loss:.2f} is not a random init's "
+                       f"{want:.2f} (ln {vocab} + {hidden} x {INIT_STD}^2 / 2, tolerance "
+                       f"{LOSS_TOLERANCE}): the initialisation is broken; timings stay usable")
+    return out
+
+
 class MeasurementWriter:
     """Writes one Measurement directory as the run goes: header first (status "running"), one
     JSONL line per step flushed at once, header + samples + summary at close."""
@@ -212,6 +248,7 @@ class MeasurementWriter:
         self.m.summary = summarize(self.m.steps, min(warmup_steps, max(len(self.m.steps) - 1, 0)),
                                    self.m.samples)
         self.m.summary.update(status=status, reason=reason, failure_kind=failure_kind)
+        self.m.summary["warnings"] = loss_warnings(self.m.model, self.m.run, self.m.steps)
         self._write_json(SUMMARY_FILE, self.m.summary)
         self._write_header()
         return self.m

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from tierlab.errors import Interrupted
 from tierlab.records.measurement import (MEASUREMENT_FILE, SAMPLES_FILE, STEPS_FILE, SUMMARY_FILE,
-                                        Measurement, MeasurementWriter, load_measurement)
+                                        Measurement, MeasurementWriter, load_measurement,
+                                        loss_warnings)
 from tierlab.runner.train import RunSpec
 
 # label -> (ds_config preset, description)
@@ -34,7 +36,7 @@ TABLE_FILES = ("compare.csv", "compare.json", "compare.png")
 COLUMNS = ["variant", "status", "gpu_mem_cap_GiB", "gpu_peak_allocated_GiB",
            "gpu_peak_reserved_GiB", "step_time_s", "step_time_iqr_s", "tokens_per_s", "loss_last",
            "host_rss_peak_GiB", "swap_GiB", "disk_read_GB_per_step", "disk_written_GB_per_step",
-           "steps", "reason"]
+           "steps", "reason", "warnings"]
 
 
 def earlier_outputs(out_dir: str | Path, labels: Iterable[str]) -> list[str]:
@@ -65,13 +67,24 @@ def run_variant(spec: RunSpec, timeout_s: float | None = None, python: str = sys
             rc = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True
-            proc.send_signal(signal.SIGINT)          # the worker closes its record and cleans up
-            try:
-                rc = proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                rc = proc.wait()
+            rc = _stop(proc)
+        except (KeyboardInterrupt, Interrupted) as exc:   # Ctrl-C or SIGTERM to `compare`
+            _stop(proc)
+            signum = getattr(exc, "signum", signal.SIGINT)
+            raise Interrupted(signum, partial=_closed_record(spec, out, proc.returncode, False,
+                                                             timeout_s)) from None
     return _closed_record(spec, out, rc, timed_out, timeout_s)
+
+
+def _stop(proc: subprocess.Popen) -> int:
+    """SIGINT to the worker, which closes its record and removes its swap (a Ctrl-C at the
+    terminal has sent it one already: a second is ignored while it closes); killed after 60 s."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        return proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait()
 
 
 def _closed_record(spec: RunSpec, out: Path, rc: int, timed_out: bool, timeout_s) -> Measurement:
@@ -125,10 +138,31 @@ def run_comparison(planned: Iterable[Planned], *, preflight: bool = True,
                    say: Callable[[str], None] = lambda text: None) -> list[dict]:
     """Run the variants one after another (never two trainings at once), each after its
     pre-flight check, within `timeout_s` each and `budget_s` for all; one row per variant
-    (`row`), a failed pre-flight or a spent budget a row too. `say` gets progress lines."""
+    (`row`), a failed pre-flight or a spent budget a row too. `say` gets progress lines.
+    Ctrl-C or SIGTERM (as `Interrupted`) stops the running variant's worker, which closes its
+    record, and raises `Interrupted` with every row so far as `partial` (the stopped variant's
+    row, the rest "skipped"), so the caller still writes the table."""
+    planned = list(planned)
+    rows: list[dict] = []
+    try:
+        _run_all(planned, rows, preflight, timeout_s, budget_s, say)
+    except (KeyboardInterrupt, Interrupted) as exc:
+        signum = getattr(exc, "signum", signal.SIGINT)
+        m = getattr(exc, "partial", None)
+        if isinstance(m, Measurement):                  # the variant the signal stopped
+            rows.append(row(planned[len(rows)].label, m))
+        name = signal.Signals(signum).name
+        rows += [{"variant": p.label, "status": "skipped", "reason": f"interrupted ({name})"}
+                 for p in planned[len(rows):]]
+        raise Interrupted(signum, partial=rows) from None
+    return rows
+
+
+def _run_all(planned: list[Planned], rows: list[dict], preflight: bool, timeout_s, budget_s,
+             say) -> None:
     from tierlab.runner.preflight import run_preflight
 
-    t_start, rows = time.monotonic(), []
+    t_start = time.monotonic()
     for p in planned:
         sc = p.scenario
         problems = run_preflight(sc.hardware, sc.model, sc.strategy,
@@ -152,7 +186,8 @@ def run_comparison(planned: Iterable[Planned], *, preflight: bool = True,
         rows.append(row(p.label, m))
         say(f"  {p.label}: {rows[-1]['status']} step {rows[-1]['step_time_s']} s "
             f"{m.reason}".rstrip())
-    return rows
+        for warning in rows[-1]["warnings"]:
+            say(f"  {p.label}: warning: {warning}")
 
 
 def _g(x, scale):
@@ -175,7 +210,17 @@ def row(label: str, m: Measurement) -> dict:
             "swap_GiB": _g(s.get("peak_swap_bytes"), GiB),
             "disk_read_GB_per_step": _g(s.get("disk_read_bytes_per_step"), 1e9),
             "disk_written_GB_per_step": _g(s.get("disk_written_bytes_per_step"), 1e9),
-            "steps": s.get("steps_total", len(m.steps)), "reason": m.reason}
+            "steps": s.get("steps_total", len(m.steps)), "reason": m.reason,
+            "warnings": _warnings(m)}
+
+
+def _warnings(m: Measurement) -> list[str]:
+    """The run's own loss check: its summary's, or (a record written before the check
+    existed) the same check on its steps."""
+    s = m.summary or {}
+    if isinstance(s.get("warnings"), list):
+        return list(s["warnings"])
+    return loss_warnings(m.model or {}, m.run or {}, m.steps)
 
 
 def _r(x, nd=4):
@@ -187,7 +232,7 @@ def rows_to_csv(rows: list[dict]) -> str:
     w = csv.DictWriter(buf, fieldnames=COLUMNS, extrasaction="ignore")
     w.writeheader()
     for r in rows:
-        w.writerow(r)
+        w.writerow({**r, "warnings": "; ".join(r.get("warnings") or [])})
     return buf.getvalue()
 
 
@@ -200,8 +245,11 @@ def format_table(rows: list[dict]) -> str:
              "RSS GiB", "disk W GB/step"]
     lines = ["  ".join(h[:w].ljust(w) for h, (_, w) in zip(heads, cols))]
     for r in rows:
-        lines.append("  ".join(("-" if r.get(k) is None else str(r[k]))[:w].ljust(w)
-                               for k, w in cols))
+        status = r["status"] + ("!" if r.get("warnings") else "")
+        lines.append("  ".join(("-" if v is None else str(v))[:w].ljust(w) for v, w in
+                               zip([r["variant"], status, *(r.get(k) for k, _ in cols[2:])],
+                                   (w for _, w in cols))))
+    lines += [f"! {r['variant']}: {text}" for r in rows for text in r.get("warnings") or []]
     return "\n".join(lines)
 
 

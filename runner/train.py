@@ -264,17 +264,19 @@ class SignalGate:
     summary, or in neither) and while the record is opened (a signal then finds one to close)."""
 
     def __init__(self, held: bool = False):
-        self.held, self.pending = held, 0
+        self.held, self.pending, self.raised = held, 0, False
 
     def handler(self, signum, frame) -> None:
-        if self.held:
-            self.pending = self.pending or signum
-            return
+        if self.held or self.raised:     # once raised, a second signal (`compare` forwarding
+            self.pending = self.pending or signum   # the Ctrl-C the worker got) is not raised
+            return                                  # again while the record is closed
+        self.raised = True
         raise RunInterrupted(signum)
 
     def release(self) -> None:
         self.held = False
-        if self.pending:
+        if self.pending and not self.raised:
+            self.raised = True
             signum, self.pending = self.pending, 0
             raise RunInterrupted(signum)
 
