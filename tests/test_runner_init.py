@@ -222,3 +222,19 @@ def test_an_interrupted_comparison_keeps_its_finished_rows(tmp_path, monkeypatch
     assert [(r["variant"], r["status"]) for r in rows] == [
         ("no-offload", "ok"), ("zero3-cpu", "interrupted"), ("zero3-nvme", "skipped")]
     assert rows[2]["reason"] == "interrupted (SIGINT)" and e.value.signum == 2
+
+
+def test_docs_exercise_table_is_the_committed_runs(capsys):
+    """docs/exercise.md quotes bench/exercise_table.py's output from lab/cases exactly."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("exercise_table",
+                                                  REPO / "bench" / "exercise_table.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main([]) == 0
+    table = capsys.readouterr().out.rstrip("\n")
+    doc = (REPO / "docs" / "exercise.md").read_text()
+    quoted = doc.split("<!-- exercise-table -->\n")[1].split("\n<!-- /exercise-table -->")[0]
+    assert quoted == table
+    assert "| zero2-cpu | OOM (predicted: OOM (gpu))" in table      # Llama-3B: ZeRO-2 is not enough
