@@ -4,7 +4,7 @@ tierlab's prediction beside it, simulated on the stock profile of the host kind 
     .venv/bin/python bench/exercise_table.py [--hardware h200-host] [CASE_FOLDER ...]
     .venv/bin/python bench/exercise_table.py --flagged     # committed runs the loss check flags
 
-Default folders: lab/cases/h200-exercise-a/tinyllama-1.1b and .../llama-3b (written by
+Default folders: lab/exercise-h200-a/tinyllama-1.1b and .../llama-3b (written by
 `bench/exercise_session.sh` on one H200 at an 8 GiB cap). Prints one markdown table per folder.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from tierlab.records.measurement import (expected_initial_loss, load_measurement
                                          loss_warnings)
 from tierlab.validate.compare import measured_metrics, predicted_metrics, scenario_of  # noqa: E402
 
-EXERCISE = ROOT / "lab" / "cases" / "h200-exercise-a"
+EXERCISE = ROOT / "lab" / "exercise-h200-a"
 FOLDERS = [EXERCISE / "tinyllama-1.1b", EXERCISE / "llama-3b"]
 GiB = 2**30
 HEAD = ("| variant | measured: status | GPU peak alloc GiB | host RSS GiB | step s | tokens/s | "

@@ -174,7 +174,7 @@ def expected_initial_loss(vocab: int, hidden: int, init_std: float = INIT_STD) -
     RMSNorm leaves the hidden state with unit RMS (|h|^2 = hidden), so each logit h.w is
     ~N(0, s^2) with s^2 = hidden x init_std^2, and E[logsumexp of V such] ~ ln V + s^2 / 2.
     TinyLlama: ln 32000 + 2048 x 0.02^2 / 2 = 10.37 + 0.41 = 10.78 (measured 10.785 at
-    every stage, lab/cases/h200-exercise-a)."""
+    every stage, lab/exercise-h200-a)."""
     return math.log(vocab) + hidden * init_std ** 2 / 2
 
 

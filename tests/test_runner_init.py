@@ -158,7 +158,7 @@ MODEL = {"vocab": 32000, "hidden": 2048}
 
 
 def test_expected_initial_loss_is_tinyllamas_measured_one():
-    # TinyLlama-1.1B measured 10.785 at stages 0, 2 and 3 (lab/cases/h200-exercise-a)
+    # TinyLlama-1.1B measured 10.785 at stages 0, 2 and 3 (lab/exercise-h200-a)
     assert expected_initial_loss(32000, 2048) == pytest.approx(10.785, abs=0.01)
     assert expected_initial_loss(128256, 3072) == pytest.approx(12.371, abs=0.01)   # Llama-3B
 
