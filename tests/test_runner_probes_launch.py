@@ -149,6 +149,11 @@ def test_signal_gate_holds_a_signal_until_released():
         raise AssertionError("an open gate raises at once")
     except RunInterrupted as e:
         assert e.signum == signal.SIGTERM
+    gate.handler(signal.SIGINT, None)              # raised once: the record is being closed,
+    with gate.hold():                              # a second signal is kept, never raised again
+        pass
+    assert gate.raised and gate.pending == signal.SIGINT
+    gate = SignalGate()                            # a fresh run's gate
     written = []
     try:
         with gate.hold():
@@ -158,6 +163,7 @@ def test_signal_gate_holds_a_signal_until_released():
         raise AssertionError("a held signal is raised on release")
     except RunInterrupted as e:
         assert e.signum == signal.SIGINT and written == ["step"]
+    gate = SignalGate()
     with gate.hold():                              # nothing pending: nothing raised
         written.append("step")
     assert not gate.held and not gate.pending
