@@ -1,17 +1,21 @@
 """validate/fit.py: the software profile's fitted terms come from its training runs only, and the
-committed numbers are what the fit gives (no hand-tuning)."""
+committed numbers are what the fit gives (no hand-tuning); lab/scripts/fit.py is its front end."""
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+import fit as fit_script          # lab/scripts/fit.py (tests/conftest.py puts lab/scripts on sys.path)
 from tierlab.profiles.load import SOFTWARE_DIR, load_hardware, load_software
 from tierlab.validate import fit
 from tierlab.validate.compare import case_key
 
 CASES = Path(__file__).resolve().parents[1] / "lab" / "cases"
+
+pytestmark = pytest.mark.lab
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +31,7 @@ def test_committed_terms_are_the_fit_on_the_training_runs(refit):
 
 def test_fit_reads_only_the_training_runs():
     sw = load_software()
-    cases = fit._cases([CASES], set(sw.train_cases))
+    cases = fit.training_cases([CASES], set(sw.train_cases))
     assert sorted(n for n, _, _ in cases) == sorted(sw.train_cases)
     assert all(m.status == "ok" for _, m, _ in cases)
     # each run on the profile calibrated beside it (its folder's validate.yaml)
@@ -66,5 +70,39 @@ def test_a_folder_without_a_profile_needs_one_given(tmp_path):
     sw = replace(load_software(), train_cases=("loose/c-tinyllama-noofl-bd",))
     with pytest.raises(ConfigError, match="no validate.yaml"):
         fit.fit_software([tmp_path / "loose"], sw)
-    got = fit._cases([tmp_path / "loose"], set(sw.train_cases), load_hardware("h200x2-c"))
+    got = fit.training_cases([tmp_path / "loose"], set(sw.train_cases), load_hardware("h200x2-c"))
     assert [h.name for _, _, h in got] == ["h200x2-c"]
+
+
+def test_lab_script_refuses_a_missing_folder_in_one_line(tmp_path, capsys):
+    assert fit_script.main([str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and "nowhere" in err[0]
+
+
+def test_lab_script_prints_and_writes_the_fit(tmp_path, capsys):
+    """A folder whose one run is the training set: the script prints what fit_software gives,
+    without --write leaves the profile as it was, with --write stores exactly those values."""
+    import shutil
+
+    src = CASES / "h200x2-b" / "c-tinyllama-noofl-bd"
+    shutil.copytree(src, tmp_path / "loose" / src.name)
+    text = (SOFTWARE_DIR / "deepspeed-0.19.8.yaml").read_text()
+    sw = replace(load_software(), train_cases=("loose/c-tinyllama-noofl-bd",))
+    profile = tmp_path / "sw.yaml"
+    profile.write_text(re.sub(r"^train_cases: .*$", "train_cases: [loose/c-tinyllama-noofl-bd]",
+                              text, count=1, flags=re.M))      # the copy's training set: one run
+    assert fit_script.main([str(tmp_path / "loose"), "-H", "h200x2-b",
+                            "--software", str(profile)]) == 0
+    out = capsys.readouterr().out
+    expected = fit.fitted_values(fit.fit_software([tmp_path / "loose"], sw,
+                                                  load_hardware("h200x2-b")))
+    assert "train_cases: ['loose/c-tinyllama-noofl-bd']" in out
+    for key, value in expected.items():
+        assert f"{key}: {value}" in out
+    assert profile.read_text().count("loose/") == 1          # no --write: untouched
+    assert fit_script.main([str(tmp_path / "loose"), "-H", "h200x2-b",
+                            "--software", str(profile), "--write"]) == 0
+    assert f"wrote {profile}" in capsys.readouterr().out
+    assert fit.fitted_values(load_software(str(profile))) == expected
+    assert (SOFTWARE_DIR / "deepspeed-0.19.8.yaml").read_text() == text

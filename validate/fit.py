@@ -14,36 +14,38 @@ nothing unfitted is left:
   5. multi-rank straggler wait s per step: the optimizer phase of cases with 2+ ranks;
 then the step-1 warm-up and first-touch rate (least squares of step 1 - simulated step 1 =
 fixed + touched bytes / rate; with a slope <= 0 the rate is kept and the fixed part is the
-median) and the process baseline RSS (median residual). Run
-`python -m tierlab.validate.fit lab/cases/h200x2-b lab/cases/h200x2-c
-lab/cases/h200x2-d --write` to write the values into profiles/software/deepspeed-0.19.8.yaml
-(sources kept).
+median) and the process baseline RSS (median residual).
+
+Pure functions: `fitted_values` gives the terms as the profile's quantity strings and
+`write_values` returns the profile's YAML text with them (sources kept). The lab's front end,
+`python lab/scripts/fit.py lab/cases/h200x2-b lab/cases/h200x2-c lab/cases/h200x2-d --write`,
+prints them and writes them into profiles/software/deepspeed-0.19.8.yaml.
 """
 from __future__ import annotations
 
 import math
+import re
 import statistics
-import sys
 from dataclasses import replace
 from typing import Callable
 
+from tierlab.errors import ConfigError
 from tierlab.profiles.schema import Hardware, Software
+from tierlab.records.measurement import load_measurement
+from tierlab.sim.engine import first_step_extra_s
+from tierlab.validate.compare import case_key, find_measurements, scenario_of, with_profiles
 
 
-def _cases(paths, keys, hardware: Hardware | None = None):
-    """[(key, Measurement, Hardware)] of the runs under `paths` named in `keys`, each with its
-    folder's calibrated profile (validate.yaml), or `hardware` for all when given."""
-    from tierlab.records.measurement import load_measurement
-    from tierlab.validate.compare import case_key, find_measurements, with_profiles
-
+def training_cases(paths, keys, hardware: Hardware | None = None):
+    """[(key, Measurement, Hardware)] of the runs under `paths` named in `keys` ('folder/run'),
+    each with its folder's calibrated profile (validate.yaml), or `hardware` for all when given:
+    the runs `fit_software` fits on."""
     dirs = [d for d in find_measurements(paths) if case_key(d) in keys]
     pairs = [(d, hardware) for d in dirs] if hardware is not None else with_profiles(dirs)
     return [(case_key(d), load_measurement(d), hw) for d, hw in pairs]
 
 
 def _sim(hw, m, sw):
-    from tierlab.validate.compare import scenario_of
-
     sc = scenario_of(m, hw, sw)
     return sc.hardware, sc.model, sc.strategy, sc.simulate()
 
@@ -147,8 +149,6 @@ def fit_multi_rank_sync(cases, sw: Software, hi_s: float = 1.0) -> float:
 
 def fit_first_step(cases, sw: Software) -> tuple[float, float]:
     """(first_step_fixed_s, first_touch_Bps) by least squares over the training cases."""
-    from tierlab.sim.engine import first_step_extra_s
-
     xs, ys = [], []
     for _, m, hw in cases:
         if m.status != "ok" or not m.steps:
@@ -191,10 +191,8 @@ def fit_software(paths, base: Software, hardware: Hardware | None = None, *,
     profile (or on `hardware` for all). `train` ('folder/run' keys) replaces base.train_cases;
     then the result's train_cases are the keys actually fitted on (validate/loco.py)."""
     keys = set(base.train_cases if train is None else train)
-    cases = _cases(paths, keys, hardware)
+    cases = training_cases(paths, keys, hardware)
     if not cases:
-        from tierlab.errors import ConfigError
-
         raise ConfigError(f"none of train_cases {sorted(keys)} is under "
                           f"{', '.join(map(str, paths))}")
     if train is not None:
@@ -225,49 +223,12 @@ def fitted_values(sw: Software) -> dict[str, str]:
 def write_values(text: str, values: dict[str, str]) -> str:
     """The software profile's YAML text with each `key: {value: ...` replaced (sources kept);
     a key the text lacks is an error (add it with its source first)."""
-    import re
-
     for key, value in values.items():
         # a stated range belongs to the old value: dropped (the fitted default applies until
-        # `python -m tierlab.validate.spread ... --write` states the new spread, docs/ranges.md)
+        # `python lab/scripts/spread.py ... --write` states the new spread, docs/ranges.md)
         text, n = re.subn(rf"^({re.escape(key)}: {{value: )[^,]+,( range: \[[^\]]*\],)?",
                           rf"\g<1>{value},", text, flags=re.M)
         if n != 1:
             raise KeyError(f"{key}: not once in the software profile")
     return text
 
-
-def main(argv: list[str]) -> None:      # pragma: no cover - a developer tool
-    import argparse
-
-    from tierlab.profiles.load import load_hardware, load_software
-
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("cases", nargs="+")
-    p.add_argument("-H", "--hardware", default=None,
-                   help="simulate every run on this profile (default: each folder's validate.yaml)")
-    p.add_argument("--software", default="deepspeed-0.19.8")
-    p.add_argument("--write", action="store_true",
-                   help="write the values into the software profile (its sources unchanged)")
-    a = p.parse_args(argv)
-    sw = fit_software(a.cases, load_software(a.software),
-                      load_hardware(a.hardware) if a.hardware else None)
-    if a.write:
-        from tierlab.profiles.load import SOFTWARE_DIR
-
-        path = SOFTWARE_DIR / f"{a.software}.yaml"
-        path.write_text(write_values(path.read_text(), fitted_values(sw)))
-        print(f"wrote {path}")
-    print(f"train_cases: {list(sw.train_cases)}")
-    for key, value in fitted_values(sw).items():
-        print(f"{key}: {value}")
-
-
-if __name__ == "__main__":      # pragma: no cover
-    from tierlab.errors import ConfigError
-
-    try:
-        main(sys.argv[1:])
-    except ConfigError as e:       # a missing folder, a bad validate.yaml, no training run
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)

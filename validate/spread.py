@@ -8,26 +8,33 @@ the software profile states (issue 14).
   were NOT fitted on (each on its folder's calibrated profile); its range is their 10th to 90th
   percentile, a factor on the step time (sim/ranges.py adds it as one more input).
 
-    python -m tierlab.validate.spread lab/cases            # print
-    python -m tierlab.validate.spread lab/cases --write    # into the software profile
-    python -m tierlab.validate.spread lab/cases --stock h200-host --write
+    python lab/scripts/spread.py lab/cases            # print
+    python lab/scripts/spread.py lab/cases --write    # into the software profile
+    python lab/scripts/spread.py lab/cases --stock h200-host --write
 
 - `kind_spread`: a stock profile's host figures (CPU Adam, DRAM, PCIe) get the spread of the
   calibrations of machines of its kind (the profiles lab/cases folders name) around its own
   value: the uncertainty of using one machine's figures for another of the same kind.
 
-Pure functions; main() is a developer tool that prints and (with --write) rewrites the YAML.
+Pure functions: they compute and return (the `write_*` ones return the YAML text with the
+ranges). lab/scripts/spread.py is the lab's front end that prints and (with --write) rewrites the
+profiles.
 """
 from __future__ import annotations
 
 import math
 import re
 import statistics
-import sys
 from dataclasses import replace
-from pathlib import Path
 
+from tierlab.profiles.load import (OPTIONAL_SOFTWARE_TERMS, SOFTWARE_TERMS, load_hardware,
+                                   parse_quantity, unit_of)
 from tierlab.profiles.schema import Software
+from tierlab.records.measurement import load_measurement
+from tierlab.sim.engine import simulate
+from tierlab.validate.compare import (case_key, find_measurements, folder_hardware,
+                                      measured_metrics, scenario_of, with_profiles)
+from tierlab.validate.fit import fit_software
 
 FITTED = {"host_dispatch_per_module": "host_dispatch_s_per_module",
           "stage0_step_per_param": "stage0_step_s_per_param",
@@ -42,8 +49,6 @@ FITTED = {"host_dispatch_per_module": "host_dispatch_s_per_module",
 
 def machine_spread(paths, base: Software) -> tuple[dict[str, tuple[float, float]], list[str]]:
     """({field: (low, high)} over the per-machine refits and the pooled value, machines)."""
-    from tierlab.validate.fit import fit_software
-
     machines = sorted({c.split("/")[0] for c in base.train_cases})
     fits = []
     for machine in machines:
@@ -59,11 +64,6 @@ def machine_spread(paths, base: Software) -> tuple[dict[str, tuple[float, float]
 def simulator_error(paths, software: Software) -> tuple[float, float, int]:
     """(10th, 90th percentile of measured / predicted steady step, runs) over the finished runs
     not in software.train_cases."""
-    from tierlab.records.measurement import load_measurement
-    from tierlab.sim.engine import simulate
-    from tierlab.validate.compare import (case_key, find_measurements, measured_metrics,
-                                          scenario_of, with_profiles)
-
     ratios = []
     for d, hw in with_profiles(find_measurements(paths)):
         m = load_measurement(d)
@@ -88,12 +88,17 @@ KIND_FIELDS = {("cpu", "adam_params_per_s"): ("cpus", "adam_throughput", "params
 folder, YAML key, dimension)."""
 
 
+def kind_calibrations(paths, stock: str) -> list[str]:
+    """The calibrated profiles the folders of runs under `paths` name (validate.yaml), other
+    than `stock`: the machines of its kind whose spread `kind_spread` takes."""
+    folders = sorted({d.parent for d in find_measurements(paths)})
+    return sorted({n for n in map(folder_hardware, folders) if n and n != stock})
+
+
 def kind_spread(stock: str, calibrated: list[str]) -> dict[tuple[str, str], tuple[float, float]]:
     """{(part, field): (low, high)}: the lowest to highest of each host figure over the
     calibrated profiles of machines of one kind and the stock profile's own value (which must
     stay inside its range)."""
-    from tierlab.profiles.load import load_hardware
-
     profiles = [load_hardware(n) for n in [stock, *calibrated]]
     return {(part, field): (min(getattr(getattr(h, part), field) for h in profiles),
                             max(getattr(getattr(h, part), field) for h in profiles))
@@ -113,7 +118,7 @@ def write_kind_ranges(text: str, folder: str, spread: dict, n: int) -> str:
             raise KeyError(f"{key}: not in the profile")
         span = _bounds(m.group(2), *spread[part, field], dim)
         note = (f"; range: min-max over this profile and the {n} calibrated profiles of machines "
-                f"of its kind (python -m tierlab.validate.spread --stock)")
+                f"of its kind (lab/scripts/spread.py --stock)")
         text = pattern.sub(lambda mm: f"{mm.group(1)}{mm.group(2)}, range: {span}{mm.group(4)}"
                                       f"{mm.group(5)}{note}{mm.group(7)}", text, count=1)
     return text
@@ -127,8 +132,6 @@ _ENTRY = r"^({key}: {{value: )([^,]+)(, range: \[[^\]]*\])?,"
 
 def _bounds(value_text: str, low: float, high: float, dimension: str) -> str:
     """'[0.1983 ms, 0.2497 ms]': low and high (SI) in the value's unit, rounded outward."""
-    from tierlab.profiles.load import unit_of, parse_quantity
-
     unit = unit_of(value_text)
     scale = parse_quantity(f"1 {unit}".strip(), dimension, "range")
     out = []
@@ -140,8 +143,6 @@ def _bounds(value_text: str, low: float, high: float, dimension: str) -> str:
 
 def write_ranges(text: str, ranges: dict[str, tuple[float, float]]) -> str:
     """The software YAML with `range: [...]` after each fitted term's value (replacing one)."""
-    from tierlab.profiles.load import OPTIONAL_SOFTWARE_TERMS, SOFTWARE_TERMS
-
     dims = {key: dim for key, (dim, _) in {**SOFTWARE_TERMS, **OPTIONAL_SOFTWARE_TERMS}.items()}
     for key, field in FITTED.items():
         if field not in ranges:
@@ -159,8 +160,8 @@ def write_ranges(text: str, ranges: dict[str, tuple[float, float]]) -> str:
 def write_error(text: str, low: float, high: float, n: int, date: str) -> str:
     """The software YAML with its `simulator_error` line (added after train_cases, or replaced)."""
     line = (f'simulator_error: {{value: 1, range: [{math.floor(low * 1000) / 1000:.3f}, '
-            f'{math.ceil(high * 1000) / 1000:.3f}], source: "measured {date} by python -m '
-            f'tierlab.validate.spread: 10th-90th percentile of measured / predicted steady step '
+            f'{math.ceil(high * 1000) / 1000:.3f}], source: "measured {date} by '
+            f'lab/scripts/spread.py: 10th-90th percentile of measured / predicted steady step '
             f'over the {n} finished runs of lab/cases not in train_cases, each on its '
             f'folder\'s calibrated profile"}}')
     if re.search(r"^simulator_error:", text, re.M):
@@ -168,61 +169,3 @@ def write_error(text: str, low: float, high: float, n: int, date: str) -> str:
     return re.sub(r"^(train_cases:.*)$", lambda m: f"{m.group(1)}\n{line}", text, count=1,
                   flags=re.M)
 
-
-def main(argv: list[str]) -> None:      # pragma: no cover - a developer tool
-    import argparse
-    import datetime
-
-    from tierlab.profiles.load import SOFTWARE_DIR, load_software
-
-    ap = argparse.ArgumentParser(prog="python -m tierlab.validate.spread")
-    ap.add_argument("paths", nargs="+")
-    ap.add_argument("--software", default="deepspeed-0.19.8")
-    ap.add_argument("--write", action="store_true")
-    ap.add_argument("--stock", default=None, metavar="SYSTEM",
-                    help="instead: the stock profile (e.g. h200-host) gets the spread of the host "
-                         "figures over the profiles the folders' validate.yaml name")
-    args = ap.parse_args(argv)
-    if args.stock:
-        return _stock(args)
-    sw = load_software(args.software)
-    spread, machines = machine_spread(args.paths, sw)
-    print(f"fitted terms, refitted on each of {', '.join(machines)} alone (low - pooled - high):")
-    for key, field in FITTED.items():
-        lo, hi = spread[field]
-        print(f"  {key:30s} {lo:.4g} - {getattr(sw, field):.4g} - {hi:.4g}  "
-              f"({lo / getattr(sw, field):.2f}x - {hi / getattr(sw, field):.2f}x)")
-    lo, hi, n = simulator_error(args.paths, sw)
-    print(f"simulator error: measured / predicted over {n} held-out runs, P10 {lo:.3f}, "
-          f"P90 {hi:.3f}")
-    if args.write:
-        path = Path(args.software) if args.software.endswith(".yaml") else \
-            SOFTWARE_DIR / f"{args.software}.yaml"
-        text = write_ranges(path.read_text(), spread)
-        text = write_error(text, lo, hi, n, datetime.date.today().isoformat())
-        path.write_text(text)
-        load_software(str(path))
-        print(f"wrote {path}")
-
-
-def _stock(args) -> None:      # pragma: no cover - a developer tool
-    from tierlab.profiles import load
-    from tierlab.validate.compare import find_measurements, folder_hardware
-
-    folders = sorted({d.parent for d in find_measurements(args.paths)})
-    calibrated = sorted({n for n in map(folder_hardware, folders) if n and n != args.stock})
-    spread = kind_spread(args.stock, calibrated)
-    print(f"{args.stock}: host figures over {', '.join(calibrated)}:")
-    for (part, field), (lo, hi) in spread.items():
-        print(f"  {part}.{field:22s} {lo:.4g} - {hi:.4g}")
-    if args.write:
-        system = load.find_part("systems", args.stock)
-        cpu = load.find_part("cpus", load.read_data(system)["cpu"], near=system)
-        for folder, path in (("systems", system), ("cpus", cpu)):
-            path.write_text(write_kind_ranges(path.read_text(), folder, spread, len(calibrated)))
-            print(f"wrote {path}")
-        load.load_hardware(args.stock)
-
-
-if __name__ == "__main__":      # pragma: no cover
-    main(sys.argv[1:])
