@@ -261,13 +261,8 @@ def test_memory_snapshot_replays_the_trace_to_the_peak_and_names_the_allocating_
     """lab/scripts/memory_snapshot.py (GPU only) turns torch.cuda.memory history into the live set at
     the peak; its replay is pure: allocations, frees of blocks it saw allocated, and frees of
     blocks allocated before recording (which lower the total)."""
-    import importlib.util
-    from pathlib import Path
+    import memory_snapshot as snap      # lab/scripts (tests/conftest.py puts it on sys.path)
 
-    path = Path(__file__).resolve().parents[1] / "lab" / "scripts" / "memory_snapshot.py"
-    spec = importlib.util.spec_from_file_location("memory_snapshot", path)
-    snap = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(snap)
     ds = [{"filename": "/x/site-packages/deepspeed/runtime/zero/stage_1_and_2.py", "line": 1886,
            "name": "set_norm_for_param_grad_in_gpu"}]
     trace = [{"action": "alloc", "addr": 1, "size": 100, "frames": ds},

@@ -2,26 +2,16 @@
 figures the accuracy targets are read against (docs/accuracy.md), so their arithmetic is tested."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "lab" / "scripts"
+import bench_repeatability as rep       # lab/scripts (tests/conftest.py puts it on sys.path)
+import gpu_validate as gv
+from labenv import LAB
 
-
-def _bench(name: str):
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-rep = _bench("bench_repeatability")
+pytestmark = pytest.mark.lab
 
 
 def test_a_case_named_k_times_runs_k_times_into_numbered_folders():
-    gv = _bench("gpu_validate")
     plan = {"a": {"model": "m"}, "b": {"model": "n"}}
     assert gv.run_names(["a", "b", "a", "a", "b"], plan) == [
         ("a", plan["a"]), ("b", plan["b"]), ("a.p2", plan["a"]), ("a.p3", plan["a"]),
@@ -64,10 +54,9 @@ def test_the_committed_runs_hold_process_repeats_on_one_machine():
 
 
 def test_a_plan_entry_can_outlast_the_default_case_timeout():
-    gv = _bench("gpu_validate")
     assert gv.case_timeout_s({"name": "a"}, 100) == 100.0
     assert gv.case_timeout_s({"name": "a", "timeout_s": 200}, 100) == 200.0
     import yaml
-    plan = yaml.safe_load((BENCH.parents[1] / "lab" / "plan.yaml").read_text())
+    plan = yaml.safe_load((LAB / "plan.yaml").read_text())
     slow = next(c for c in plan["cases"] if c["name"] == "v-0.5b-z3nvme-params-buf")
     assert gv.case_timeout_s(slow, 100) >= 200
