@@ -9,4 +9,7 @@ LAB = Path(__file__).resolve().parents[1] / "lab"
 
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
 os.environ["TIERLAB_PROFILES"] = str(LAB / "profiles")
-sys.path.insert(0, str(LAB / "scripts"))     # the lab scripts some tests load find `labenv`
+# the lab's and bench's scripts some tests import as modules (`import bench_repeatability`,
+# `import render_docs`), never by file path; the lab's find `labenv` this way too
+sys.path.insert(0, str(LAB.parent / "bench"))
+sys.path.insert(0, str(LAB / "scripts"))

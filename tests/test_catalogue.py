@@ -73,13 +73,8 @@ def test_cli_lists_the_catalogue_then_yours_and_both_load_by_name(tmp_path):
 
 def test_docs_catalogue_tables_match_the_profiles():
     """docs/catalogue.md's tables are the profiles' figures (bench/render_catalogue.py writes them)."""
-    import importlib.util
-    from pathlib import Path
+    import render_catalogue as render   # bench/ (tests/conftest.py puts it on sys.path)
 
-    path = Path(__file__).resolve().parent.parent / "bench" / "render_catalogue.py"
-    spec = importlib.util.spec_from_file_location("render_catalogue", path)
-    render = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(render)
     text = render.DOC.read_text()
     assert render.render(text) == text, "docs/catalogue.md is stale: run bench/render_catalogue.py"
 

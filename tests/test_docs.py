@@ -165,12 +165,10 @@ def test_readme_is_short_and_self_contained():
 def test_the_readme_picture_is_todays_output():
     """docs/img's figures were rendered from what the simulator says today (`make docs` writes
     figures.json with them): a change that moves a step time or a memory figure fails here."""
-    import importlib.util
     import json
 
-    spec = importlib.util.spec_from_file_location("render_docs", REPO / "bench" / "render_docs.py")
-    render = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(render)
+    import render_docs as render        # bench/ (tests/conftest.py puts it on sys.path)
+
     stored = json.loads((REPO / "docs" / "img" / "figures.json").read_text())
     assert stored == render.figures(), "docs/img is stale: run `make docs`"
     assert "docs/img/builtin-bottleneck.png" in (REPO / "README.md").read_text()

@@ -226,12 +226,8 @@ def test_an_interrupted_comparison_keeps_its_finished_rows(tmp_path, monkeypatch
 
 def test_docs_exercise_table_is_the_committed_runs(capsys):
     """docs/exercise.md quotes bench/exercise_table.py's output from lab/cases exactly."""
-    import importlib.util
+    import exercise_table as mod        # bench/ (tests/conftest.py puts it on sys.path)
 
-    spec = importlib.util.spec_from_file_location("exercise_table",
-                                                  REPO / "bench" / "exercise_table.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
     assert mod.main([]) == 0
     table = capsys.readouterr().out.rstrip("\n")
     doc = (REPO / "docs" / "exercise.md").read_text()
