@@ -34,8 +34,9 @@ from tierlab.sweeps.keys import (HARDWARE_KEYS, Axis, load_profile, key_kind, ma
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Base", "Evaluator", "resolve", "run_points", "run_sweep", "read_results",
-           "write_results", "make_axis", "make_grid", "parse_vary", "SweepOutcome"]
+__all__ = ["Base", "Evaluator", "resolve", "check_base", "run_grid", "run_points", "run_sweep",
+           "read_results", "write_results", "make_axis", "make_grid", "parse_vary",
+           "SweepOutcome"]
 
 # ----------------------------------------------------------------------------------------------
 # base scenario + point -> (hardware, model, strategy)
@@ -468,6 +469,30 @@ def run_sweep(base: Base, axes: Sequence[Axis], *, simulator: Callable | None = 
     _check_format(Path(out))
     with exclusive(out):
         return _run_grid(base, axes, simulator, strict, jobs, Path(out), on_rows, on_start)
+
+
+def check_base(base: Base):
+    """The base scenario, resolved once before the grid: a broken base (a bad profile, a config
+    that contradicts a flag) is one ConfigError, not an error in every row."""
+    try:
+        return resolve(base)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+def run_grid(base: Base, axes: Sequence[Axis], *, memory_only: bool = False,
+             strict: bool = False, jobs: int | None = None, out: str | Path | None = None,
+             on_rows: Callable[[list[dict]], None] | None = None,
+             on_start: Callable[[int, int], None] | None = None) -> SweepOutcome:
+    """The sweep driver of `tierlab sweep` and `tierlab.sweep()`: the base checked once
+    (check_base), then every point of the grid simulated with its 80% range (columns
+    step_time_low_s / step_time_high_s, docs/ranges.md), or with `memory_only` its memory planned
+    only; resumed from and written to `out` as `run_sweep` does."""
+    from tierlab.sim.ranges import simulate_ranged
+
+    check_base(base)
+    return run_sweep(base, axes, simulator=None if memory_only else simulate_ranged,
+                     strict=strict, jobs=jobs, out=out, on_rows=on_rows, on_start=on_start)
 
 
 def _run_grid(base, axes, simulator, strict, jobs, out: Path | None, on_rows, on_start):
