@@ -1,0 +1,32 @@
+"""`tierlab memory`: the per-tier memory plan of one scenario."""
+from __future__ import annotations
+
+import json
+
+import click
+
+from tierlab.commands.common import echo_warnings, options, scenario_of
+from tierlab.commands.options import gpu_mem_cap_option, json_option, quiet_option, \
+    scenario_options
+
+
+@click.command()
+@scenario_options
+@options(gpu_mem_cap_option, json_option, quiet_option)
+def memory(gpu_mem_cap, as_json, quiet, **kw):
+    """Per-tier memory plan: GPU (per rank), host RAM and NVMe (per node), fits, binding tier,
+    and a margin line where the overheads' ranges straddle a tier's capacity."""
+    from tierlab.sim.memory import format_memory
+    from tierlab.sim.ranges import memory_margin
+
+    sc = scenario_of(kw, gpu_mem_cap=gpu_mem_cap)
+    echo_warnings(sc.warnings, sc.notes, quiet or as_json)
+    plan = sc.memory()
+    margin = memory_margin(plan, sc.hardware, sc.software)    # overheads' ranges (docs/ranges.md)
+    if as_json:
+        click.echo(json.dumps({**sc.header(), **plan.to_dict(), "memory_margin": margin},
+                              indent=2))
+    else:
+        click.echo(format_memory(plan, sc.describe()))
+        for m in margin.values():
+            click.echo(f"  margin: {m['statement']}")
