@@ -1,0 +1,86 @@
+"""`tierlab calibrate`: measure this host into a system profile and its part profiles."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from tierlab.errors import require
+from tierlab.scenario import DEFAULT_HARDWARE
+
+
+@click.command()
+@click.option("--nvme-path", default=None, metavar="DIR",
+              help="Directory on the drive to measure with DeepSpeed aio (O_DIRECT); must exist, "
+                   "be writable and not be tmpfs. Without it the NVMe part comes from --hardware.")
+@click.option("--out", default=None, metavar="FILE",
+              help="System profile YAML to write (default: DIR/hardware/systems/NAME.yaml, DIR "
+                   "the first folder $TIERLAB_PROFILES names, else ./tierlab-profiles: with "
+                   "TIERLAB_PROFILES=DIR every verb finds it by name); the measured GPU/CPU/NVMe "
+                   "parts go to gpus/, cpus/, nvme/ beside its systems/ folder, or beside FILE "
+                   "when it is not in one.")
+@click.option("--name", default=None,
+              help="Profile name, also the file stem of the part profiles (default: the --out "
+                   "file stem, else calibrated-HOSTNAME).")
+@click.option("--hardware", "-H", default=DEFAULT_HARDWARE, show_default=True, metavar="BASE",
+              help="Base system profile: what cannot be measured here (network, a GPU on a "
+                   "CPU-only host, ...) is copied from it with its original sources.")
+@click.option("--quick", is_flag=True,
+              help="Few sizes and points, small files, no DeepSpeed host costs (CI, smoke "
+                   "checks; 5 min 23 s on a 2-core box without a GPU).")
+@click.option("--raw", default=None, metavar="FILE",
+              help="Also write every measured point, with its settings, host facts and library "
+                   "versions, as JSON. Rewritten after every benchmark (\"complete\": false "
+                   "until the end), so a killed calibration keeps what it measured: rebuild "
+                   "with --from-raw.")
+@click.option("--skip", default="", metavar="LIST",
+              help="Comma-separated benchmarks not to run: gpu, pcie, gemm, layer (real Hugging "
+                   "Face decoder layers at each model's width, plain and checkpointed, ~1-2 min), "
+                   "nccl, aio, adam, memcpy, dispatch (the hooked module-call time), deepspeed "
+                   "(DeepSpeed's host costs on narrow Llama models, 5-8 min; lab/notes/host-costs.md), "
+                   "overflow (ZeRO-3's fp16 overflow check over a 512 MiB fp16 host buffer, seconds).")
+@click.option("--sweep", multiple=True, metavar="KEY=V1,V2",
+              help="Override sweep points, e.g. --sweep aio_block_sizes=1M,8M --sweep "
+                   "aio_queue_depths=32,128 --sweep repeats=2 (sizes: K/M/G = KiB/MiB/GiB; "
+                   "repeatable; keys are the fields of runner.microbench.SweepPlan).")
+@click.option("--from-raw", "from_raw", default=None, metavar="FILE",
+              help="Measure nothing: rebuild the profile from a raw record that an earlier "
+                   "`calibrate --raw` wrote (on this or another host), with this version's rules.")
+def calibrate(nvme_path, out, name, hardware, quick, raw, skip, sweep, from_raw):
+    """Measure this host (PCIe, GEMM, NCCL, aio, CPU Adam, memcpy, module call) into a profile.
+
+    Writes a system profile in the loader's format whose measured numbers say 'measured <date> by
+    tierlab calibrate: <settings>', plus the measured part profiles; what it cannot measure is
+    taken from --hardware and keeps its source. Benchmarks that need missing hardware are
+    skipped and listed, and so is each DeepSpeed host-cost term that measured nothing (not two
+    depths, or a difference at or below zero): the software profile's value stays for it."""
+    from tqdm import tqdm
+
+    from tierlab.runner import calibrate as cal
+    from tierlab.runner.calibrate_paths import (calibration_paths, calibration_summary,
+                                                default_name, raw_saver, rebuild_from_raw,
+                                                refuse_empty, write_calibration)
+
+    refuse_empty(out=out, raw=raw, from_raw=from_raw)
+    if from_raw:
+        result = rebuild_from_raw(from_raw, name, out)
+        paths = calibration_paths(out, result.hardware.name, raw)
+    else:
+        name = default_name(out) if name is None else name
+        paths = calibration_paths(out, name, raw)     # refused now, not after measuring
+        require("torch", "psutil", what="calibrate (measuring)")
+        plan = cal.apply_sweep_overrides(cal.quick_plan() if quick else cal.SweepPlan(),
+                                         list(sweep))
+
+        def bar(tasks):
+            progress = tqdm(tasks, desc="calibrate", unit="pt", file=sys.stderr, mininterval=0.5)
+            for task in progress:
+                progress.set_postfix_str(task.label, refresh=False)
+                yield task
+
+        result = cal.calibrate(name=name, base=hardware, nvme_path=nvme_path, plan=plan,
+                               skip={s.strip() for s in skip.split(",") if s.strip()},
+                               progress=bar, save_raw=raw_saver(raw))
+    write_calibration(result, paths, raw, wrote=lambda path: click.echo(f"wrote {path}"))
+    for line in calibration_summary(result):
+        click.echo(line)
