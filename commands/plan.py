@@ -1,0 +1,128 @@
+"""`tierlab plan`: the fastest DeepSpeed configuration that fits every tier."""
+from __future__ import annotations
+
+import json
+
+import click
+
+from tierlab.commands.common import echo_warnings, options, progress_bar, writable
+from tierlab.commands.options import (gpus_option, hardware_option, json_option, model_option,
+                                      no_progress_option, nodes_option, quiet_option, seq_option)
+from tierlab.errors import ConfigError
+from tierlab.safeio import write_json
+
+
+@click.command()
+@options(model_option, hardware_option, gpus_option, nodes_option, seq_option)
+@click.option("--global-batch", type=int, default=None,
+              help="Sequences per optimizer step over all GPUs; the planner trades micro-batch "
+                   "against gradient accumulation at this size.")
+@click.option("--grad-accum", type=int, default=None,
+              help="Gradient accumulation steps when --global-batch is not given (default 1); "
+                   "with --ds-config: your config's, where it says \"auto\".")
+@click.option("--micro-batch", type=int, default=None,
+              help="Fix the micro-batch (default: searched over 1, 2, 4, ... --max-micro-batch); "
+                   "with --ds-config: your config's micro-batch, where it says \"auto\" (the "
+                   "search still tries others at the same global batch).")
+@click.option("--max-micro-batch", type=int, default=64, show_default=True,
+              help="Largest micro-batch the search tries.")
+@click.option("--checkpointing/--no-checkpointing", default=None,
+              help="Fix activation checkpointing (default: try both).")
+@click.option("--precision", type=click.Choice(["fp16", "bf16", "fp32"]), default=None,
+              help="Compute dtype (default: bf16 where the GPU has it, else fp16).")
+@click.option("--min-tokens-per-s", type=float, default=None,
+              help="Reject configurations slower than this (tokens/s of the whole job).")
+@click.option("--max-gpu-mem", default=None, metavar="BYTES",
+              help="Use at most this much memory per GPU, e.g. 70GB (leave headroom).")
+@click.option("--nvme-path", default="/local_nvme", show_default=True,
+              help="nvme_path written into the ds_config for NVMe offload.")
+@click.option("--out", "-o", default=None, metavar="FILE",
+              help="Write the winner's ds_config.json here (atomically), ready for deepspeed.")
+@click.option("--ds-config", "-c", default=None, metavar="FILE",
+              help="Start from your DeepSpeed config (a ds_config.json path or preset): it is "
+                   "simulated as it is ('yours'), the search changes it instead of a template "
+                   "and keeps its global batch, and the output lists what to change as dotted "
+                   "DeepSpeed keys (yours -> proposed), each group with the step time and "
+                   "tokens/s it leads to. --micro-batch/--grad-accum then fill its batch "
+                   "\"auto\" (see docs/ds-config.md).")
+@click.option("--write-config", default=None, metavar="FILE",
+              help="With --ds-config: write your config with the proposed keys changed "
+                   "(atomically). \"auto\" stays where you had it for the keys the Hugging Face "
+                   "integration fills and the trainer arguments to pass are printed, so the file "
+                   "drops into the HF Trainer, axolotl or LLaMA-Factory unchanged.")
+@json_option
+@quiet_option
+@click.option("--jobs", "-j", type=int, default=1, show_default=True,
+              help="Worker processes for the simulations.")
+@no_progress_option
+@click.pass_context
+def plan(ctx, model, hardware, gpus, nodes, seq, global_batch, grad_accum, micro_batch,
+         max_micro_batch, checkpointing, precision, min_tokens_per_s, max_gpu_mem, nvme_path,
+         out, ds_config, write_config, as_json, quiet, jobs, no_progress):
+    """The fastest DeepSpeed configuration that fits every tier, and why the others lost.
+
+    Searches ZeRO stage, CPU/NVMe offload of parameters and optimizer, micro-batch, gradient
+    accumulation, checkpointing, sub_group_size, swap buffers and aio settings. Exits 1 when
+    nothing fits (or nothing reaches --min-tokens-per-s). The ranking is by tokens/s."""
+    from tierlab.scenario import machine_and_model, parse_bytes
+    from tierlab.planner.search import format_plan, plan as run_plan
+
+    for flag, value in (("--micro-batch", micro_batch), ("--grad-accum", grad_accum),
+                        ("--global-batch", global_batch), ("--max-micro-batch", max_micro_batch),
+                        ("--jobs", jobs)):
+        if value is not None and value < 1:
+            raise ConfigError(f"{flag} must be >= 1, got {value}")
+    if global_batch is not None and grad_accum is not None and not ds_config:
+        raise ConfigError("give --global-batch or --grad-accum, not both")
+    if write_config and not ds_config:
+        raise ConfigError("--write-config needs --ds-config (the config to change)")
+    writable(out, "--out")
+    writable(write_config, "--write-config")
+    hw, mdl, notes = machine_and_model(model, hardware, seq=seq, gpus=gpus, nodes=nodes)
+    echo_warnings((), notes, quiet or as_json)
+    search = dict(global_batch=global_batch, micro_batch=micro_batch, grad_accum=grad_accum,
+                  checkpointing=checkpointing, precision=precision,
+                  min_tokens_per_s=min_tokens_per_s, nvme_path=nvme_path,
+                  max_gpu_mem_bytes=parse_bytes(max_gpu_mem, "--max-gpu-mem")
+                  if max_gpu_mem else None, max_micro_batch=max_micro_batch, jobs=jobs)
+    if ds_config:
+        return _plan_from(ctx, hw, mdl, ds_config, write_config, out, as_json, no_progress,
+                          **search)
+    with progress_bar("plan", "sim", no_progress) as bar:
+        result = run_plan(hw, mdl, progress=bar.update, **search)
+    if out and result.ds_config is not None:
+        write_json(out, result.ds_config)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2, default=str))
+    else:
+        click.echo(format_plan(result))
+        if out and result.ds_config is not None:
+            click.echo(f"wrote {out} (deepspeed --num_gpus {hw.gpus_per_node} train.py "
+                       f"--deepspeed {out})")
+    if result.best is None:
+        ctx.exit(1)
+
+
+def _plan_from(ctx, hw, mdl, ds_config, write_config, out, as_json, no_progress, **kw):
+    """plan --ds-config: yours, the proposal as key changes, --write-config with "auto" kept."""
+    from tierlab.dsconfig.read import load_ds_config
+    from tierlab.planner.from_config import format_from_config, plan_from_config, proposed_config
+
+    cfg, where = load_ds_config(ds_config)
+    with progress_bar("plan", "sim", no_progress) as bar:
+        result = plan_from_config(hw, mdl, cfg, where, progress=bar.update, **kw)
+    proposed, told = proposed_config(cfg, result)
+    if out and result.plan.ds_config is not None:
+        write_json(out, result.plan.ds_config)
+    if write_config:
+        write_json(write_config, proposed)
+    if as_json:
+        click.echo(json.dumps({**result.to_dict(), "trainer": told}, indent=2, default=str))
+    else:
+        click.echo(format_from_config(result))
+        for line in told:
+            click.echo(f"* {line}")
+        if write_config:
+            click.echo(f"wrote {write_config} (your config with the changes above)")
+    if result.plan.best is None:
+        ctx.exit(1)
