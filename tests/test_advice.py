@@ -5,7 +5,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
+
+pytestmark = pytest.mark.lab      # reads the lab's data (setup.cfg)
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "lab" / "cases" / "h200-l"

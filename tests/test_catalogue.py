@@ -16,6 +16,7 @@ CATALOGUE = sorted(p.stem.lower() for p in (HARDWARE_DIR / "systems").glob("*.ya
 LAB_SYSTEMS = sorted(p.stem.lower() for p in (LAB_HARDWARE / "systems").glob("*.yaml"))
 
 
+@pytest.mark.lab
 def test_no_test_machine_is_shipped():
     assert len(LAB_SYSTEMS) > 15 and not set(LAB_SYSTEMS) & set(CATALOGUE)
     for kind in ("gpus", "cpus", "nvme"):
@@ -23,12 +24,14 @@ def test_no_test_machine_is_shipped():
         assert not lab & {p.stem for p in (HARDWARE_DIR / kind).glob("*.yaml")}, kind
 
 
+@pytest.mark.lab
 def test_hardware_listing_is_the_catalogue_then_yours():
     assert [n for n, _ in list_catalogue("hardware")] == CATALOGUE
     assert [n for n, _ in list_user_profiles("hardware")] == LAB_SYSTEMS
     assert list_user_profiles("models") == []
 
 
+@pytest.mark.lab
 @pytest.mark.parametrize("kind, lab, shown", [
     ("cpus", {"h200-host-cpu", "h200x2-b", "h200-g"}, {"2x-epyc-7742", "ryzen-9-5900x"}),
     ("nvme", {"h200-host-virtio", "h200x2-host"}, {"gen4-datacenter", "pny-cs3040"}),
@@ -53,6 +56,7 @@ def test_catalogue_systems_hold_no_test_machine_measurement(name):
             assert not source.lower().startswith("measured"), f"{name}: {part}.{key}: {source}"
 
 
+@pytest.mark.lab
 def test_cli_lists_the_catalogue_then_yours_and_both_load_by_name(tmp_path):
     out = run("profiles", "hardware")
     assert out.exit_code == 0, out.output

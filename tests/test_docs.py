@@ -100,6 +100,7 @@ def scratch(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.lab
 @pytest.mark.parametrize("path", DOCS, ids=lambda p: p.name)
 def test_examples_run_and_match(path, tmp_path, monkeypatch):
     """As a user runs them: in a checkout, with only the environment the example itself sets

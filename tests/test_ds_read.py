@@ -354,6 +354,7 @@ def test_precision_is_deepspeeds_when_the_config_has_no_enabled_block(blocks):
             "enabled", False) == (ds == "bf16")
 
 
+@pytest.mark.lab
 def test_no_precision_block_on_the_command_line(tmp_path):
     """`simulate -c FILE` without fp16/bf16 on an H200 (tierlab's default there: bf16) simulates
     fp32 as DeepSpeed trains it and says so; --precision fp32 agrees silently, --precision bf16

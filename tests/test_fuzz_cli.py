@@ -158,6 +158,7 @@ def fuzzed_file(tmp: Path, source: Path, kind: str, seed: int, edits: int) -> Pa
 # ----------------------------------------------------------------------------------------------
 # ds_config, model and hardware files through every verb that reads them
 
+@pytest.mark.lab
 @fuzz(60)
 @given(preset=st.sampled_from(PRESETS), kind=damage_kind, seed=st.integers(0, 10**6),
        edits=st.integers(1, 4), verb=st.sampled_from(["simulate", "memory", "preflight"]))
@@ -168,6 +169,7 @@ def test_ds_config_files(tmp_path_factory, preset, kind, seed, edits, verb):
     check([verb, "-c", path, "-m", TINY, *extra], tmp)
 
 
+@pytest.mark.lab
 @fuzz(40)
 @given(kind=damage_kind, seed=st.integers(0, 10**6), edits=st.integers(1, 3),
        verb=st.sampled_from(["simulate", "memory"]))
@@ -177,6 +179,7 @@ def test_model_files(tmp_path_factory, kind, seed, edits, verb):
     check([verb, "-m", path, "-c", "zero3-cpu"], tmp)
 
 
+@pytest.mark.lab
 @fuzz(40)
 @given(kind=damage_kind, seed=st.integers(0, 10**6), edits=st.integers(1, 3))
 def test_hardware_files(tmp_path_factory, kind, seed, edits):
@@ -199,6 +202,7 @@ SET_VALUES = ["0", "-1", "1", "3", "5", "1e8", "1e400", "NaN", "nan", "Infinity"
               "{\"enabled\": 1}", "99999999999999999999999", "", "{\"a\": NaN}"]
 
 
+@pytest.mark.lab
 @fuzz(80)
 @given(sets=st.lists(st.tuples(st.sampled_from(SET_KEYS), st.sampled_from(SET_VALUES)),
                      min_size=1, max_size=3),
@@ -216,6 +220,7 @@ CAPS = st.sampled_from(["8g", "8G", "8GiB", "8 gb", "inf", "nan", "-1", "0", "1e
                         "8k", "1e9", "  "])
 
 
+@pytest.mark.lab
 @fuzz(40)
 @given(opts=st.lists(st.tuples(st.sampled_from(["--gpus", "--nodes", "--micro-batch",
                                                 "--grad-accum", "--seq"]), INTS), max_size=3),
@@ -241,6 +246,7 @@ VARY_VALUES = ["1", "2", "0", "-1", "1e8", "1e400", "NaN", "inf", "x", "true", "
                "3GB/s", "8GiB", "zero3-cpu", "bf16", "1..64:x2", ""]
 
 
+@pytest.mark.lab
 @fuzz(30)
 @given(key=st.sampled_from(VARY_KEYS), values=st.lists(st.sampled_from(VARY_VALUES), min_size=1,
                                                        max_size=3))
@@ -277,6 +283,7 @@ def _mutate_measurement(d: Path, part: str, kind: str, rnd: random.Random) -> No
         path.write_bytes(damage(data, kind, rnd))
 
 
+@pytest.mark.lab
 @fuzz(14)
 @given(part=st.sampled_from(["head", "steps", "samples", "summary"]), kind=damage_kind,
        seed=st.integers(0, 10**6), verb=st.sampled_from(["validate", "plot"]))
@@ -292,6 +299,7 @@ def test_measurements(tmp_path_factory, part, kind, seed, verb):
                tmp / "t.png"], tmp)
 
 
+@pytest.mark.lab
 @fuzz(30)
 @given(kind=damage_kind, seed=st.integers(0, 10**6), edits=st.integers(1, 4))
 def test_raw_records(tmp_path_factory, kind, seed, edits):
@@ -311,6 +319,7 @@ def _bad_out(tmp: Path, which: str, suffix: str) -> str:
             "jpeg": str(tmp / "x.jpeg"), "empty": ""}[which]
 
 
+@pytest.mark.lab
 @fuzz(36)
 @given(which=st.sampled_from(["dir", "under-file", "proc", "nested", "jpeg", "empty"]),
        verb=st.sampled_from(["trace", "plan", "plot", "sweep", "validate", "from-raw"]))
@@ -334,6 +343,7 @@ def test_output_paths(tmp_path_factory, which, verb):
         assert r.exit_code == 2, r.output
 
 
+@pytest.mark.lab
 def test_runner_arguments_refused_before_work(tmp_path):
     """Bounds that used to be accepted (or blamed the wrong flag) are one line, before training."""
     cases = [(["run", "--warmup-steps", "-1"], "--warmup-steps"), (["run", "--steps", "0"], "--steps"),
@@ -346,6 +356,7 @@ def test_runner_arguments_refused_before_work(tmp_path):
     assert r.exit_code == 2 and "--max-error" in r.output
 
 
+@pytest.mark.lab
 def test_run_out_onto_a_measurement_refuses(tmp_path):
     d = tmp_path / "old"
     shutil.copytree(CASE, d)
@@ -355,6 +366,7 @@ def test_run_out_onto_a_measurement_refuses(tmp_path):
     assert sorted((p.name, p.read_bytes()) for p in d.iterdir()) == before
 
 
+@pytest.mark.lab
 def test_validate_leaves_out_killed_runs(tmp_path):
     d = tmp_path / "runs" / "killed"
     shutil.copytree(CASE, d)
@@ -365,6 +377,7 @@ def test_validate_leaves_out_killed_runs(tmp_path):
     assert "left out" in r.output and '"oom"' not in r.output
 
 
+@pytest.mark.lab
 def test_preflight_says_what_deepspeed_ignores(tmp_path):
     cfg = tmp_path / "c.json"
     cfg.write_text(json.dumps({"zero_optimization": {"stage": 2, "offload_param": {
@@ -381,6 +394,7 @@ def test_preflight_says_what_deepspeed_ignores(tmp_path):
         "accepts" in r.output and "did you mean 'offload_param'" in r.output
 
 
+@pytest.mark.lab
 def test_core_install_without_torch_or_psutil(tmp_path):
     """preflight and calibrate --from-raw work without the runner extra; run, compare and a
     measuring calibrate name it."""

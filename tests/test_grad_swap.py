@@ -48,6 +48,7 @@ def _swap_ops(ops):
     return [o for o in ops if o.work == "grad_swap_out"]
 
 
+@pytest.mark.lab
 def test_backward_copies_into_the_swap_buffers_at_the_pageable_rate():
     """pin_memory=true, yet the aio buffers are only mlocked: the copies are pageable."""
     hw, m, s = scenario("zero3-nvme", hardware="h200-host")
@@ -60,6 +61,7 @@ def test_backward_copies_into_the_swap_buffers_at_the_pageable_rate():
     assert not _swap_ops(cpu) and not any(o.resource == "nvme_write" for o in cpu)
 
 
+@pytest.mark.lab
 def test_four_buffers_stall_the_backward_and_twelve_do_not():
     """TinyLlama's 4.4 GB of fp32 gradients, 1e8-element sub-groups: 4 buffers (~0.44 GB each)
     run out, so a copy waits for the writes in flight and the backward grows; the pipelined

@@ -22,6 +22,7 @@ def _points():
     return json.loads(RAW.read_text())["results"]["deepspeed"]
 
 
+@pytest.mark.lab
 def test_every_term_is_derived_from_the_h200_g_points_and_checks_hold():
     values, how, problems = derive(_points(), load_hardware("h200-g"), load_software())
     # h200-g was calibrated before the zero2 (no offload) variant existed: only its term is left
@@ -41,6 +42,7 @@ def test_every_term_is_derived_from_the_h200_g_points_and_checks_hold():
             assert pred == pytest.approx(meas, rel=0.2), text
 
 
+@pytest.mark.lab
 def test_a_term_without_two_depths_stays_with_the_base_and_is_listed():
     pts = [p for p in _points() if not (p["variant"] == "zero2_offload_gas2" and p["layers"] == 10)]
     values, _, problems = derive(pts, load_hardware("h200-g"), load_software())
@@ -48,6 +50,7 @@ def test_a_term_without_two_depths_stays_with_the_base_and_is_listed():
     assert problems and "offload_accum_s_per_param" in problems[0]
 
 
+@pytest.mark.lab
 def test_a_term_that_comes_out_at_or_below_zero_stays_with_the_base_and_is_listed():
     """h200-m's gas2 pair ran faster than the terms from its other processes predict: the
     CPU accumulation round trip came out at -0.11 ms per tensor and micro-step, which measures
@@ -71,6 +74,7 @@ def test_a_term_that_comes_out_at_or_below_zero_stays_with_the_base_and_is_liste
     assert derive(slow, hw, sw)[0]["offload_accum_s_per_param"] > 0
 
 
+@pytest.mark.lab
 def test_forward_dispatch_is_the_median_over_the_configurations_whose_forward_is_dispatch_only():
     """stage 0 and ZeRO-1/2 (any offload_optimizer) run the same forward; each pair of processes
     gives the term and the median is kept, so one slow process does not set it."""
@@ -95,6 +99,7 @@ def test_forward_dispatch_is_the_median_over_the_configurations_whose_forward_is
     assert moved["host_dispatch_s_per_module"] < 1.5 * values["host_dispatch_s_per_module"]
 
 
+@pytest.mark.lab
 def test_calibrated_cpu_overrides_the_software_profile_with_its_source():
     hw, sw = load_hardware("h200-g"), load_software()
     assert set(hw.cpu.host_costs) <= set(HOST_COST_FIELDS) and hw.cpu.host_costs
@@ -196,6 +201,7 @@ def _checkpoint_ops(field: str, work: str):
     return hw, m, s, sw, ops
 
 
+@pytest.mark.lab
 def test_checkpoint_wrapper_is_one_host_op_per_block_forward_and_costs_time_when_host_bound():
     """HF gradient checkpointing's torch.utils.checkpoint wrapper: one cpu_host op per block
     forward (not recompute, not backward), none without checkpointing, and it lengthens a
@@ -242,6 +248,7 @@ def test_checkpoint_costs_come_from_host_bound_layer_points_into_the_cpu_profile
     assert _checkpoint_cost_entries([{"fwd_s": 1e-3}], "m") == {}
 
 
+@pytest.mark.lab
 def test_checkpoint_recompute_is_one_host_op_per_block_backward_and_costs_time_when_host_bound():
     """torch.utils.checkpoint's recompute machinery in backward: one cpu_host op per checkpointed
     block per micro-step, in the backward phase; none without checkpointing or without the term;
@@ -258,6 +265,7 @@ def test_checkpoint_recompute_is_one_host_op_per_block_backward_and_costs_time_w
     assert with_term["forward_s"] == pytest.approx(base["forward_s"])
 
 
+@pytest.mark.lab
 def test_fp16_zero3_offload_pays_the_overflow_scan_over_its_gradient_partition():
     """stage3.py has_overflow: isinf/isnan over the host gradient partition, fp16 only, ZeRO-3
     with the optimizer offloaded; one cpu_host op of n_params elements before the sub-groups."""
@@ -352,6 +360,7 @@ def test_the_partitioned_optimizers_walk_only_their_ranks_tensors():
     assert loop("no-offload", 2) == pytest.approx(loop("no-offload", 1))
 
 
+@pytest.mark.lab
 def test_measured_checkpoint_costs_apply_only_beside_a_measured_dispatch():
     """The software profile's dispatch term was fitted on checkpointed runs with the checkpoint
     terms at 0, so it carries them. h200-r measured the checkpoint terms (layer benchmark) but not

@@ -16,6 +16,8 @@ from tierlab.records.measurement import load_measurement
 from tierlab.validate import loco as L
 from tierlab.validate.fit import fit_software
 
+pytestmark = pytest.mark.lab      # reads the lab's data (setup.cfg)
+
 CASES = Path(__file__).resolve().parents[1] / "lab" / "cases"
 
 

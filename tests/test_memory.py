@@ -149,6 +149,7 @@ def test_matches_deepspeed_zero3_estimator():
     assert gpu == 4 * m.params_per_layer
 
 
+@pytest.mark.lab
 def test_zero3_gradient_bucket_reduction_moment():
     """stage3.py __reduce_and_partition_ipg_grads: reduce_scatter_coalesced's flat copy of the
     bucket + (offload) the largest partition's GPU copy and fp64 norm; measured Llama-0.5B ZeRO-3
@@ -176,6 +177,7 @@ def test_zero3_gradient_bucket_reduction_moment():
     assert gpu_moments(hw3, m3, s3)["grad_reduce"] == {}
 
 
+@pytest.mark.lab
 def test_zero3_mid_backward_reduction_holds_what_is_not_yet_reached():
     """A model bigger than the bucket reduces it mid-backward: the blocks not reached keep their
     inputs and gathered params (a share), the block at hand its recomputed activations; the NVMe
@@ -191,6 +193,7 @@ def test_zero3_mid_backward_reduction_holds_what_is_not_yet_reached():
     assert "grad_fp32_cast" not in got
 
 
+@pytest.mark.lab
 def test_zero3_without_offload_builds_fp32_gradients_one_sub_group_at_a_time():
     """stage3.py `_prepare_fp32_grad_for_sub_group` / `_release_sub_group`: the fp32 gradient
     and its flat 16-bit source exist for one sub-group inside the step, not for the partition
@@ -210,6 +213,7 @@ def test_zero3_without_offload_builds_fp32_gradients_one_sub_group_at_a_time():
     assert gpu_persistent(hw, m, s)["optimizer_states"] == pytest.approx(16 * m.n_params)
 
 
+@pytest.mark.lab
 def test_zero12_offload_boundary_norms_each_gradient_in_fp64_beside_the_buckets():
     """stage_1_and_2.py copy_grads_in_partition -> set_norm_for_param_grad_in_gpu (offloaded
     optimizer, boundary micro-step): each reduced gradient slice is cast to fp64 for its norm while
@@ -236,6 +240,7 @@ def test_zero12_offload_boundary_norms_each_gradient_in_fp64_beside_the_buckets(
     assert "grad_norm_fp64" not in gpu_moments(hw3, m3, s3)["backward"]
 
 
+@pytest.mark.lab
 def test_zero1_accumulates_every_16bit_gradient_until_the_boundary():
     """stage_1_and_2.py reduce_ready_partitions_and_remove_grads: stage 1 (gradients not
     partitioned) reduces a bucket only at the accumulation boundary, so with micro-steps every
@@ -257,6 +262,7 @@ def test_zero1_accumulates_every_16bit_gradient_until_the_boundary():
         assert gpu_persistent(hw, m, s)["grads"] == 0
 
 
+@pytest.mark.lab
 def test_memory_snapshot_replays_the_trace_to_the_peak_and_names_the_allocating_lines():
     """lab/scripts/memory_snapshot.py (GPU only) turns torch.cuda.memory history into the live set at
     the peak; its replay is pure: allocations, frees of blocks it saw allocated, and frees of

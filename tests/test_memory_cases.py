@@ -15,6 +15,8 @@ from tierlab.sim.memory import (gpu_breakdown, gpu_moments, host_breakdown, pinn
                                 plan_memory)
 from tierlab.validate.compare import scenario_of
 
+pytestmark = pytest.mark.lab      # reads the lab's data (setup.cfg)
+
 CASES = Path(__file__).resolve().parents[1] / "lab" / "cases"
 # first directory holding a case wins: the h200x2 sessions, then session 4, then session 3
 SESSIONS = ("h200x2", "h200x2-b", "h200x2-s3")

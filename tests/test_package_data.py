@@ -30,11 +30,13 @@ def packaged() -> set[str]:
         os.chdir(here)
 
 
+@pytest.mark.lab
 def test_no_measured_runs_in_the_wheel(packaged):
     assert any(Path(ROOT, "lab", "cases").rglob("*.json"))      # there is something to leave
     assert not [p for p in packaged if p.startswith("lab/cases")]
 
 
+@pytest.mark.lab
 def test_no_lab_data_in_the_wheel(packaged):
     """The lab (test-machine profiles, measured runs, scripts, notes) lives outside the package."""
     assert (ROOT / "lab" / "profiles" / "hardware" / "systems").is_dir()
@@ -48,6 +50,7 @@ def test_every_catalogue_profile_is_in_the_wheel(packaged):
             "profiles/software/deepspeed-0.19.8.yaml"} <= packaged
 
 
+@pytest.mark.lab
 def test_the_shipped_example_is_a_faithful_copy_of_the_lab(packaged):
     """`tierlab validate --example` ships two measured runs with their machine's calibration: a
     copy, so it is held byte-equal to the lab's runs and profiles (one home: the lab's)."""

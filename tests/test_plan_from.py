@@ -179,6 +179,7 @@ def test_yours_and_the_proposal_carry_their_80_percent_ranges(llama7b_on_a100):
     assert f"s/step ({lo:.2f}-{hi:.2f})" in yours
 
 
+@pytest.mark.lab
 def test_a_config_without_optimizer_block_trains_deepspeeds_adamw():
     """FastChat's and LLaMA-Factory's configs leave the optimizer to the HF Trainer; DeepSpeed
     alone would assert (ZeRO-2) or build an inference engine (ZeRO-3). tierlab simulates and

@@ -69,11 +69,13 @@ def _assert_sourced(obj, where: str) -> None:
 # -------------------------------------------------------------------------------------------------
 # every part loads and every number is sourced
 
+@pytest.mark.lab
 def test_every_kind_is_shipped():
     assert len(GPUS) >= 12 and len(CPUS) >= 6 and len(DRIVES) >= 8
     assert len(SYSTEMS) >= 6 and len(MODELS) >= 11
 
 
+@pytest.mark.lab
 @pytest.mark.parametrize("name", GPUS)
 def test_gpu_profile(name):
     gpu = load_part("gpus", name)
@@ -89,6 +91,7 @@ def test_gpu_profile(name):
         assert effs == sorted(effs), f"{name}: efficiency should not fall with GEMM size"
 
 
+@pytest.mark.lab
 @pytest.mark.parametrize("name", CPUS)
 def test_cpu_profile(name):
     cpu = load_part("cpus", name)
@@ -98,6 +101,7 @@ def test_cpu_profile(name):
     assert cpu.adam_params_per_s * 28 <= cpu.dram_bandwidth_Bps * 1.05, name
 
 
+@pytest.mark.lab
 @pytest.mark.parametrize("name", DRIVES)
 def test_nvme_profile(name):
     drive = load_part("nvme", name)
@@ -105,6 +109,7 @@ def test_nvme_profile(name):
     _assert_sourced(drive, name)
 
 
+@pytest.mark.lab
 @pytest.mark.parametrize("name", SYSTEMS)
 def test_system_profile(name):
     hw = load_hardware(name)
@@ -127,6 +132,7 @@ def test_model_profile(name):
     assert model.n_params > 0
 
 
+@pytest.mark.lab
 def test_list_profiles_covers_every_file():
     assert [n for n, _ in list_profiles("hardware")] == SHIPPED_SYSTEMS
     assert [n for n, _ in list_profiles("models")] == MODELS
@@ -162,11 +168,13 @@ def test_approximate_parameter_counts(name, params, rel):
     assert math.isclose(load_model(name).n_params, params, rel_tol=rel)
 
 
+@pytest.mark.lab
 def test_h200_memory():
     assert load_part("gpus", "h200").hbm_bytes > 139 * GiB
     assert load_hardware("h200-host").gpu.hbm_bytes > 139 * GiB
 
 
+@pytest.mark.lab
 def test_v100_has_no_bf16():
     assert "bf16" not in load_part("gpus", "v100-sxm3-32gb").peak_flops
     for name in GPUS:
@@ -191,6 +199,7 @@ def test_h200_gen5_matches_deepnvme():
     assert hw.nvme_drives * hw.nvme.write_bandwidth_Bps == pytest.approx(26e9, rel=0.02)
 
 
+@pytest.mark.lab
 def test_h200_host_matches_measurements():
     hw = load_hardware("h200-host")
     assert hw.gpus_per_node == 1 and hw.cpu.cores == 16
@@ -206,6 +215,7 @@ def test_h200_host_matches_measurements():
 # -------------------------------------------------------------------------------------------------
 # the CLI lists them
 
+@pytest.mark.lab
 def test_cli_profiles_lists_every_system_and_model():
     """`tierlab profiles` lists the catalogue and every model, then the profiles of
     $TIERLAB_PROFILES (here the lab's test machines)."""
@@ -220,6 +230,7 @@ _MEDIAN = re.compile(r"\(median of ([^()]*): their CPU profiles' deepspeed_host_
                      r"range min-max\)$")
 
 
+@pytest.mark.lab
 def test_every_stored_median_is_the_median_of_exactly_the_cpu_profiles_that_measured_it():
     """A term kept for hosts without a measurement is the median over *all* hosts that measured
     it (the rule of lab/notes/host-costs.md), written as a plain value by lab/scripts/host_medians.py. Hand-kept
@@ -253,6 +264,7 @@ def test_every_stored_median_is_the_median_of_exactly_the_cpu_profiles_that_meas
                                             rel=1e-5), where
 
 
+@pytest.mark.lab
 def test_no_profile_reaches_into_another_at_load_time():
     """Nothing a user can load names a test machine's profile to read (rule 19)."""
     for path in [*HARDWARE_DIR.parent.rglob("*.yaml"), *LAB_HARDWARE.rglob("*.yaml")]:

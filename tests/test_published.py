@@ -168,6 +168,7 @@ def _largest_trainable(name):
     return best
 
 
+@pytest.mark.lab
 @pytest.mark.parametrize("name, published", [
     ("data-parallel", 1.4e9), ("zero-offload", 13e9),
     pytest.param("zero-3", 20e9, marks=pytest.mark.xfail(strict=True, reason=(
@@ -222,6 +223,7 @@ def published_predictions():
     return {name: predict(run) for name, run in PUBLISHED_RUNS.items()}
 
 
+@pytest.mark.lab
 def test_published_runs_are_on_catalogue_hosts():
     assert len(PUBLISHED_RUNS) >= 5
     for run in PUBLISHED_RUNS.values():
@@ -229,6 +231,7 @@ def test_published_runs_are_on_catalogue_hosts():
         assert run.source.strip() and run.step_s > 0
 
 
+@pytest.mark.lab
 @pytest.mark.parametrize("name", _params(_MISSES_RANGE))
 def test_published_run_within_20_percent_or_inside_range(name, published_predictions):
     p = published_predictions[name]
@@ -238,6 +241,7 @@ def test_published_run_within_20_percent_or_inside_range(name, published_predict
         f"published {p.run.step_s:.3f} s")
 
 
+@pytest.mark.lab
 @pytest.mark.parametrize("name", _params(_MISSES_20))
 def test_published_run_within_20_percent(name, published_predictions):
     p = published_predictions[name]

@@ -90,6 +90,7 @@ def test_a_field_without_a_range_gets_its_source_kinds(tmp_path):
     assert "hbm_bytes" not in hw.gpu.ranges and "cores" not in hw.cpu.ranges
 
 
+@pytest.mark.lab
 def test_calibrated_host_costs_carry_ranges():
     hw = load.load_hardware("h200-g")
     key = "host_costs.zero3_hook_s_per_module"
@@ -226,6 +227,7 @@ def coverage_figures():
             "stock": summarize_coverage(coverage([cases], sw, hardware="h200-host"))}
 
 
+@pytest.mark.lab
 def test_committed_runs_are_covered_by_their_calibrated_ranges(coverage_figures):
     """Issue 14's acceptance: >= 80% of the committed H200 runs inside the range predicted on
     their calibrated profiles (lab/scripts/bench_ranges.py prints the same)."""
@@ -234,11 +236,13 @@ def test_committed_runs_are_covered_by_their_calibrated_ranges(coverage_figures)
     assert s["inside_frac"] >= 0.80, s["outside"]
 
 
+@pytest.mark.lab
 def test_committed_runs_are_covered_by_the_stock_profiles_ranges(coverage_figures):
     s = coverage_figures["stock"]
     assert s["inside_frac"] >= 0.80, s["outside"]
 
 
+@pytest.mark.lab
 def test_docs_quote_the_coverage_figures(coverage_figures):
     doc = (load.ROOT.parent / "docs" / "ranges.md").read_text()
     for key, label in (("calibrated", "calibrated (each folder"), ("cross", "out of sample by"),
@@ -269,6 +273,7 @@ def test_docs_examples_run():
     assert result.attempted >= 2 and result.failed == 0
 
 
+@pytest.mark.lab
 def test_calibrate_writes_its_repeats_min_max(tmp_path):
     from tierlab.runner.calibrate_profile import measured_entry
 

@@ -1,5 +1,7 @@
 """The resource registry (sim/resources.py) is the one list: the engine, SimResult, the plots and
 the sweep columns all iterate it, and every resource has its own style."""
+import pytest
+
 import tierlab
 from tierlab.sim.resources import BY_NAME, BYTE_RESOURCES, REGISTRY, RESOURCES, markdown_table
 from tierlab.sweeps.run import result_columns
@@ -14,6 +16,7 @@ def _cpu_host_bound():
     return r
 
 
+@pytest.mark.lab
 def test_result_engine_and_sweep_use_the_registry():
     r = _cpu_host_bound()
     assert tuple(r.busy_s) == tuple(r.exposed_s) == RESOURCES
@@ -33,6 +36,7 @@ def test_every_resource_has_its_own_style():
     assert all(r.unit and r.reads for r in REGISTRY)
 
 
+@pytest.mark.lab
 def test_the_bottleneck_plot_draws_cpu_host_in_its_colour():
     fig = plots.bottleneck([("zero3-cpu", _cpu_host_bound())])
     ax = fig.axes[0]

@@ -157,6 +157,7 @@ def steps(*losses):
 MODEL = {"vocab": 32000, "hidden": 2048}
 
 
+@pytest.mark.lab
 def test_expected_initial_loss_is_tinyllamas_measured_one():
     # TinyLlama-1.1B measured 10.785 at stages 0, 2 and 3 (lab/exercise-h200-a)
     assert expected_initial_loss(32000, 2048) == pytest.approx(10.785, abs=0.01)
@@ -224,6 +225,7 @@ def test_an_interrupted_comparison_keeps_its_finished_rows(tmp_path, monkeypatch
     assert rows[2]["reason"] == "interrupted (SIGINT)" and e.value.signum == 2
 
 
+@pytest.mark.lab
 def test_docs_exercise_table_is_the_committed_runs(capsys):
     """docs/exercise.md quotes bench/exercise_table.py's output from lab/cases exactly."""
     import exercise_table as mod        # bench/ (tests/conftest.py puts it on sys.path)

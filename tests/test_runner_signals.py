@@ -102,6 +102,7 @@ def test_signal_closes_the_record_as_interrupted(tmp_path, sig):
     assert summary["reason"] == m.reason and summary["step_time_s"]["n"] == len(m.steps) - 1
 
 
+@pytest.mark.lab
 def test_sigkill_leaves_a_readable_record(tmp_path):
     r, out = _stopped(tmp_path, signal.SIGKILL)
     assert r.returncode == -signal.SIGKILL

@@ -18,6 +18,7 @@ from tierlab.sim.strategy import Aio
 from tierlab.sim.workload import build_workload, modules
 
 
+@pytest.mark.lab
 def test_software_profile_loads_with_sources_and_training_subset():
     sw = load_software()
     assert sw.zero3_hook_s_per_module > 0 and sw.first_touch_Bps > 0
@@ -66,6 +67,7 @@ def test_software_loader_is_strict():
         _software({**data, "reference_module_call": {"value": "19 us", "source": "x"}}, "x.yaml")
 
 
+@pytest.mark.lab
 def test_aio_rate_comes_from_the_calibrated_table_log_interpolated_in_queue_depth():
     nvme = load_part("nvme", "h200x2-host")
     aio = Aio(block_size=1 << 20, queue_depth=32, intra_op_parallelism=4)
@@ -154,6 +156,7 @@ def test_rank_sync_waits_once_per_step_only_with_several_ranks():
                 if op.work == "rank_sync"]
 
 
+@pytest.mark.lab
 def test_the_hosts_module_call_time_is_a_fact_not_a_model_input():
     """It did not track step time over five H200 machines (lab/cases/README.md)."""
     sw = load_software()

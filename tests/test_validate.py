@@ -39,6 +39,7 @@ def write_case(root, name, *, config="zero3-cpu", step_s=1.0, status="ok", kind=
     return root / name
 
 
+@pytest.mark.lab
 def test_scenario_of_reproduces_the_run(tmp_path):
     d = write_case(tmp_path, "a", cap=8 * 2**30, seq=512)
     sc = scenario_of(load_measurement(d), load_hardware("h200-host"))
@@ -48,6 +49,7 @@ def test_scenario_of_reproduces_the_run(tmp_path):
     assert strategy.train_micro_batch_size_per_gpu == 4 and strategy.activation_checkpointing
 
 
+@pytest.mark.lab
 def test_rows_and_error(tmp_path):
 
     d = write_case(tmp_path, "a", step_s=2.0)
@@ -73,6 +75,7 @@ def test_summary_mape_and_max():
     assert s["oom"]["mismatches"] == ["a"]
 
 
+@pytest.mark.lab
 def test_failed_run_gives_only_the_oom_verdict(tmp_path):
     d = write_case(tmp_path, "oom", config="no-offload", status="failed", kind="oom",
                    cap=8 * 2**30)
@@ -80,6 +83,7 @@ def test_failed_run_gives_only_the_oom_verdict(tmp_path):
     assert [(r.metric, r.predicted, r.measured) for r in rows] == [("oom", 1.0, 1.0)]
 
 
+@pytest.mark.lab
 def test_cli_writes_reports_and_gates(tmp_path):
     write_case(tmp_path / "cases", "a", step_s=0.01)
     out = tmp_path / "out"
@@ -102,6 +106,7 @@ def test_cli_bad_input(tmp_path):
     assert res.exit_code == 2 and "no measurement.json" in res.output
 
 
+@pytest.mark.lab
 def test_folder_validate_yaml_picks_the_profile_and_bad_files_are_exit_2(tmp_path):
     from tierlab.validate.compare import folder_hardware
 
@@ -124,6 +129,7 @@ def test_folder_validate_yaml_picks_the_profile_and_bad_files_are_exit_2(tmp_pat
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.lab
 def test_a_runs_own_module_call_time_does_not_change_the_scenario(tmp_path):
     """A run records its host's module-call time as a fact; the simulation does not use it."""
     from dataclasses import replace as dc_replace

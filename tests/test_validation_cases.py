@@ -25,6 +25,8 @@ from tierlab.records.measurement import load_measurement
 from tierlab.validate.compare import (case_key, compare_measurement, find_measurements, summarize,
                                       summarize_split)
 
+pytestmark = pytest.mark.lab      # reads the lab's data (setup.cfg)
+
 CASES = Path(__file__).resolve().parents[1] / "lab" / "cases"
 PAIRED = {"h200x2": "h200x2-host", "h200x2-b": "h200x2-b", "h200x2-c": "h200x2-c",
           "h200x2-d": "h200x2-d", "h200x2-e": "h200x2-e", "h200x2-f": "h200x2-f"}
