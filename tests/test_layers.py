@@ -20,7 +20,8 @@ LAYERS: list[set[str]] = [
     {"planner"},
     {"runner", "validate"},
     {"api"},        # tierlab/__init__.py, the Python API
-    {"cli"},
+    {"commands"},   # one module per verb (tierlab/commands/)
+    {"cli"},        # the `main` group: registers the verbs
 ]
 """Lowest first: a module may import its own layer's other packages only where listed together
 and the import is not circular, and any lower layer."""
