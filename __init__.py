@@ -12,6 +12,8 @@ until a function is called — `import tierlab` never imports torch, SimPy, pand
     p = tierlab.plan("llama-2-70b", "dgx-a100")
     print(p.best.label, p.notes); p.ds_config        # ready for `deepspeed --deepspeed`
     tierlab.plot("bottleneck", [r])                  # a matplotlib Figure
+    problems = tierlab.preflight("tinyllama-1.1b", "dgx-a100", "zero3-nvme")   # [] if fine
+    v = tierlab.validate(example=True)               # the two shipped runs; v.report.summary
 """
 from __future__ import annotations
 
@@ -19,12 +21,21 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:  # pragma: no cover
     from tierlab.planner.variants import PlanResult
+    from tierlab.runner.preflight import Problem
     from tierlab.sim.result import SimResult
+    from tierlab.validate.workflow import ValidationRun
 
 from tierlab.scenario import DEFAULT_CONFIG, DEFAULT_HARDWARE, DEFAULT_MODEL
+# The subpackage tierlab.validate (an empty __init__) is loaded now, so that the function
+# `validate` below keeps the name: a subpackage loaded for the first time later would set the
+# attribute tierlab.validate to itself (as tierlab.scenario, loaded above, keeps `scenario`).
+# Its modules are imported with `from tierlab.validate.X import ...` or `from tierlab.validate
+# import X` (`import tierlab.validate.X as Y` reads the attribute, the function, and fails).
+from tierlab import validate as _validate_package  # noqa: F401
 
 __version__ = "0.1.0"
-__all__ = ["simulate", "memory", "sweep", "plan", "plot", "scenario", "__version__"]
+__all__ = ["simulate", "memory", "sweep", "plan", "plot", "scenario", "preflight", "validate",
+           "__version__"]
 
 
 def scenario(model: Any = DEFAULT_MODEL, hardware: Any = DEFAULT_HARDWARE,
@@ -63,15 +74,11 @@ def sweep(vary: Mapping[str, Any], model: Any = DEFAULT_MODEL, hardware: Any = D
     `tierlab sweep --list-keys`. `out`: a .csv/.parquet file to resume from and write
     (atomically). Other options (micro_batch, seq, gpus, ...) as `simulate`."""
     from tierlab.errors import ConfigError
-    from tierlab.scenario import resolve
-
-    from tierlab.sim.ranges import simulate_ranged
-    from tierlab.sweeps.run import Base, make_axis, run_sweep
+    from tierlab.sweeps.run import Base, make_axis, run_grid
 
     if not isinstance(vary, Mapping) or not vary:
         raise ConfigError("empty grid: sweep(vary={key: [values], ...}) needs at least one key")
     axes = [make_axis(k, v) for k, v in vary.items()]
-    resolve(model, hardware, ds_config, **options)      # a broken base: one error, not N rows
     base = Base(model=model, hardware=hardware, ds_config=ds_config, **options)
     bar = {}
 
@@ -84,10 +91,9 @@ def sweep(vary: Mapping[str, Any], model: Any = DEFAULT_MODEL, hardware: Any = D
         if "bar" in bar:
             bar["bar"].update(len(batch))
 
-    sim = None if memory_only else simulate_ranged     # + step_time_low_s / _high_s
-    try:
-        outcome = run_sweep(base, axes, simulator=sim, strict=strict, jobs=jobs, out=out,
-                            on_start=start, on_rows=rows)
+    try:    # a broken base: one error, not N rows; + step_time_low_s / _high_s
+        outcome = run_grid(base, axes, memory_only=memory_only, strict=strict, jobs=jobs,
+                           out=out, on_start=start, on_rows=rows)
     finally:
         if "bar" in bar:
             bar["bar"].close()
@@ -112,7 +118,8 @@ def plan(model: Any, hardware: Any, *, gpus: int | None = None, nodes: int | Non
 def plot(kind: str, data, **options):
     """A matplotlib Figure: kind 'bottleneck' / 'memory' (SimResults: one, a list, or
     {label: result}), 'timeline' (one SimResult, optional measurement=...), 'sweep' (a sweep
-    DataFrame, x=KEY, by=...). Save with fig.savefig(...) or tierlab.validate.plots.save."""
+    DataFrame, x=KEY, by=...). Save with fig.savefig(...) or tierlab.validate.plot_style.save
+    (`from tierlab.validate.plot_style import save`)."""
     from tierlab.errors import ConfigError
     from tierlab.validate import plots
 
@@ -123,3 +130,45 @@ def plot(kind: str, data, **options):
     if kind == "timeline" and isinstance(data, (list, tuple)):
         data = data[0]
     return fns[kind](data, **options)
+
+
+def preflight(model: Any = DEFAULT_MODEL, hardware: Any = DEFAULT_HARDWARE,
+              ds_config: Any = DEFAULT_CONFIG, *, probe: bool = False, check_memory: bool = True,
+              **options) -> "list[Problem]":
+    """The pre-flight problems of a launch (each `.severity` "error"/"warning", `.line()` the
+    text `tierlab preflight` prints); [] when there are none. `probe=False` (the default, as
+    `tierlab preflight --no-probe`) judges the named hardware profile only; `probe=True` also
+    checks this machine (libaio/async_io, the swap path, its RAM when `hardware` is the default)
+    and needs torch and DeepSpeed. Options as `simulate`, plus swap_dir.
+
+        problems = tierlab.preflight("llama-2-70b", "workstation-rtx3070")
+        problems[0].line()    # 'error: [memory] gpu needs 13.74 GiB of 8.00 GiB ...; fix: ...'
+    """
+    from tierlab.errors import require
+    from tierlab.runner.preflight import run_preflight
+
+    if probe:
+        require("torch", "deepspeed", what="preflight(probe=True)")
+    sc = scenario(model, hardware, ds_config, judge="deepspeed" if probe else "table", **options)
+    return run_preflight(sc.hardware, sc.model, sc.strategy, software=sc.software,
+                         gpu_mem_cap_bytes=sc.gpu_mem_cap_bytes, check_memory_plan=check_memory,
+                         probe=probe, local_ram=probe and hardware == DEFAULT_HARDWARE)
+
+
+def validate(cases=(), *, example: bool = False, hardware: str | None = None,
+             software: Any = None, train=(), out: str | None = None) -> "ValidationRun":
+    """Simulate each measured run under `cases` (run folders, or folders holding them; or
+    `example=True`: the two runs shipped with tierlab) and compare with what was measured.
+    Returns a ValidationRun: `.report` (rows, per-metric `summary` with `mape_pct`, train /
+    held-out `split`), `.coverage` (runs inside their predicted 80% range). `software`: the
+    software profile (default: the shipped one); `out`: a folder to write the report's files
+    into (validate.csv, summary.json, ..., as `tierlab validate`), nothing written without it.
+
+        v = tierlab.validate(example=True)
+        v.report.summary["step_time_s"]["mape_pct"]     # mean absolute error of the step, %
+    """
+    from tierlab.profiles.load import DEFAULT_SOFTWARE
+    from tierlab.validate.workflow import run_validation, validation_cases
+
+    return run_validation(validation_cases(cases, example), software or DEFAULT_SOFTWARE,
+                          hardware=hardware, train=train, out=out)

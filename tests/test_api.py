@@ -97,3 +97,34 @@ def test_plan_and_plot():
     assert tierlab.plot("timeline", r).axes
     with pytest.raises(ConfigError, match="unknown plot kind"):
         tierlab.plot("pie", r)
+
+
+def test_preflight_equals_the_cli_and_says_why(tmp_path):
+    problems = tierlab.preflight("llama-2-70b", "workstation-rtx3070")
+    cli = CliRunner().invoke(main, ["preflight", "-m", "llama-2-70b", "-H",
+                                    "workstation-rtx3070", "--no-probe", "-q"])
+    assert cli.exit_code == 2
+    assert [p.line() for p in problems] == \
+        [l for l in cli.stderr.splitlines() if l.startswith(("error:", "warning:"))]
+    assert problems[0].severity == "error" and "[memory] gpu needs" in problems[0].line()
+    assert tierlab.preflight("tinyllama-1.1b", "dgx-a100", "zero3-cpu", micro_batch=1,
+                             seq=512) == []
+    with pytest.raises(ConfigError, match="unknown model"):
+        tierlab.preflight("no-such-model")
+
+
+def test_validate_equals_the_cli(tmp_path):
+    v = tierlab.validate(example=True)
+    assert v.files == () and v.report.rows and v.coverage["n"] == 2
+    out = tmp_path / "v"
+    cli = CliRunner().invoke(main, ["validate", "--example", "--json", "--out", str(out)])
+    assert cli.exit_code == 0, cli.output
+    assert json.loads(cli.stdout) == json.loads(json.dumps(v.to_dict()))
+    written = tierlab.validate(example=True, out=str(tmp_path / "api"))
+    assert sorted(p.name for p in written.files) == sorted(p.name for p in out.iterdir())
+    with pytest.raises(ConfigError, match="one of the two"):
+        tierlab.validate()
+    code = ("import tierlab, tierlab.validate.plot_sweep; from tierlab.validate import plots; "
+            "print(tierlab.validate.__module__, callable(tierlab.validate))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["tierlab", "True"]     # submodules loaded later keep the name
