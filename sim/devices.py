@@ -231,18 +231,28 @@ def nvme_seconds(nvme: NVMe, drives: int, aio: Aio, direction: str, ranks: int,
 
 @dataclass
 class Device:
-    """A serial device (capacity-1 simpy.Resource): a CUDA stream, a DMA direction, an aio handle."""
+    """A serial device (capacity-1 simpy.Resource): a CUDA stream, a DMA direction, an aio handle.
+
+    `exclusive`: one process only ever runs ops on it, one after the other (the engine's stream of
+    that resource), so nothing can queue for it and `run` holds it without a request/release
+    (one SimPy event per op instead of three; the times are the same)."""
 
     env: simpy.Environment
     name: str
     spans: list[Span] = field(default_factory=list)
     resource: simpy.Resource = field(init=False)
+    exclusive: bool = False
 
     def __post_init__(self) -> None:
         self.resource = simpy.Resource(self.env, capacity=1)
 
     def run(self, op_name: str, duration_s: float) -> Iterator[simpy.Event]:
-        """Queue for the device, hold it for `duration_s`, log the span."""
+        """Queue for the device (unless exclusive), hold it for `duration_s`, log the span."""
+        if self.exclusive:
+            start = self.env.now
+            yield self.env.timeout(duration_s)
+            self.spans.append(Span(self.name, op_name, start, self.env.now))
+            return
         with self.resource.request() as req:
             yield req
             start = self.env.now
@@ -281,12 +291,18 @@ class SwapBuffers:
         self.log.append((self.env.now, n, who))
 
 
+SHARED_QUEUE = frozenset({"nvme_read", "nvme_write"})
+"""The resources whose streams queue for one device (the NVMe drives' request queue)."""
+
+
 def make_devices(env: simpy.Environment) -> dict[str, Device]:
     """One Device per resource name of RESOURCES; nvme_read and nvme_write keep their own issue
     order (the swapper's read and write aio handles) but share one queue: the drives serve one
     request batch at a time at their full rate, so a pipelined read and write take as long as
-    the two one after the other (measured on h200x2-host: pipelined 8.2 s vs 7.7 / 8.6 s)."""
-    devs = {name: Device(env, name) for name in RESOURCES}
+    the two one after the other (measured on h200x2-host: pipelined 8.2 s vs 7.7 / 8.6 s).
+    Every other device serves one stream only (exclusive): the ranks' sharing of PCIe, CPU and
+    NIC is in their rates (fair share), not a queue."""
+    devs = {name: Device(env, name, exclusive=name not in SHARED_QUEUE) for name in RESOURCES}
     devs["nvme_write"].resource = devs["nvme_read"].resource
     return devs
 

@@ -21,7 +21,7 @@ import simpy
 from tierlab.errors import ConfigError
 from tierlab.profiles.schema import Hardware, Model, Software
 from tierlab.sim import collectives, devices, flops, host_costs
-from tierlab.sim.devices import Device, SwapBuffers
+from tierlab.sim.devices import SHARED_QUEUE, Device, SwapBuffers
 from tierlab.sim.memory import plan_memory
 from tierlab.sim.resources import BYTE_RESOURCES, RESOURCES
 from tierlab.sim.result import SimResult
@@ -136,7 +136,7 @@ class _Run:
     step_s: float
 
 
-def _stream(env, dev: Device, ops: list[Op], done, recs, pools, timer: Timer):
+def _stream(env, dev: Device, ops: list[Op], done, recs, pools, seconds: list[float]):
     """The process of one resource: its ops in issue order."""
     for op in ops:
         rec = recs[op.id]
@@ -150,7 +150,7 @@ def _stream(env, dev: Device, ops: list[Op], done, recs, pools, timer: Timer):
             if env.now > before:
                 rec.buffer_from = pool.last_giver
         rec.start_s = env.now
-        yield from dev.run(op.name, timer.seconds(op))
+        yield from dev.run(op.name, seconds[op.id])
         rec.end_s = env.now
         if op.give_buffers:
             pool = pools[op.pool]
@@ -159,16 +159,45 @@ def _stream(env, dev: Device, ops: list[Op], done, recs, pools, timer: Timer):
         done[op.id].succeed()
 
 
-def run_step(hw: Hardware, model: Model, strategy: Strategy, *, first_step: bool = False,
-             software: Software | None = None, workload: Workload | None = None) -> _Run:
-    """Build the workload of one step (or take `workload`, built for the same scenario: it does
-    not depend on the hardware's rates) and time it; raise ConfigError if it cannot finish."""
-    wl = workload or build_workload(hw, model, strategy, first_step=first_step, software=software)
+def contended(wl: Workload) -> bool:
+    """Whether any op of `wl` queues for a shared device (the NVMe drives) or waits for swap
+    buffers: only then does the step need SimPy's events (`_timed_with_events`)."""
+    return any(op.resource in SHARED_QUEUE or op.take_buffers or op.give_buffers
+               for op in wl.ops)
+
+
+def _timed_in_order(wl: Workload, seconds: list[float]) -> tuple[list[_Rec], list[devices.Span]]:
+    """The schedule of a step whose every resource serves one stream: one pass in issue order.
+
+    An op starts when the previous op of its resource and its dependencies have ended (all
+    earlier in issue order), so start = max of those ends and end = start + duration, the very
+    floats SimPy's clock takes (`Timeout` schedules at now + delay): the same schedule, bit for
+    bit, without an event."""
+    recs = [_Rec(op) for op in wl.ops]
+    free = dict.fromkeys(RESOURCES, 0)      # SimPy's clock starts at the int 0, as here
+    lanes: dict[str, list[devices.Span]] = {name: [] for name in RESOURCES}
+    for rec, op in zip(recs, wl.ops):
+        t = free[op.resource]
+        for d in op.deps:
+            if d >= op.id:
+                raise ValueError(f"{op.name} depends on a later op ({wl.ops[d].name})")
+            e = recs[d].end_s
+            if e > t:
+                t = e
+        rec.start_s = t
+        rec.end_s = free[op.resource] = t + seconds[op.id]
+        lanes[op.resource].append(devices.Span(op.resource, op.name, t, rec.end_s))
+    return recs, [span for name in RESOURCES for span in lanes[name]]
+
+
+def _timed_with_events(wl: Workload, seconds: list[float]
+                       ) -> tuple[list[_Rec], list[devices.Span]]:
+    """The schedule of a step with shared queues or swap buffers: one SimPy process per
+    resource; raise ConfigError if it cannot finish."""
     env = simpy.Environment()
     devs = devices.make_devices(env)
     pools = {"optimizer": SwapBuffers(env, max(1, wl.optimizer_buffers), "optimizer buffers"),
              "param": SwapBuffers(env, max(1, wl.param_buffers), "param buffers")}
-    timer = Timer(hw, model, strategy, software)
     done = [env.event() for _ in wl.ops]
     recs = [_Rec(op) for op in wl.ops]
     by_res: dict[str, list[Op]] = {name: [] for name in RESOURCES}
@@ -176,16 +205,32 @@ def run_step(hw: Hardware, model: Model, strategy: Strategy, *, first_step: bool
         by_res[op.resource].append(op)
     for name, ops in by_res.items():
         if ops:
-            env.process(_stream(env, devs[name], ops, done, recs, pools, timer))
+            env.process(_stream(env, devs[name], ops, done, recs, pools, seconds))
     env.run()
     stuck = [op.name for op, ev in zip(wl.ops, done) if not ev.processed]
     if stuck:
         raise ConfigError(f"the simulated step cannot finish: {stuck[0]} waits forever for swap "
                           "buffers (zero_optimization.offload_*.buffer_count too small)")
-    spans = sorted((s for d in devs.values() for s in d.spans),
-                   key=lambda s: (s.start_s, RESOURCES.index(s.resource)))
+    return recs, [s for d in devs.values() for s in d.spans]
+
+
+def run_step(hw: Hardware, model: Model, strategy: Strategy, *, first_step: bool = False,
+             software: Software | None = None, workload: Workload | None = None,
+             timer: Timer | None = None) -> _Run:
+    """Build the workload of one step (or take `workload`, built for the same scenario: it does
+    not depend on the hardware's rates) and time it (with `timer`, made for these inputs, if
+    given); raise ConfigError if it cannot finish."""
+    wl = workload or build_workload(hw, model, strategy, first_step=first_step, software=software)
+    timer = timer or Timer(hw, model, strategy, software)
+    seconds = [timer.seconds(op) for op in wl.ops]
+    timed = _timed_with_events if contended(wl) else _timed_in_order
+    recs, spans = timed(wl, seconds)
+    spans.sort(key=lambda s: (s.start_s, _ORDER[s.resource]))
     step = max((r.end_s for r in recs), default=0.0)
     return _Run(workload=wl, recs=recs, spans=spans, step_s=step)
+
+
+_ORDER = {name: i for i, name in enumerate(RESOURCES)}
 
 
 def critical_path(recs: list[_Rec]) -> dict[str, float]:
