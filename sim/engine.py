@@ -13,7 +13,8 @@ step time can only grow when any op gets slower (no scheduling anomalies); it is
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Any
 
 import simpy
@@ -134,6 +135,59 @@ class _Run:
     recs: list[_Rec]
     spans: list[devices.Span]
     step_s: float
+    _chain: list[_Rec] | None = field(default=None, repr=False)
+
+    def chain(self) -> list[_Rec]:
+        """critical_chain(self.recs), worked out once."""
+        if self._chain is None:
+            self._chain = critical_chain(self.recs)
+        return self._chain
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the engine derives from a workload once, whatever the rates: one op per distinct
+    timer key (the Timer times each kind once), each op's kind and resource, and whether the
+    step needs SimPy's events (`contended`)."""
+
+    kinds: tuple[Op, ...]
+    kind_of: tuple[int, ...]
+    lane: tuple[int, ...]
+    """Each op's index in RESOURCES."""
+    contended: bool
+    """Some op queues for a shared device (the NVMe drives) or waits for swap buffers."""
+
+
+SHAPE_CACHE_SIZE = 128
+_shapes: OrderedDict[int, tuple[Workload, Shape]] = OrderedDict()
+
+
+def shape_of(wl: Workload) -> Shape:
+    """The Shape of `wl` (cached by identity: workloads are frozen and build_workload reuses
+    them); raise ValueError if an op depends on a later one."""
+    hit = _shapes.get(id(wl))
+    if hit is not None and hit[0] is wl:
+        _shapes.move_to_end(id(wl))
+        return hit[1]
+    index: dict[tuple, int] = {}
+    kinds, kind_of, lane, contended = [], [], [], False
+    for i, op in enumerate(wl.ops):
+        if op.id != i or any(d >= i for d in op.deps):
+            raise ValueError(f"{op.name}: ops must be numbered in issue order and depend on "
+                             "earlier ops")
+        k = index.setdefault((op.resource, op.work, op.amount, op.nbytes, op.pinned), len(kinds))
+        if k == len(kinds):
+            kinds.append(op)
+        kind_of.append(k)
+        lane.append(_ORDER[op.resource])
+        contended = contended or (op.resource in SHARED_QUEUE or bool(op.take_buffers)
+                                  or bool(op.give_buffers))
+    shape = Shape(kinds=tuple(kinds), kind_of=tuple(kind_of), lane=tuple(lane),
+                  contended=contended)
+    _shapes[id(wl)] = (wl, shape)
+    if len(_shapes) > SHAPE_CACHE_SIZE:
+        _shapes.popitem(last=False)
+    return shape
 
 
 def _stream(env, dev: Device, ops: list[Op], done, recs, pools, seconds: list[float]):
@@ -162,32 +216,41 @@ def _stream(env, dev: Device, ops: list[Op], done, recs, pools, seconds: list[fl
 def contended(wl: Workload) -> bool:
     """Whether any op of `wl` queues for a shared device (the NVMe drives) or waits for swap
     buffers: only then does the step need SimPy's events (`_timed_with_events`)."""
-    return any(op.resource in SHARED_QUEUE or op.take_buffers or op.give_buffers
-               for op in wl.ops)
+    return shape_of(wl).contended
 
 
-def _timed_in_order(wl: Workload, seconds: list[float]) -> tuple[list[_Rec], list[devices.Span]]:
-    """The schedule of a step whose every resource serves one stream: one pass in issue order.
+def _in_order(wl: Workload, shape: Shape, seconds: list[float]) -> tuple[list, list]:
+    """(start_s, end_s) of every op of a step whose every resource serves one stream: one pass
+    in issue order.
 
     An op starts when the previous op of its resource and its dependencies have ended (all
     earlier in issue order), so start = max of those ends and end = start + duration, the very
     floats SimPy's clock takes (`Timeout` schedules at now + delay): the same schedule, bit for
     bit, without an event."""
-    recs = [_Rec(op) for op in wl.ops]
-    free = dict.fromkeys(RESOURCES, 0)      # SimPy's clock starts at the int 0, as here
-    lanes: dict[str, list[devices.Span]] = {name: [] for name in RESOURCES}
-    for rec, op in zip(recs, wl.ops):
-        t = free[op.resource]
+    start: list = [0] * len(wl.ops)
+    end: list = [0] * len(wl.ops)
+    free: list = [0] * len(RESOURCES)        # SimPy's clock starts at the int 0, as here
+    for i, (op, r) in enumerate(zip(wl.ops, shape.lane)):
+        t = free[r]
         for d in op.deps:
-            if d >= op.id:
-                raise ValueError(f"{op.name} depends on a later op ({wl.ops[d].name})")
-            e = recs[d].end_s
+            e = end[d]
             if e > t:
                 t = e
-        rec.start_s = t
-        rec.end_s = free[op.resource] = t + seconds[op.id]
-        lanes[op.resource].append(devices.Span(op.resource, op.name, t, rec.end_s))
-    return recs, [span for name in RESOURCES for span in lanes[name]]
+        start[i] = t
+        end[i] = free[r] = t + seconds[i]
+    return start, end
+
+
+def _timed_in_order(wl: Workload, shape: Shape, seconds: list[float]
+                    ) -> tuple[list[_Rec], list[devices.Span]]:
+    """Records and spans of `_in_order`'s schedule, the spans ordered as `_timed_with_events`
+    orders them: by start, then resource, then issue order (one device runs in issue order)."""
+    start, end = _in_order(wl, shape, seconds)
+    ops, lane = wl.ops, shape.lane
+    recs = [_Rec(op, s, e) for op, s, e in zip(ops, start, end)]
+    order = sorted(range(len(ops)), key=lambda i: (start[i], lane[i], i))
+    Span = devices.Span
+    return recs, [Span(ops[i].resource, ops[i].name, start[i], end[i]) for i in order]
 
 
 def _timed_with_events(wl: Workload, seconds: list[float]
@@ -211,7 +274,14 @@ def _timed_with_events(wl: Workload, seconds: list[float]
     if stuck:
         raise ConfigError(f"the simulated step cannot finish: {stuck[0]} waits forever for swap "
                           "buffers (zero_optimization.offload_*.buffer_count too small)")
-    return recs, [s for d in devs.values() for s in d.spans]
+    spans = [s for d in devs.values() for s in d.spans]
+    spans.sort(key=lambda s: (s.start_s, _ORDER[s.resource]))
+    return recs, spans
+
+
+def _durations(wl: Workload, shape: Shape, timer: Timer) -> list[float]:
+    per_kind = [timer.seconds(op) for op in shape.kinds]
+    return [per_kind[k] for k in shape.kind_of]
 
 
 def run_step(hw: Hardware, model: Model, strategy: Strategy, *, first_step: bool = False,
@@ -221,22 +291,34 @@ def run_step(hw: Hardware, model: Model, strategy: Strategy, *, first_step: bool
     not depend on the hardware's rates) and time it (with `timer`, made for these inputs, if
     given); raise ConfigError if it cannot finish."""
     wl = workload or build_workload(hw, model, strategy, first_step=first_step, software=software)
-    timer = timer or Timer(hw, model, strategy, software)
-    seconds = [timer.seconds(op) for op in wl.ops]
-    timed = _timed_with_events if contended(wl) else _timed_in_order
-    recs, spans = timed(wl, seconds)
-    spans.sort(key=lambda s: (s.start_s, _ORDER[s.resource]))
+    shape = shape_of(wl)
+    seconds = _durations(wl, shape, timer or Timer(hw, model, strategy, software))
+    if shape.contended:
+        recs, spans = _timed_with_events(wl, seconds)
+    else:
+        recs, spans = _timed_in_order(wl, shape, seconds)
     step = max((r.end_s for r in recs), default=0.0)
     return _Run(workload=wl, recs=recs, spans=spans, step_s=step)
+
+
+def step_seconds(hw: Hardware, model: Model, strategy: Strategy, *, workload: Workload,
+                 software: Software | None = None, timer: Timer | None = None) -> float:
+    """`run_step(...).step_s` without the records and spans (a range's re-simulations)."""
+    shape = shape_of(workload)
+    seconds = _durations(workload, shape, timer or Timer(hw, model, strategy, software))
+    if shape.contended:
+        recs, _ = _timed_with_events(workload, seconds)
+        return max((r.end_s for r in recs), default=0.0)
+    return max(_in_order(workload, shape, seconds)[1], default=0.0)
 
 
 _ORDER = {name: i for i, name in enumerate(RESOURCES)}
 
 
-def critical_path(recs: list[_Rec]) -> dict[str, float]:
-    """Seconds each resource spends on the critical path (critical_chain)."""
+def critical_path(recs: list[_Rec], chain: list[_Rec] | None = None) -> dict[str, float]:
+    """Seconds each resource spends on the critical path (critical_chain, or `chain`)."""
     exposed = dict.fromkeys(RESOURCES, 0.0)
-    for rec in critical_chain(recs):
+    for rec in (critical_chain(recs) if chain is None else chain):
         exposed[rec.op.resource] += rec.end_s - rec.start_s
     return exposed
 
@@ -269,21 +351,45 @@ def critical_chain(recs: list[_Rec]) -> list[_Rec]:
     return chain
 
 
+def _micro_index(name: str, micro_steps: int) -> int | None:
+    """m for an op named 'm<m>.<...>' with 0 <= m < micro_steps, else None."""
+    if not name.startswith("m"):
+        return None
+    head, dot, _ = name[1:].partition(".")
+    if not dot or not head.isascii() or not head.isdigit() or (head[0] == "0" and head != "0"):
+        return None
+    m = int(head)
+    return m if m < micro_steps else None
+
+
 def phase_times(run: _Run) -> dict[str, float]:
-    """forward_s / backward_s summed over micro-steps, optimizer_s after the last backward."""
-    fwd = bwd = 0.0
-    start = 0.0
-    for m in range(run.workload.micro_steps):
-        tag = f"m{m}."
-        mine = [r for r in run.recs if r.op.name.startswith(tag)]
+    """forward_s / backward_s summed over micro-steps, optimizer_s after the last backward.
+
+    One pass over the records (linear in micro-steps): each micro-step's last backward end and
+    last forward compute end, then the phases in micro-step order."""
+    n = run.workload.micro_steps
+    ends: list = [None] * n
+    fends: list = [None] * n
+    for r in run.recs:
+        m = _micro_index(r.op.name, n)
+        if m is None:
+            continue
+        e = r.end_s
         # gradient swap-out writes are asynchronous aio writes (async_swapper.py
         # `_swap_out_ready_buffers`): backward() returns without them and the optimizer's first
         # swap-in waits for them, so they count to the optimizer phase; the blocking copies into
         # the swap buffers, and a copy that first waited for the writes in flight (no free
         # buffer), count to backward (sim/grad_swap.py)
-        end = max((r.end_s for r in mine if r.op.resource != "nvme_write"), default=start)
-        fend = max((r.end_s for r in mine if r.op.resource == "gpu_compute"
-                    and r.op.phase == "forward"), default=start)
+        if r.op.resource != "nvme_write" and (ends[m] is None or e > ends[m]):
+            ends[m] = e
+        if r.op.resource == "gpu_compute" and r.op.phase == "forward" \
+                and (fends[m] is None or e > fends[m]):
+            fends[m] = e
+    fwd = bwd = 0.0
+    start = 0.0
+    for end, fend in zip(ends, fends):
+        end = start if end is None else end
+        fend = start if fend is None else fend
         fwd += fend - start
         bwd += end - fend
         start = end
@@ -373,7 +479,7 @@ def summarize(hardware: Hardware, model: Model, strategy: Strategy, runs: StepRu
     busy = dict.fromkeys(RESOURCES, 0.0)
     for span in steady.spans:
         busy[span.resource] += span.end_s - span.start_s
-    exposed = critical_path(steady.recs)
+    exposed = critical_path(steady.recs, steady.chain())
     step = steady.step_s
     s = strategy
     tokens = (s.train_micro_batch_size_per_gpu * s.gradient_accumulation_steps * model.seq_len

@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from tierlab.profiles.ranges import CURVES, field_class
 from tierlab.profiles.schema import Hardware, Model, Software
 from tierlab.sim import host_costs
-from tierlab.sim.engine import Timer, critical_chain, run_step, run_steps, summarize
+from tierlab.sim.engine import Timer, run_steps, step_seconds, summarize
 from tierlab.sim.result import SimResult
 from tierlab.sim.strategy import Strategy
 
@@ -180,7 +180,7 @@ def step_range(hw: Hardware, model: Model, strategy: Strategy, software: Softwar
     `software` (the hardware's measured host costs applied); `budget`: the steady-step
     re-simulations allowed."""
     eff = host_costs.with_host_costs(software, hw) if software is not None else None
-    kinds = _kinds(steady.workload.ops, {rec.op.id for rec in critical_chain(steady.recs)})
+    kinds = _kinds(steady.workload.ops, {rec.op.id for rec in steady.chain()})
     timer = Timer(hw, model, strategy, eff)
     base = [timer.seconds(op) for op, _, _ in kinds]
     point = steady.step_s
@@ -206,8 +206,9 @@ def step_range(hw: Hardware, model: Model, strategy: Strategy, software: Softwar
         name, side = key
         lo_hi = next((lo, hi) for n, _, lo, hi in inputs if n == name)
         h2, s2 = perturbed(hw, software, name, lo_hi[side])
-        ends[key] = run_step(h2, model, strategy, workload=steady.workload, software=(
-            s2 and host_costs.with_host_costs(s2, h2))).step_s - point
+        e2 = s2 and host_costs.with_host_costs(s2, h2)
+        ends[key] = step_seconds(h2, model, strategy, workload=steady.workload, software=e2,
+                                 timer=_retimed(timer, h2, e2)) - point
         exact.add(key)
     return combine(point, inputs, ends, exact, len(exact))
 

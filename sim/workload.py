@@ -18,6 +18,7 @@ swap_tensor/partitioned_optimizer_swapper.py and pipelined_optimizer_swapper.py.
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from tierlab.errors import ConfigError
@@ -404,21 +405,75 @@ def _optimizer(b: _Builder, c: _Ctx, groups: list[list[int]], on_nvme: list[bool
         b.collective("opt.params", "all_gather", total * c.bpp, c.hw, (last,))
 
 
+WORKLOAD_CACHE_SIZE = 128
+"""Workloads `build_workload` keeps (least recently used dropped): a sweep over rates, drives or
+the optimizer's speed reuses one workload per (model, config, GPU count, first step, host terms)."""
+
+_workloads: OrderedDict[tuple, Workload] = OrderedDict()
+
+
+def clear_workload_cache() -> None:
+    """Forget every cached workload (benchmarks time a cold build with it)."""
+    _workloads.clear()
+
+
+@dataclass(frozen=True)
+class _HostTerms:
+    """What a workload reads from the software profile: the host seconds it writes into its
+    ops (sim/host_costs.py) and whether the norm all-reduce waits for the slowest rank."""
+
+    use_s: tuple[tuple[str, float], ...]
+    grad_s: tuple[float, float]
+    ckpt_s: float
+    ckpt_bwd_s: float
+    rank_sync_s: float
+    step_s: float
+    overflow_scan_s: float
+
+
+def _host_terms(software: Software | None, strategy: Strategy) -> _HostTerms | None:
+    if software is None:
+        return None
+    return _HostTerms(
+        use_s=tuple((k, use_cost_s(software, strategy, k)) for k in ("fwd", "recompute", "bwd")),
+        grad_s=(grad_event_cost_s(software, False), grad_event_cost_s(software, True)),
+        ckpt_s=checkpoint_cost_s(software, strategy),
+        ckpt_bwd_s=checkpoint_cost_s(software, strategy, "recompute"),
+        rank_sync_s=software.multi_rank_sync_s, step_s=step_cost_s(software, strategy),
+        overflow_scan_s=overflow_scan_cost_s(software, strategy))
+
+
 def build_workload(hw: Hardware, model: Model, strategy: Strategy, *,
                    first_step: bool = False, software: Software | None = None) -> Workload:
-    """The ops of one optimizer step (gradient_accumulation_steps micro-steps + the step)."""
+    """The ops of one optimizer step (gradient_accumulation_steps micro-steps + the step).
+
+    Cached by what it depends on: the model, the strategy (its repr: every field), the GPU
+    counts, step 1 or not, and the host terms the software profile gives it (never the
+    hardware's rates, which only `engine.Timer` reads). A Workload is frozen, so a cached one is
+    shared safely."""
     check_supported(strategy)
+    terms = _host_terms(software, strategy)
+    key = (model, repr(strategy), hw.world_size, hw.gpus_per_node, hw.nodes, first_step, terms)
+    wl = _workloads.get(key)
+    if wl is not None:
+        _workloads.move_to_end(key)
+        return wl
+    wl = _workloads[key] = _build(hw, model, strategy, first_step, terms)
+    if len(_workloads) > WORKLOAD_CACHE_SIZE:
+        _workloads.popitem(last=False)
+    return wl
+
+
+def _build(hw: Hardware, model: Model, strategy: Strategy, first_step: bool,
+           terms: _HostTerms | None) -> Workload:
     dp = hw.world_size
     lay = param_layout(model, strategy, dp)
     mods, groups, frac, on_nvme = list(lay.modules), lay.groups, lay.nvme_param_fraction, lay.on_nvme
-    use_s = ({k: use_cost_s(software, strategy, k) for k in ("fwd", "recompute", "bwd")}
-             if software else {})
-    grad_s = ((grad_event_cost_s(software, False), grad_event_cost_s(software, True))
-              if software else (0.0, 0.0))
     c = _Ctx(hw=hw, strategy=strategy, mods=mods, dp=dp, bpp=strategy.bytes_per_param,
-             nvme_frac=frac, use_s=use_s, grad_s=grad_s,
-             ckpt_s=checkpoint_cost_s(software, strategy) if software else 0.0,
-             ckpt_bwd_s=checkpoint_cost_s(software, strategy, "recompute") if software else 0.0,
+             nvme_frac=frac, use_s=dict(terms.use_s) if terms else {},
+             grad_s=terms.grad_s if terms else (0.0, 0.0),
+             ckpt_s=terms.ckpt_s if terms else 0.0,
+             ckpt_bwd_s=terms.ckpt_bwd_s if terms else 0.0,
              swap=grad_swapper(lay, strategy))
     uses = trace(mods, strategy, first_step)
     depth = prefetch_depth(mods, strategy, first_step)
@@ -431,7 +486,7 @@ def build_workload(hw: Hardware, model: Model, strategy: Strategy, *,
         # the step's host work before the sub-group loop runs while the gradient writes are in
         # flight; the first swap-in's flush (FIFO behind them on the aio handle) waits for them
         start = tuple(x for x in start if b.ops[x].resource != "nvme_write")
-    if (dp > 1 and software and software.multi_rank_sync_s > 0
+    if (dp > 1 and terms and terms.rank_sync_s > 0
             and strategy.optimizer_device != "none"):
         # the norm all-reduce waits for the slowest rank's host work (its gradient copies to the
         # CPU, contended between the ranks): fitted on 2-rank CPU-offload runs only. Without
@@ -445,7 +500,7 @@ def build_workload(hw: Hardware, model: Model, strategy: Strategy, *,
         # `scaled_global_norm` -> `get_grad_norm_direct(..., params_in_partition[i])`; stage3.py per
         # sub-group of the rank's partition); stage 0's FP16_Optimizer walks every tensor
         tensors /= dp
-    step_s = step_cost_s(software, strategy) if software else 0.0
+    step_s = terms.step_s if terms else 0.0
     if step_s > 0:
         # the optimizer's Python loop over parameter tensors (stage 0 FP16_Optimizer.step: one
         # fp32 conversion per gradient; ZeRO-1/2/3: norm, unscale, views, copy-back bookkeeping)
@@ -453,7 +508,7 @@ def build_workload(hw: Hardware, model: Model, strategy: Strategy, *,
         # read the norm on the host (a sync): the loop, then the optimizer's GPU/CPU work
         b.phase = "optimizer"
         start = (b.add("opt.host_loop", "cpu_host", start, work="step_host", amount=tensors),)
-    if software and overflow_scan_cost_s(software, strategy) > 0:
+    if terms and terms.overflow_scan_s > 0:
         # fp16 ZeRO-3 with the optimizer offloaded: isinf/isnan over the host gradient partition
         # before any sub-group steps (stage3.py step -> _overflow_check_and_loss_scale_update)
         b.phase = "optimizer"
