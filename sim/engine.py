@@ -191,7 +191,9 @@ def shape_of(wl: Workload) -> Shape:
 
 
 def _stream(env, dev: Device, ops: list[Op], done, recs, pools, seconds: list[float]):
-    """The process of one resource: its ops in issue order."""
+    """The process of one resource: its ops in issue order. On an exclusive device an op is one
+    Timeout (Device.run's exclusive branch, inlined: the same events in the same order)."""
+    exclusive, spans, timeout, Span = dev.exclusive, dev.spans, env.timeout, devices.Span
     for op in ops:
         rec = recs[op.id]
         for d in op.deps:
@@ -203,8 +205,12 @@ def _stream(env, dev: Device, ops: list[Op], done, recs, pools, seconds: list[fl
             yield from pool.take(op.take_buffers, op.name)
             if env.now > before:
                 rec.buffer_from = pool.last_giver
-        rec.start_s = env.now
-        yield from dev.run(op.name, seconds[op.id])
+        rec.start_s = start = env.now
+        if exclusive:
+            yield timeout(seconds[op.id])
+            spans.append(Span(dev.name, op.name, start, env.now))
+        else:
+            yield from dev.run(op.name, seconds[op.id])
         rec.end_s = env.now
         if op.give_buffers:
             pool = pools[op.pool]
