@@ -13,7 +13,7 @@ until a function is called — `import tierlab` never imports torch, SimPy, pand
     print(p.best.label, p.notes); p.ds_config        # ready for `deepspeed --deepspeed`
     tierlab.plot("bottleneck", [r])                  # a matplotlib Figure
     problems = tierlab.preflight("tinyllama-1.1b", "dgx-a100", "zero3-nvme")   # [] if fine
-    v = tierlab.validate(example=True)               # the two shipped runs; v.report.summary
+    v = tierlab.validate_runs(example=True)          # the two shipped runs; v.report.summary
 """
 from __future__ import annotations
 
@@ -26,15 +26,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from tierlab.validate.workflow import ValidationRun
 
 from tierlab.scenario import DEFAULT_CONFIG, DEFAULT_HARDWARE, DEFAULT_MODEL
-# The subpackage tierlab.validate (an empty __init__) is loaded now, so that the function
-# `validate` below keeps the name: a subpackage loaded for the first time later would set the
-# attribute tierlab.validate to itself (as tierlab.scenario, loaded above, keeps `scenario`).
-# Its modules are imported with `from tierlab.validate.X import ...` or `from tierlab.validate
-# import X` (`import tierlab.validate.X as Y` reads the attribute, the function, and fails).
-from tierlab import validate as _validate_package  # noqa: F401
 
 __version__ = "0.1.0"
-__all__ = ["simulate", "memory", "sweep", "plan", "plot", "scenario", "preflight", "validate",
+__all__ = ["simulate", "memory", "sweep", "plan", "plot", "scenario", "preflight", "validate_runs",
            "__version__"]
 
 
@@ -155,7 +149,7 @@ def preflight(model: Any = DEFAULT_MODEL, hardware: Any = DEFAULT_HARDWARE,
                          probe=probe, local_ram=probe and hardware == DEFAULT_HARDWARE)
 
 
-def validate(cases=(), *, example: bool = False, hardware: str | None = None,
+def validate_runs(cases=(), *, example: bool = False, hardware: str | None = None,
              software: Any = None, train=(), out: str | None = None) -> "ValidationRun":
     """Simulate each measured run under `cases` (run folders, or folders holding them; or
     `example=True`: the two runs shipped with tierlab) and compare with what was measured.
@@ -164,7 +158,7 @@ def validate(cases=(), *, example: bool = False, hardware: str | None = None,
     software profile (default: the shipped one); `out`: a folder to write the report's files
     into (validate.csv, summary.json, ..., as `tierlab validate`), nothing written without it.
 
-        v = tierlab.validate(example=True)
+        v = tierlab.validate_runs(example=True)
         v.report.summary["step_time_s"]["mape_pct"]     # mean absolute error of the step, %
     """
     from tierlab.profiles.load import DEFAULT_SOFTWARE

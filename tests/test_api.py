@@ -114,17 +114,17 @@ def test_preflight_equals_the_cli_and_says_why(tmp_path):
 
 
 def test_validate_equals_the_cli(tmp_path):
-    v = tierlab.validate(example=True)
+    v = tierlab.validate_runs(example=True)
     assert v.files == () and v.report.rows and v.coverage["n"] == 2
     out = tmp_path / "v"
     cli = CliRunner().invoke(main, ["validate", "--example", "--json", "--out", str(out)])
     assert cli.exit_code == 0, cli.output
     assert json.loads(cli.stdout) == json.loads(json.dumps(v.to_dict()))
-    written = tierlab.validate(example=True, out=str(tmp_path / "api"))
+    written = tierlab.validate_runs(example=True, out=str(tmp_path / "api"))
     assert sorted(p.name for p in written.files) == sorted(p.name for p in out.iterdir())
     with pytest.raises(ConfigError, match="one of the two"):
-        tierlab.validate()
-    code = ("import tierlab, tierlab.validate.plot_sweep; from tierlab.validate import plots; "
-            "print(tierlab.validate.__module__, callable(tierlab.validate))")
+        tierlab.validate_runs()
+    code = ("import tierlab.validate.plot_sweep as P, tierlab; "
+            "print(P.__name__, tierlab.validate_runs.__module__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["tierlab", "True"]     # submodules loaded later keep the name
+    assert out.stdout.split() == ["tierlab.validate.plot_sweep", "tierlab"]  # the package keeps its name
