@@ -285,9 +285,24 @@ def _timed_with_events(wl: Workload, seconds: list[float]
     return recs, spans
 
 
-def _durations(wl: Workload, shape: Shape, timer: Timer) -> list[float]:
+def durations(wl: Workload, timer: Timer) -> list[float]:
+    """Each op's seconds, timing each distinct kind once."""
+    shape = shape_of(wl)
     per_kind = [timer.seconds(op) for op in shape.kinds]
     return [per_kind[k] for k in shape.kind_of]
+
+
+def schedule(wl: Workload, seconds: list[float], *, with_events: bool | None = None
+             ) -> tuple[list[_Rec], list[devices.Span]]:
+    """(records, spans) of `wl` with these op durations: with SimPy's events where the step is
+    contended (or `with_events`), else in one ordered pass (the same schedule, bit for bit)."""
+    if with_events is None:
+        with_events = shape_of(wl).contended
+    if with_events:
+        return _timed_with_events(wl, seconds)
+    if shape_of(wl).contended:
+        raise ValueError("a contended step (NVMe queue, swap buffers) needs SimPy's events")
+    return _timed_in_order(wl, shape_of(wl), seconds)
 
 
 def run_step(hw: Hardware, model: Model, strategy: Strategy, *, first_step: bool = False,
@@ -297,12 +312,8 @@ def run_step(hw: Hardware, model: Model, strategy: Strategy, *, first_step: bool
     not depend on the hardware's rates) and time it (with `timer`, made for these inputs, if
     given); raise ConfigError if it cannot finish."""
     wl = workload or build_workload(hw, model, strategy, first_step=first_step, software=software)
-    shape = shape_of(wl)
-    seconds = _durations(wl, shape, timer or Timer(hw, model, strategy, software))
-    if shape.contended:
-        recs, spans = _timed_with_events(wl, seconds)
-    else:
-        recs, spans = _timed_in_order(wl, shape, seconds)
+    seconds = durations(wl, timer or Timer(hw, model, strategy, software))
+    recs, spans = schedule(wl, seconds)
     step = max((r.end_s for r in recs), default=0.0)
     return _Run(workload=wl, recs=recs, spans=spans, step_s=step)
 
@@ -311,7 +322,7 @@ def step_seconds(hw: Hardware, model: Model, strategy: Strategy, *, workload: Wo
                  software: Software | None = None, timer: Timer | None = None) -> float:
     """`run_step(...).step_s` without the records and spans (a range's re-simulations)."""
     shape = shape_of(workload)
-    seconds = _durations(workload, shape, timer or Timer(hw, model, strategy, software))
+    seconds = durations(workload, timer or Timer(hw, model, strategy, software))
     if shape.contended:
         recs, _ = _timed_with_events(workload, seconds)
         return max((r.end_s for r in recs), default=0.0)

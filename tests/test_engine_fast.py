@@ -1,0 +1,138 @@
+"""The engine's short cuts give what the full event simulation gives (issue 32): the ordered pass
+of an uncontended step, the step-only re-simulation, the linear phase sum, the workload and
+shape caches, the exclusive devices. tests/test_engine_grid.py holds the end results."""
+from dataclasses import replace
+
+import pytest
+import simpy
+
+from tierlab.sim import devices, engine, workload
+from tierlab.sim.engine import (Timer, durations, phase_times, run_step, schedule, shape_of,
+                                step_seconds)
+from tierlab.sim.host_costs import software_for
+from tests._simhelp import scenario
+
+UNCONTENDED = [("no-offload", 1), ("zero2-cpu", 3), ("zero3-cpu", 2), ("zero3-cpu", 12)]
+
+
+def _timed(preset, gas, **kw):
+    hw, m, s = scenario(preset, grad_accum=gas, **kw)
+    sw = software_for(hw, None)
+    wl = workload.build_workload(hw, m, s, software=sw)
+    return hw, m, s, sw, wl, durations(wl, Timer(hw, m, s, sw))
+
+
+def _plain(recs, spans):
+    """Records and spans as reprs: an int 0 and a float 0.0 differ here, as in the grid's digest."""
+    return ([repr((r.op.id, r.start_s, r.end_s, r.buffer_from)) for r in recs],
+            [repr((x.resource, x.name, x.start_s, x.end_s)) for x in spans])
+
+
+@pytest.mark.parametrize("preset,gas", UNCONTENDED)
+def test_ordered_pass_is_the_event_simulation_bit_for_bit(preset, gas):
+    *_, wl, seconds = _timed(preset, gas)
+    assert not shape_of(wl).contended
+    fast = schedule(wl, seconds)
+    full = schedule(wl, seconds, with_events=True)
+    assert _plain(*fast) == _plain(*full)
+    assert len(fast[1]) == len(wl.ops)
+
+
+def test_ordered_pass_holds_on_two_ranks_and_with_slow_ops():
+    """Perturbed durations (every 7th op 3x slower, others shifted) still agree exactly."""
+    *_, wl, seconds = _timed("zero3-cpu", 2, gpus=1)
+    odd = [t * 3.0 if i % 7 == 0 else t + 1e-4 for i, t in enumerate(seconds)]
+    assert _plain(*schedule(wl, odd)) == _plain(*schedule(wl, odd, with_events=True))
+
+
+def test_contended_steps_use_the_events_and_refuse_the_ordered_pass():
+    *_, wl, seconds = _timed("zero3-nvme", 1)
+    assert shape_of(wl).contended
+    with pytest.raises(ValueError, match="contended"):
+        schedule(wl, seconds, with_events=False)
+
+
+@pytest.mark.parametrize("preset", ["zero2-cpu", "zero3-nvme"])
+def test_step_seconds_is_run_steps_step(preset):
+    hw, m, s, sw, wl, _ = _timed(preset, 2)
+    slow = replace(hw, cpu=replace(hw.cpu, adam_params_per_s=hw.cpu.adam_params_per_s / 3))
+    want = run_step(slow, m, s, software=sw, workload=wl).step_s
+    assert step_seconds(slow, m, s, workload=wl, software=sw) == want
+    assert want > run_step(hw, m, s, software=sw, workload=wl).step_s
+
+
+def _phase_times_by_micro_step(run):
+    """The phase sum as written before issue 32 (one filter per micro-step)."""
+    fwd = bwd = 0.0
+    start = 0.0
+    for m in range(run.workload.micro_steps):
+        mine = [r for r in run.recs if r.op.name.startswith(f"m{m}.")]
+        end = max((r.end_s for r in mine if r.op.resource != "nvme_write"), default=start)
+        fend = max((r.end_s for r in mine if r.op.resource == "gpu_compute"
+                    and r.op.phase == "forward"), default=start)
+        fwd += fend - start
+        bwd += end - fend
+        start = end
+    return {"forward_s": fwd, "backward_s": bwd, "optimizer_s": run.step_s - start}
+
+
+@pytest.mark.parametrize("preset,gas", [("zero2-cpu", 12), ("zero3-nvme", 11), ("no-offload", 1)])
+def test_phase_times_equal_the_per_micro_step_sum(preset, gas):
+    """12 micro-steps: 'm1.' must not collect 'm10.'/'m11.' ops."""
+    hw, m, s = scenario(preset, grad_accum=gas)
+    run = run_step(hw, m, s, software=software_for(hw, None))
+    got = phase_times(run)
+    assert got == _phase_times_by_micro_step(run)
+    assert got["forward_s"] > 0 and got["backward_s"] > 0
+
+
+def test_micro_index_reads_only_exact_tags():
+    mi = engine._micro_index
+    assert [mi(n, 12) for n in ("m0.a", "m11.b", "m12.c", "m01.d", "opt.x", "m.x", "m3")] == \
+        [0, 11, None, None, None, None, None]
+
+
+def test_workload_is_cached_by_what_it_reads():
+    hw, m, s = scenario("zero3-cpu")
+    sw = software_for(hw, None)
+    workload.clear_workload_cache()
+    a = workload.build_workload(hw, m, s, software=sw)
+    _, _, s2 = scenario("zero3-cpu")                   # an equal Strategy, another object
+    faster = replace(hw, cpu=replace(hw.cpu, adam_params_per_s=9e9))   # rates: not read
+    assert s2 is not s and workload.build_workload(faster, m, s2, software=sw) is a
+    assert workload.build_workload(hw, m, s, software=sw, first_step=True) is not a
+    assert workload.build_workload(hw, m, s) is not a            # no host terms
+    slower_host = replace(sw, zero3_hook_s_per_module=sw.zero3_hook_s_per_module * 2)
+    assert workload.build_workload(hw, m, s, software=slower_host) is not a
+    hw2, m2, s2 = scenario("zero3-cpu", hardware="dgx-a100", gpus=2)
+    assert workload.build_workload(hw2, m2, s2, software=sw).dp == 2
+    workload.clear_workload_cache()
+    fresh = workload.build_workload(hw, m, s, software=sw)
+    assert fresh is not a and fresh == a
+
+
+def test_workload_cache_is_bounded():
+    hw, m, s = scenario("zero2-cpu")
+    workload.clear_workload_cache()
+    for mb in range(1, workload.WORKLOAD_CACHE_SIZE + 6):
+        workload.build_workload(hw, m, replace(s, train_micro_batch_size_per_gpu=mb,
+                                               train_batch_size=mb))
+    assert len(workload._workloads) == workload.WORKLOAD_CACHE_SIZE
+
+
+def test_shape_rejects_an_op_that_waits_for_a_later_one():
+    *_, wl, _ = _timed("zero2-cpu", 1)
+    ops = list(wl.ops)
+    ops[1] = replace(ops[1], deps=(5,))
+    with pytest.raises(ValueError, match="earlier ops"):
+        shape_of(replace(wl, ops=tuple(ops)))
+
+
+def test_only_the_nvme_queue_is_shared():
+    env = simpy.Environment()
+    devs = devices.make_devices(env)
+    assert {n for n, d in devs.items() if not d.exclusive} == {"nvme_read", "nvme_write"}
+    env.process(devs["pcie_h2d"].run("a", 1.5))
+    env.run()
+    assert devs["pcie_h2d"].spans == [devices.Span("pcie_h2d", "a", 0, 1.5)]
+    assert devs["pcie_h2d"].resource.count == 0 and not devs["pcie_h2d"].resource.queue
