@@ -101,11 +101,12 @@ def plan(model: Any, hardware: Any, *, gpus: int | None = None, nodes: int | Non
     practical notes, and the winner's ds_config (`.ds_config`). Options: global_batch,
     grad_accum, micro_batch, checkpointing, precision, min_tokens_per_s, nvme_path,
     max_micro_batch, jobs (see tierlab.planner.search.plan)."""
-    from tierlab.scenario import machine_and_model, parse_bytes
+    from tierlab.scenario import machine_and_model
+    from tierlab.units import parse_size
     from tierlab.planner.search import plan as run
 
     hw, mdl, _ = machine_and_model(model, hardware, seq=seq, gpus=gpus, nodes=nodes)
-    cap = parse_bytes(max_gpu_mem, "max_gpu_mem") if max_gpu_mem is not None else None
+    cap = parse_size(max_gpu_mem, "max_gpu_mem") if max_gpu_mem is not None else None
     return run(hw, mdl, max_gpu_mem_bytes=cap, **options)
 
 

@@ -13,13 +13,12 @@ directory.
 from __future__ import annotations
 
 import copy
-import math
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from tierlab.errors import ConfigError
+from tierlab.units import parse_size
 
 DEFAULT_MODEL = "tinyllama-1.1b"
 DEFAULT_HARDWARE = "workstation-rtx3070"
@@ -27,7 +26,6 @@ DEFAULT_CONFIG = "zero3-cpu"
 DEFAULT_SEQ_CAP = 4096
 """--seq when not given: the model's sequence length, at most this many tokens (Llama-3.1's
 131,072-token context would otherwise be simulated as one sequence)."""
-PRECISIONS = ("fp16", "bf16", "fp32")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,23 +91,6 @@ class Scenario:
 def default_precision(hardware) -> str:
     """The precision that fills fp16/bf16 "auto": bf16 where the GPU has it, else fp16."""
     return "bf16" if "bf16" in hardware.gpu.peak_flops else "fp16"
-
-
-def parse_bytes(text: Any, what: str) -> float:
-    """'8GiB' / '8 GB' / '8g' / '8e9' / 8e9 -> bytes (> 0, finite); ConfigError naming `what`."""
-    from tierlab.profiles.load import parse_quantity
-
-    given = text = str(text).strip()
-    try:
-        value = float(text)
-    except ValueError:
-        m = re.fullmatch(r"(.*?\d)\s*([kKmMgGtTpP])(i?)[bB]?", text)
-        if m:     # 8g, 8G, 8gb, 8Gi -> 8GB / 8GiB (the prefix's case does not matter)
-            text = f"{m.group(1)}{m.group(2).upper()}{m.group(3)}B"
-        value = parse_quantity(text, "bytes", f"{what} {given!r}")
-    if not math.isfinite(value) or not value > 0:
-        raise ConfigError(f"{what} must be > 0 (a finite number of bytes), got {given!r}")
-    return value
 
 
 def _check_counts(**values) -> None:
@@ -188,7 +169,7 @@ def machine_and_model(model: Any = DEFAULT_MODEL, hardware: Any = DEFAULT_HARDWA
     """(Hardware, Model, notes) from names or objects: the part of `resolve` that the planner,
     which searches the strategy itself, needs."""
     _check_counts(seq=seq, gpus=gpus, nodes=nodes)
-    cap = parse_bytes(gpu_mem_cap, "--gpu-mem-cap") if gpu_mem_cap is not None else None
+    cap = parse_size(gpu_mem_cap, "--gpu-mem-cap") if gpu_mem_cap is not None else None
     mdl, notes = _model(model, seq)
     return _hardware(hardware, gpus, nodes, cap), mdl, notes
 
@@ -212,11 +193,11 @@ def resolve(model: Any = DEFAULT_MODEL, hardware: Any = DEFAULT_HARDWARE,
     A Strategy as `ds_config` keeps its own activation checkpointing. Raises ConfigError."""
     from tierlab.dsconfig.read import with_swap_dir
     from tierlab.sim.host_costs import software_for
-    from tierlab.sim.strategy import Flags, Strategy, apply_overrides, parse_ds_config
+    from tierlab.sim.strategy import (Flags, Strategy, apply_overrides, check_precision,
+                                      parse_ds_config)
 
     _check_counts(micro_batch=micro_batch, grad_accum=grad_accum)
-    if precision not in (None, *PRECISIONS):
-        raise ConfigError(f"precision must be fp16, bf16 or fp32, got {precision!r}")
+    check_precision(precision)
     if isinstance(ds_config, Strategy):
         checkpointing = ds_config.activation_checkpointing
     hw, mdl, notes = machine_and_model(model, hardware, seq=seq, gpus=gpus, nodes=nodes,

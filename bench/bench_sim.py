@@ -10,12 +10,12 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from tierlab.profiles.load import load_hardware, load_model
+from tierlab.profiles.load import PRESET_LADDER, load_hardware, load_model
 from tierlab.dsconfig.read import load_ds_config
 from tierlab.sim import simulate
 from tierlab.sim.strategy import Flags, apply_overrides, parse_ds_config
 
-PRESETS = ("no-offload", "zero2-cpu", "zero3-cpu", "zero3-nvme")
+PRESETS = PRESET_LADDER
 
 
 def _strategy(preset, hw, m, micro_batch, sets=()):

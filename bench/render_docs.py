@@ -14,10 +14,11 @@ import time
 from pathlib import Path
 
 import tierlab
+from tierlab.profiles.load import PRESET_LADDER
 from tierlab.validate import plots
 
 ROOT = Path(__file__).resolve().parent.parent
-PRESETS = ("no-offload", "zero2-cpu", "zero3-cpu", "zero3-nvme")
+PRESETS = PRESET_LADDER
 BUILTIN = dict(model="tinyllama-1.1b", hardware="workstation-rtx3070", micro_batch=4, seq=1024)
 BIG = dict(model="llama-2-70b", hardware="h200-gen5", micro_batch=4)
 # the 70B what-if: ZeRO-3 with everything on CPU, ZeRO-Infinity with the optimizer on NVMe, and

@@ -40,8 +40,9 @@ from tierlab.scenario import DEFAULT_HARDWARE
                    "(DeepSpeed's host costs on narrow Llama models, 5-8 min; lab/notes/host-costs.md), "
                    "overflow (ZeRO-3's fp16 overflow check over a 512 MiB fp16 host buffer, seconds).")
 @click.option("--sweep", multiple=True, metavar="KEY=V1,V2",
-              help="Override sweep points, e.g. --sweep aio_block_sizes=1M,8M --sweep "
-                   "aio_queue_depths=32,128 --sweep repeats=2 (sizes: K/M/G = KiB/MiB/GiB; "
+              help="Override sweep points, e.g. --sweep aio_block_sizes=1MiB,8MiB --sweep "
+                   "aio_queue_depths=32,128 --sweep repeats=2 (sizes take a unit: K/M/G = SI, "
+                   "Ki/Mi/Gi = binary; "
                    "repeatable; keys are the fields of runner.microbench.SweepPlan).")
 @click.option("--from-raw", "from_raw", default=None, metavar="FILE",
               help="Measure nothing: rebuild the profile from a raw record that an earlier "

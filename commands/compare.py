@@ -9,6 +9,7 @@ from tierlab.commands.common import (SCENARIO_KEYS, finite, interrupted, save_fi
                                      signals_raise, writable)
 from tierlab.commands.options import RUNNER_KEYS, runner_options, scenario_options
 from tierlab.errors import Interrupted, require
+from tierlab.profiles.load import PRESET_LADDER
 from tierlab.safeio import write_json, write_text
 
 
@@ -16,7 +17,7 @@ from tierlab.safeio import write_json, write_text
 @scenario_options
 @runner_options
 @click.option("--variants", multiple=True, default=None,
-              type=click.Choice(["no-offload", "zero2-cpu", "zero3-cpu", "zero3-nvme"]),
+              type=click.Choice(PRESET_LADDER),
               help="Variants to run (repeatable; default: all four).")
 @click.option("--uncapped-baseline/--no-uncapped-baseline", default=False, show_default=True,
               help="Also run no-offload without --gpu-mem-cap (the full card).")

@@ -6,6 +6,8 @@ import click
 
 from tierlab.commands.common import given, options
 from tierlab.scenario import DEFAULT_CONFIG, DEFAULT_HARDWARE, DEFAULT_MODEL
+from tierlab.profiles.load import PRESET_LADDER
+from tierlab.sim.strategy import PRECISIONS
 
 model_option = click.option(
     "--model", "-m", default=DEFAULT_MODEL, show_default=True,
@@ -38,7 +40,7 @@ scenario_options = options(
     seq_option,
     click.option("--checkpointing/--no-checkpointing", default=True, show_default=True,
                  help="Activation (gradient) checkpointing: recompute each block in backward."),
-    click.option("--precision", type=click.Choice(["fp16", "bf16", "fp32"]), default=None,
+    click.option("--precision", type=click.Choice(PRECISIONS), default=None,
                  help="Fills fp16/bf16 \"auto\" (default: bf16 where the GPU has it, else fp16); "
                       "must agree with the config if it sets one."),
 )
@@ -82,7 +84,7 @@ RUNNER_KEYS = ("model_path", "steps", "warmup_steps", "dataset", "tokenizer", "s
 """The runner options' parameter names that tierlab.runner.variants.RunnerOptions takes (the
 others: gpu_mem_cap, skip_preflight)."""
 
-BUILTIN_PRESETS = ("no-offload", "zero2-cpu", "zero3-cpu", "zero3-nvme")
+BUILTIN_PRESETS = PRESET_LADDER
 """The built-in comparison of `simulate`/`plot` with no --model/--hardware/--ds-config:
 TinyLlama-1.1B on the RTX 3070 workstation, micro-batch 4, seq 1024, one row per preset."""
 

@@ -10,6 +10,7 @@ from tierlab.commands.options import (gpus_option, hardware_option, json_option,
                                       no_progress_option, nodes_option, quiet_option, seq_option)
 from tierlab.errors import ConfigError
 from tierlab.safeio import write_json
+from tierlab.sim.strategy import PRECISIONS
 
 
 @click.command()
@@ -28,7 +29,7 @@ from tierlab.safeio import write_json
               help="Largest micro-batch the search tries.")
 @click.option("--checkpointing/--no-checkpointing", default=None,
               help="Fix activation checkpointing (default: try both).")
-@click.option("--precision", type=click.Choice(["fp16", "bf16", "fp32"]), default=None,
+@click.option("--precision", type=click.Choice(PRECISIONS), default=None,
               help="Compute dtype (default: bf16 where the GPU has it, else fp16).")
 @click.option("--min-tokens-per-s", type=float, default=None,
               help="Reject configurations slower than this (tokens/s of the whole job).")
@@ -64,7 +65,8 @@ def plan(ctx, model, hardware, gpus, nodes, seq, global_batch, grad_accum, micro
     Searches ZeRO stage, CPU/NVMe offload of parameters and optimizer, micro-batch, gradient
     accumulation, checkpointing, sub_group_size, swap buffers and aio settings. Exits 1 when
     nothing fits (or nothing reaches --min-tokens-per-s). The ranking is by tokens/s."""
-    from tierlab.scenario import machine_and_model, parse_bytes
+    from tierlab.scenario import machine_and_model
+    from tierlab.units import parse_size
     from tierlab.planner.search import format_plan, plan as run_plan
 
     for flag, value in (("--micro-batch", micro_batch), ("--grad-accum", grad_accum),
@@ -83,7 +85,7 @@ def plan(ctx, model, hardware, gpus, nodes, seq, global_batch, grad_accum, micro
     search = dict(global_batch=global_batch, micro_batch=micro_batch, grad_accum=grad_accum,
                   checkpointing=checkpointing, precision=precision,
                   min_tokens_per_s=min_tokens_per_s, nvme_path=nvme_path,
-                  max_gpu_mem_bytes=parse_bytes(max_gpu_mem, "--max-gpu-mem")
+                  max_gpu_mem_bytes=parse_size(max_gpu_mem, "--max-gpu-mem")
                   if max_gpu_mem else None, max_micro_batch=max_micro_batch, jobs=jobs)
     if ds_config:
         return _plan_from(ctx, hw, mdl, ds_config, write_config, out, as_json, no_progress,

@@ -8,13 +8,13 @@ from __future__ import annotations
 import difflib
 import math
 import os
-import re
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 
 from tierlab.errors import ConfigError
-from tierlab.profiles.schema import (CPU, GPU, HOST_COST_FIELDS, Hardware, Model, Network, NVMe,
+from tierlab.units import parse_quantity, unit_of
+from tierlab.profiles.schema import (CPU, GPU, HOST_COST_FIELDS, PEAK_FLOPS_DTYPES, Hardware, Model, Network, NVMe,
                                      PCIe, Software)
 from tierlab.profiles.ranges import default_range
 
@@ -23,51 +23,16 @@ HARDWARE_DIR = ROOT / "hardware"
 MODELS_DIR = ROOT / "models"
 CONFIGS_DIR = ROOT / "configs"
 SOFTWARE_DIR = ROOT / "software"
-DEFAULT_SOFTWARE = "deepspeed-0.19.8"
+DEEPSPEED_VERSION = "0.19.8"
+"""The DeepSpeed release the simulator models and the runner pins (setup.cfg's `deepspeed==`, the
+vendored ds_config table and the stock software profile agree with it: tests/test_package_data.py)."""
+DEFAULT_SOFTWARE = f"deepspeed-{DEEPSPEED_VERSION}"
+PRESET_LADDER = ("no-offload", "zero2-cpu", "zero3-cpu", "zero3-nvme")
+"""The shipped presets from no offload to ZeRO-Infinity, in order: the built-in comparison of
+`simulate`/`plot`, `compare`'s variants and the docs' figures (each is profiles/configs/NAME.json)."""
 PROFILES_ENV = "TIERLAB_PROFILES"
 """Folders of your own hardware profiles (each holding hardware/systems, gpus, cpus, nvme), searched
 by name before the shipped ones; several are separated by ':' (os.pathsep)."""
-
-_PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
-           "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
-_TIME = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
-# base unit -> dimension name; a value's unit must have the dimension the key expects
-_BASES = {"B": "bytes", "B/s": "bytes/s", "FLOP/s": "flop/s", "params/s": "params/s"}
-_QUANTITY = re.compile(r"^\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z/]*)\s*$")
-
-
-def parse_quantity(text: Any, dimension: str, where: str) -> float:
-    """'80 GB' -> 8e10 (bytes), '2039 GB/s' -> 2.039e12, '312 TFLOP/s', '10 us' -> 1e-05, '16' -> 16."""
-    if isinstance(text, bool):
-        raise ConfigError(f"{where}: expected a quantity, got {text!r}")
-    if isinstance(text, (int, float)):
-        if dimension != "count":
-            raise ConfigError(f"{where}: {text!r} needs a unit ({dimension})")
-        return float(text)
-    m = _QUANTITY.match(str(text))
-    if not m:
-        raise ConfigError(f"{where}: cannot read quantity {text!r}")
-    number, unit = float(m.group(1)), m.group(2)
-    if dimension == "count":
-        if unit:
-            raise ConfigError(f"{where}: {text!r} is a count and takes no unit")
-        return number
-    if dimension == "seconds":
-        if unit not in _TIME:
-            raise ConfigError(f"{where}: unit {unit!r} is not a time (s, ms, us, ns)")
-        return number * _TIME[unit]
-    for base, dim in _BASES.items():
-        if dim == dimension and unit.endswith(base):
-            prefix = unit[: -len(base)]
-            if prefix in _PREFIX:
-                return number * _PREFIX[prefix]
-    raise ConfigError(f"{where}: unit {unit!r} does not measure {dimension}")
-
-
-def unit_of(text: Any) -> str:
-    m = _QUANTITY.match(str(text)) if not isinstance(text, (int, float)) else None
-    return m.group(2) if m else ""
-
 
 def parse_range(entry: Any, value_text: Any, value: float, dimension: str,
                 where: str) -> tuple[float, float]:
@@ -161,7 +126,7 @@ def _gpu(data: Any, where: str) -> GPU:
     r.raw("kind")
     flops_block = _Reader(r.raw("peak_flops"), f"{where}: peak_flops")
     peak = {}
-    for dtype in ("fp32", "tf32", "fp16", "bf16"):
+    for dtype in PEAK_FLOPS_DTYPES:
         value = flops_block.number(dtype, "flop/s", required=dtype == "fp32",
                                    field=f"peak_flops.{dtype}")
         if value is not None:

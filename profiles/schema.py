@@ -10,6 +10,9 @@ from typing import Mapping
 
 from tierlab.profiles.layout import block_matrices, block_small_params, embed_params, head_params
 
+PEAK_FLOPS_DTYPES = ("fp32", "tf32", "fp16", "bf16")
+"""The dtypes a GPU profile's peak_flops may list (fp32 required)."""
+
 
 def _positive(obj, *names: str) -> None:
     for name in names:
@@ -31,7 +34,7 @@ class GPU:
     hbm_bandwidth_Bps: float
     """Peak device-memory bandwidth, bytes/s."""
     peak_flops: Mapping[str, float]
-    """Dense peak FLOP/s by dtype: keys among 'fp32', 'tf32', 'fp16', 'bf16'."""
+    """Dense peak FLOP/s by dtype: keys among PEAK_FLOPS_DTYPES."""
     matmul_efficiency: tuple[tuple[float, float], ...]
     """Achieved/peak for a GEMM as a function of its FLOP count: ((flops, efficiency), ...) sorted
     by flops, interpolated in log(flops) and clamped at both ends."""

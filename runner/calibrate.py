@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tierlab.errors import ConfigError
-from tierlab.runner.microbench import (TMPFS, KiB, MiB, SweepPlan, Task, block_device_model,
+from tierlab.runner.microbench import (TMPFS, SweepPlan, Task, block_device_model,
                                        module_call_time, mount_of, usable_cores, wanted)
+from tierlab.units import KiB, MiB, parse_count, parse_size
 
 log = logging.getLogger(__name__)
 
@@ -54,21 +55,21 @@ def quick_plan() -> SweepPlan:
                      overflow_elements=2**24)
 
 
-def _parse_size(text: str, key: str) -> int:
-    from tierlab.profiles.load import parse_quantity
-
-    t = text.strip()
-    if t.isdigit():
-        return int(t)
-    if t[-1:] in "KMGT":
-        t += "i"
-    if not t.endswith("B"):
-        t += "B"
-    return int(parse_quantity(t, "bytes", f"--sweep {key}"))
+def sweep_value(text: str, key: str) -> int:
+    """One `--sweep` value: a size (K/M/G = SI, Ki/Mi/Gi = binary, as everywhere: 1MiB, 8Mi) for
+    the *_size(s) keys, a count ('4Mi' params) for adam_params. O_DIRECT needs whole 4 KiB blocks."""
+    where = f"--sweep {key}"
+    if key == "adam_params":
+        return int(parse_count(text, where))
+    nbytes = int(parse_size(text, where))
+    if key.startswith("aio") and nbytes % (4 * KiB):
+        raise ConfigError(f"{where}={text.strip()}: {nbytes:,} bytes is not a whole number of "
+                          f"4 KiB blocks (O_DIRECT); sizes are SI unless binary: 1MiB, not 1M")
+    return nbytes
 
 
 def apply_sweep_overrides(plan: SweepPlan, items: list[str]) -> SweepPlan:
-    """`--sweep aio_block_sizes=1M,8M --sweep repeats=2` -> a new plan (sizes: K/M/G = KiB/MiB/GiB)."""
+    """`--sweep aio_block_sizes=1M,8M --sweep repeats=2` -> a new plan (sizes with a unit: 1MiB, 8MiB; K/M/G = SI)."""
     kinds = {f.name: f.type for f in fields(SweepPlan)}
     changes: dict[str, Any] = {}
     for item in items:
@@ -85,9 +86,11 @@ def apply_sweep_overrides(plan: SweepPlan, items: list[str]) -> SweepPlan:
             elif "str" in typ:
                 vals = [p.strip() for p in parts]
             elif key.endswith("size") or key.endswith("sizes") or key == "adam_params":
-                vals = [_parse_size(p, key) for p in parts]
+                vals = [sweep_value(p, key) for p in parts]
             else:
                 vals = [int(p) for p in parts]
+        except ConfigError:
+            raise
         except ValueError:
             raise ConfigError(f"--sweep {item!r}: cannot read the values") from None
         if not typ.startswith("tuple"):

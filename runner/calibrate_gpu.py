@@ -10,7 +10,8 @@ import logging
 import os
 import time
 
-from tierlab.runner.microbench import GiB, SweepPlan, Task, wanted
+from tierlab.runner.microbench import SweepPlan, Task, wanted
+from tierlab.units import GiB
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,8 @@ from typing import Any, Mapping
 import yaml
 
 from tierlab.errors import ConfigError
-from tierlab.runner.microbench import GiB, KiB, MiB, best, block_device_model, mount_of, usable_cores
+from tierlab.runner.microbench import best, block_device_model, mount_of, usable_cores
+from tierlab.units import GiB, KiB, MiB, parse_quantity
 from tierlab.sim.devices import ADAM_DRAM_BYTES_PER_PARAM
 
 PARTS = ("gpus", "cpus", "nvme")
@@ -299,8 +300,6 @@ def _layer_fields(points: list[dict], doc: dict, m: str) -> dict:
 
 
 def _peaks(doc: dict) -> dict[str, float]:
-    from tierlab.profiles.load import parse_quantity
-
     return {d: parse_quantity(e["value"], "flop/s", d) for d, e in doc["peak_flops"].items()}
 
 

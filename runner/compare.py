@@ -20,15 +20,8 @@ from tierlab.records.measurement import (MEASUREMENT_FILE, SAMPLES_FILE, STEPS_F
                                         Measurement, MeasurementWriter, load_measurement,
                                         loss_warnings)
 from tierlab.runner.train import RunSpec
+from tierlab.units import GiB
 
-# label -> (ds_config preset, description)
-VARIANTS = {
-    "no-offload": ("no-offload", "everything on the GPU"),
-    "zero2-cpu": ("zero2-cpu", "ZeRO-2, optimizer on CPU"),
-    "zero3-cpu": ("zero3-cpu", "ZeRO-3, params + optimizer on CPU"),
-    "zero3-nvme": ("zero3-nvme", "ZeRO-3, optimizer on NVMe (ZeRO-Infinity)"),
-}
-GiB = 2**30
 RECORD_FILES = (MEASUREMENT_FILE, STEPS_FILE, SAMPLES_FILE, SUMMARY_FILE)
 TABLE_FILES = ("compare.csv", "compare.json", "compare.png")
 """What `tierlab compare` writes in --out besides one Measurement folder per variant."""

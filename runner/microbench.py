@@ -10,7 +10,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Callable
 
-KiB, MiB, GiB = 2**10, 2**20, 2**30
+from tierlab.units import GiB, KiB, MiB
+
 TMPFS = {"tmpfs", "ramfs", "devtmpfs"}
 """Filesystems in RAM: `calibrate --nvme-path` and preflight refuse them as swap paths."""
 

@@ -21,9 +21,9 @@ from typing import Literal, Mapping
 from tierlab.profiles.schema import Model
 from tierlab.sim.layout import ParamLayout, nvme_resident_params, param_layout, swap_file_bytes
 from tierlab.sim.strategy import Strategy
+from tierlab.units import GiB
 
 Severity = Literal["error", "warning"]
-GiB = 2**30
 
 
 @dataclass(frozen=True)

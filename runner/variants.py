@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from tierlab.errors import ConfigError
-from tierlab.runner.compare import VARIANTS, Planned, earlier_outputs
+from tierlab.profiles.load import PRESET_LADDER
+from tierlab.runner.compare import Planned, earlier_outputs
 from tierlab.runner.train import RunSpec, spec_from_strategy
 from tierlab.scenario import resolve
 from tierlab.units import fmt_gib
@@ -66,7 +67,7 @@ def plan_variants(scenario: Mapping[str, Any], opts: RunnerOptions, out_dir: str
     `--set` overrides applied to all) and RunSpec under `out_dir`/LABEL; the uncapped
     no-offload baseline first. Refuses (ConfigError) an `out_dir` holding an earlier comparison
     that this one would replace, unless `overwrite`."""
-    todo = [(v, gpu_mem_cap) for v in (variants or VARIANTS)]
+    todo = [(v, gpu_mem_cap) for v in (variants or PRESET_LADDER)]
     if uncapped_baseline:
         todo.insert(0, ("no-offload", None))
     labels = [f"{v}-uncapped" if gpu_mem_cap is not None and cap is None else v
@@ -77,7 +78,7 @@ def plan_variants(scenario: Mapping[str, Any], opts: RunnerOptions, out_dir: str
                           "choose another folder or pass --overwrite to replace it")
     planned = []
     for (variant, cap), label in zip(todo, labels):
-        sc = runner_scenario(scenario, opts, VARIANTS[variant][0], gpu_mem_cap=cap)
+        sc = runner_scenario(scenario, opts, variant, gpu_mem_cap=cap)
         planned.append(Planned(label, sc, runner_spec(sc, opts, Path(out_dir) / label, label)))
     return planned
 

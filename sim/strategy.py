@@ -12,7 +12,7 @@ import json
 import logging
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, get_args
 
 from tierlab.errors import ConfigError
 from tierlab.safeio import first_non_finite
@@ -21,7 +21,16 @@ from tierlab.dsconfig.read import TOP_LEVEL_KEYS
 log = logging.getLogger(__name__)
 
 OffloadDevice = Literal["none", "cpu", "nvme"]
-Precision = Literal["fp32", "fp16", "bf16"]
+Precision = Literal["fp16", "bf16", "fp32"]
+PRECISIONS: tuple[str, ...] = get_args(Precision)
+"""The compute precisions, the one list (flags, --vary precision, the planner)."""
+
+
+def check_precision(value: Any, where: str = "precision") -> None:
+    """None (the config decides) or one of PRECISIONS; anything else is a ConfigError."""
+    if value is not None and value not in PRECISIONS:
+        raise ConfigError(f"{where} must be {', '.join(PRECISIONS[:-1])} or {PRECISIONS[-1]}, "
+                          f"got {value!r}")
 _DEVICES = ("none", "cpu", "nvme")
 
 

@@ -31,7 +31,9 @@ from functools import lru_cache
 from typing import Any, Iterable, Sequence
 
 from tierlab.errors import ConfigError
+from tierlab.profiles.schema import PEAK_FLOPS_DTYPES
 from tierlab.safeio import first_non_finite
+from tierlab.sim.strategy import PRECISIONS, check_precision
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +47,7 @@ SCENARIO_KEYS = {"model": "model profile name or path", "hardware": "system prof
 BATCH_KEYS = {"micro_batch": "train_micro_batch_size_per_gpu", "grad_accum":
               "gradient_accumulation_steps", "seq": "sequence length (tokens)",
               "gpus": "GPUs per node", "nodes": "number of nodes"}
-FLAG_KEYS = {"precision": "fp16 / bf16 / fp32", "checkpointing": "activation checkpointing"}
+FLAG_KEYS = {"precision": " / ".join(PRECISIONS), "checkpointing": "activation checkpointing"}
 
 # sweep key -> (attribute path in Hardware, dimension for parse_quantity, python type)
 HARDWARE_KEYS: dict[str, tuple[tuple[str, ...], str, type]] = {
@@ -55,7 +57,7 @@ HARDWARE_KEYS: dict[str, tuple[tuple[str, ...], str, type]] = {
     "gpu.nvlink_bandwidth": (("gpu", "nvlink_bandwidth_Bps"), "bytes/s", float),
     "gpu.cuda_context": (("gpu", "cuda_context_bytes"), "bytes", float),
     **{f"gpu.peak_flops.{d}": (("gpu", "peak_flops", d), "flop/s", float)
-       for d in ("fp32", "tf32", "fp16", "bf16")},
+       for d in PEAK_FLOPS_DTYPES},
     "cpu.cores": (("cpu", "cores"), "count", int),
     "cpu.sockets": (("cpu", "sockets"), "count", int),
     "cpu.dram_bandwidth": (("cpu", "dram_bandwidth_Bps"), "bytes/s", float),
@@ -220,7 +222,7 @@ def _as_bool(value: Any, where: str) -> bool:
 
 def parse_value(key: str, raw: Any) -> Any:
     """One value of `key`, from text (CLI) or a Python value (API); malformed -> ConfigError."""
-    from tierlab.profiles.load import parse_quantity
+    from tierlab.units import parse_quantity
     from tierlab.sim.strategy import coerce, parse_value as parse_json
 
     where = f"--vary {key}={raw}"
@@ -238,8 +240,7 @@ def parse_value(key: str, raw: Any) -> Any:
     if kind == "flag":
         if key == "checkpointing":
             return _as_bool(text, where)
-        if text not in ("fp16", "bf16", "fp32"):
-            raise ConfigError(f"{where}: precision must be fp16, bf16 or fp32")
+        check_precision(text, f"{where}: precision")
         return text
     if kind == "hardware":
         _, dim, typ = HARDWARE_KEYS[key]

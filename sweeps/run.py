@@ -29,6 +29,7 @@ from typing import Any, Callable, Mapping, Sequence
 from tierlab.errors import ConfigError, Interrupted
 from tierlab.scenario import DEFAULT_CONFIG, DEFAULT_HARDWARE, DEFAULT_MODEL
 from tierlab.sim.resources import RESOURCES
+from tierlab.sim.strategy import check_precision
 from tierlab.sweeps.keys import (HARDWARE_KEYS, Axis, load_profile, key_kind, make_axis, make_grid,
                                     parse_vary)
 
@@ -67,8 +68,7 @@ class Base:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                       or value < 1):
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
-        if self.precision not in (None, "fp16", "bf16", "fp32"):
-            raise ConfigError(f"precision must be fp16, bf16 or fp32, got {self.precision!r}")
+        check_precision(self.precision)
 
     def identity(self) -> str:
         """A stable text of this base for point ids (objects by their dataclass repr)."""

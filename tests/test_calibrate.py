@@ -152,13 +152,19 @@ def test_unknown_base_skip_and_sweep_are_exit_2(tmp_path):
 
 
 def test_sweep_overrides_parse_sizes_and_counts():
-    plan = cal.apply_sweep_overrides(cal.quick_plan(), ["aio_block_sizes=128K,1M,8M",
+    plan = cal.apply_sweep_overrides(cal.quick_plan(), ["aio_block_sizes=128KiB,1Mi,8MiB",
                                                         "aio_queue_depths=4,128",
-                                                        "aio_file_size=1G", "repeats=1"])
+                                                        "aio_file_size=1GiB", "repeats=1",
+                                                        "adam_params=4M", "memcpy_size=1GB"])
     assert plan.aio_block_sizes == (128 * 1024, 2**20, 8 * 2**20)
     assert plan.aio_queue_depths == (4, 128) and plan.aio_file_size == 2**30 and plan.repeats == 1
+    assert plan.adam_params == 4_000_000 and plan.memcpy_size == 10**9    # K/M/G are SI
     with pytest.raises(ConfigError):
         cal.apply_sweep_overrides(plan, ["repeats=0"])
+    with pytest.raises(ConfigError, match=r"aio_block_sizes=1M: 1,000,000 bytes .* 1MiB"):
+        cal.apply_sweep_overrides(plan, ["aio_block_sizes=1M"])       # SI, not whole 4 KiB blocks
+    with pytest.raises(ConfigError, match="needs a unit"):
+        cal.apply_sweep_overrides(plan, ["memcpy_size=4096"])
 
 
 def test_render_yaml_reads_back():

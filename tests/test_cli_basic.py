@@ -67,7 +67,8 @@ def test_unknown_profile_suggests():
     (["--set", "zero_optimization.stage"], "expected dotted.key=value"),
     (["--gpu-mem-cap", "lots"], "--gpu-mem-cap"),
     (["--gpu-mem-cap", "-3GiB"], "--gpu-mem-cap must be > 0"),
-    (["--gpu-mem-cap", "0"], "--gpu-mem-cap must be > 0"),
+    (["--gpu-mem-cap", "0GiB"], "--gpu-mem-cap must be > 0"),
+    (["--gpu-mem-cap", "8"], "--gpu-mem-cap '8' needs a unit"),       # never 8 bytes
     (["-c", "offload-example", "--precision", "bf16"], "contradicts"),
 ])
 def test_bad_values(args, fragment):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import fit as fit_script          # lab/scripts/fit.py (tests/conftest.py puts lab/scripts on sys.path)
-from tierlab.profiles.load import SOFTWARE_DIR, load_hardware, load_software
+from tierlab.profiles.load import DEFAULT_SOFTWARE, SOFTWARE_DIR, load_hardware, load_software
 from tierlab.validate import fit
 from tierlab.validate.compare import case_key
 
@@ -48,7 +48,7 @@ def test_fit_refuses_a_training_set_it_cannot_find(tmp_path):
 
 
 def test_write_values_replaces_values_and_keeps_sources():
-    text = (SOFTWARE_DIR / "deepspeed-0.19.8.yaml").read_text()
+    text = (SOFTWARE_DIR / f"{DEFAULT_SOFTWARE}.yaml").read_text()
     out = fit.write_values(text, {"zero3_hook_per_module": "9.9999 ms"})
     assert "zero3_hook_per_module: {value: 9.9999 ms, source:" in out
     assert out.replace("9.9999 ms", "X") != text and len(out.splitlines()) == len(text.splitlines())
@@ -87,7 +87,7 @@ def test_lab_script_prints_and_writes_the_fit(tmp_path, capsys):
 
     src = CASES / "h200x2-b" / "c-tinyllama-noofl-bd"
     shutil.copytree(src, tmp_path / "loose" / src.name)
-    text = (SOFTWARE_DIR / "deepspeed-0.19.8.yaml").read_text()
+    text = (SOFTWARE_DIR / f"{DEFAULT_SOFTWARE}.yaml").read_text()
     sw = replace(load_software(), train_cases=("loose/c-tinyllama-noofl-bd",))
     profile = tmp_path / "sw.yaml"
     profile.write_text(re.sub(r"^train_cases: .*$", "train_cases: [loose/c-tinyllama-noofl-bd]",
@@ -105,4 +105,4 @@ def test_lab_script_prints_and_writes_the_fit(tmp_path, capsys):
                             "--software", str(profile), "--write"]) == 0
     assert f"wrote {profile}" in capsys.readouterr().out
     assert fit.fitted_values(load_software(str(profile))) == expected
-    assert (SOFTWARE_DIR / "deepspeed-0.19.8.yaml").read_text() == text
+    assert (SOFTWARE_DIR / f"{DEFAULT_SOFTWARE}.yaml").read_text() == text

@@ -10,7 +10,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 LAYERS: list[set[str]] = [
-    {"errors", "units"},
+    {"errors"},
+    {"units"},
     {"safeio"},
     {"profiles"},
     {"dsconfig"},

@@ -6,7 +6,7 @@ import pytest
 from tierlab.dsconfig.read import load_ds_config
 from tierlab.errors import ConfigError
 from tierlab.profiles import load
-from tierlab.profiles.load import parse_quantity
+from tierlab.units import parse_quantity
 
 
 @pytest.mark.parametrize("text,dim,expected", [

@@ -68,3 +68,28 @@ def test_the_shipped_example_is_a_faithful_copy_of_the_lab(packaged):
         else:
             original = ROOT / "lab" / "cases" / "h200x2-e" / rel
         assert path.read_bytes() == original.read_bytes(), rel
+
+
+def test_one_deepspeed_version():
+    """profiles/load.DEEPSPEED_VERSION is the one home: the pin, the vendored ds_config table and
+    the stock software profile follow it."""
+    import configparser
+    import json
+
+    from tierlab.profiles.load import DEEPSPEED_VERSION, DEFAULT_SOFTWARE, SOFTWARE_DIR
+
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    pins = [line.strip() for line in cfg["options.extras_require"]["runner"].splitlines()
+            if line.strip().startswith("deepspeed")]
+    assert pins == [f"deepspeed=={DEEPSPEED_VERSION}"]
+    table = json.loads((ROOT / "profiles/deepspeed/ds_config_schema.json").read_text())
+    assert table["deepspeed_version"] == DEEPSPEED_VERSION
+    assert (SOFTWARE_DIR / f"{DEFAULT_SOFTWARE}.yaml").is_file()
+
+
+def test_the_preset_ladder_is_shipped():
+    from tierlab.profiles.load import CONFIGS_DIR, PRESET_LADDER, list_profiles
+
+    assert all((CONFIGS_DIR / f"{name}.json").is_file() for name in PRESET_LADDER)
+    assert set(PRESET_LADDER) <= {name for name, _ in list_profiles("configs")}

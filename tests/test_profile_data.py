@@ -236,7 +236,8 @@ def test_every_stored_median_is_the_median_of_exactly_the_cpu_profiles_that_meas
     it (the rule of lab/notes/host-costs.md), written as a plain value by lab/scripts/host_medians.py. Hand-kept
     copies drifted once (h200-q's zero12 terms were left out): a host whose calibration adds the
     term makes this fail until `python lab/scripts/host_medians.py --write` is run."""
-    from tierlab.profiles.load import SOFTWARE_DIR, parse_quantity, read_data
+    from tierlab.profiles.load import SOFTWARE_DIR, read_data
+    from tierlab.units import parse_quantity
 
     cpus = {p.stem: read_data(p) for d in (HARDWARE_DIR, LAB_HARDWARE)
             for p in sorted((d / "cpus").glob("*.yaml"))}

@@ -8,6 +8,7 @@ import pytest
 
 from tierlab.errors import ConfigError
 from tierlab.profiles import load
+from tierlab.profiles.load import DEFAULT_SOFTWARE
 from tierlab.profiles.ranges import DEFAULT_RANGES, default_range, field_class, source_kind
 from tierlab.sim import simulate
 from tierlab.sim.ranges import combine, perturbed, uncertain_inputs
@@ -257,7 +258,7 @@ def test_docs_quote_the_coverage_figures(coverage_figures):
 def test_spread_writes_ranges_that_load():
     from tierlab.validate.spread import write_error, write_ranges
 
-    text = (load.SOFTWARE_DIR / "deepspeed-0.19.8.yaml").read_text()
+    text = (load.SOFTWARE_DIR / f"{DEFAULT_SOFTWARE}.yaml").read_text()
     value = re.search(r"^zero3_hook_per_module: \{value: ([\d.]+ ms)", text, re.M).group(1)
     out = write_ranges(text, {"zero3_hook_s_per_module": (6.0e-4, 9.12345e-4)})
     assert f"zero3_hook_per_module: {{value: {value}, range: [0.6000 ms, 0.9124 ms]," in out

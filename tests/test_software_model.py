@@ -9,7 +9,7 @@ import simpy
 
 from tests._simhelp import scenario
 from tierlab.errors import ConfigError
-from tierlab.profiles.load import SOFTWARE_DIR, _software, load_part, load_software
+from tierlab.profiles.load import DEFAULT_SOFTWARE, SOFTWARE_DIR, _software, load_part, load_software
 from tierlab.sim import devices, simulate
 from tierlab.sim.engine import first_step_extra_s
 from tierlab.sim.host_costs import use_cost_s
@@ -52,7 +52,7 @@ def test_software_profile_loads_with_sources_and_training_subset():
 
 def test_software_loader_is_strict():
     import yaml
-    data = yaml.safe_load((SOFTWARE_DIR / "deepspeed-0.19.8.yaml").read_text())
+    data = yaml.safe_load((SOFTWARE_DIR / f"{DEFAULT_SOFTWARE}.yaml").read_text())
     with pytest.raises(ConfigError, match="unknown key 'extra'"):
         _software({**data, "extra": 1}, "x.yaml")
     with pytest.raises(ConfigError, match="missing key 'first_touch_rate'"):

@@ -27,11 +27,11 @@ import re
 import statistics
 from dataclasses import replace
 
-from tierlab.profiles.load import (OPTIONAL_SOFTWARE_TERMS, SOFTWARE_TERMS, load_hardware,
-                                   parse_quantity, unit_of)
+from tierlab.profiles.load import OPTIONAL_SOFTWARE_TERMS, SOFTWARE_TERMS, load_hardware
 from tierlab.profiles.schema import Software
 from tierlab.records.measurement import load_measurement
 from tierlab.sim.engine import simulate
+from tierlab.units import parse_quantity, unit_of
 from tierlab.validate.compare import (case_key, find_measurements, folder_hardware,
                                       measured_metrics, scenario_of, with_profiles)
 from tierlab.validate.fit import fit_software

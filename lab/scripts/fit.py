@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from tierlab.errors import ConfigError
-from tierlab.profiles.load import SOFTWARE_DIR, load_hardware, load_software
+from tierlab.profiles.load import DEFAULT_SOFTWARE, SOFTWARE_DIR, load_hardware, load_software
 from tierlab.validate.fit import fit_software, fitted_values, write_values
 
 import labenv  # noqa: E402,F401  (sets $TIERLAB_PROFILES to the lab)
@@ -29,7 +29,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("cases", nargs="+", help="folders of measured runs (lab/cases/NAME)")
     p.add_argument("-H", "--hardware", default=None,
                    help="simulate every run on this profile (default: each folder's validate.yaml)")
-    p.add_argument("--software", default="deepspeed-0.19.8",
+    p.add_argument("--software", default=DEFAULT_SOFTWARE,
                    help="software profile by name or path to its YAML")
     p.add_argument("--write", action="store_true",
                    help="write the values into the software profile (its sources unchanged)")

@@ -26,7 +26,7 @@ NAME=${NAME:-h200-host}
 BASE=${BASE:-h200-host}
 python3 -m tierlab.cli calibrate --name "$NAME" --hardware "$BASE" --nvme-path /var/tmp/tierlab-cal \
   --out "$OUT/$NAME.yaml" --raw "$OUT/$NAME-raw.json" \
-  --sweep repeats=2 --sweep aio_file_size=512M --sweep aio_block_sizes=128K,1M,8M \
+  --sweep repeats=2 --sweep aio_file_size=512MiB --sweep aio_block_sizes=128KiB,1MiB,8MiB \
   --sweep aio_queue_depths=4,32,128 --sweep aio_parallelism=1,4,16
 echo "total: $(( $(date +%s) - t0 )) s"
 python3 -c "import json; d=json.load(open('$OUT/$NAME-raw.json')); print('elapsed per benchmark (s):', d['elapsed_s'])"

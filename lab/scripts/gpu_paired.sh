@@ -41,7 +41,7 @@ nvme=()
 if [ "${NVME:-0}" = 1 ]; then
   skips=${skips#aio}
   mkdir -p /var/tmp/tierlab-cal
-  nvme=(--nvme-path /var/tmp/tierlab-cal --sweep aio_file_size=512M --sweep aio_block_sizes=1M
+  nvme=(--nvme-path /var/tmp/tierlab-cal --sweep aio_file_size=512MiB --sweep aio_block_sizes=1MiB
         --sweep aio_queue_depths=8,32 --sweep aio_parallelism=1)
 fi
 skips=${CAL_SKIP:-${skips#,}}

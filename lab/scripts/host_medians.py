@@ -26,7 +26,7 @@ from pathlib import Path
 
 import yaml
 
-from tierlab.profiles.load import parse_quantity
+from tierlab.units import parse_quantity
 
 from labenv import ROOT  # noqa: E402  (sets $TIERLAB_PROFILES to the lab)
 

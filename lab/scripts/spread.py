@@ -20,6 +20,7 @@ from pathlib import Path
 
 from tierlab.errors import ConfigError
 from tierlab.profiles import load
+from tierlab.profiles.load import DEFAULT_SOFTWARE
 from tierlab.validate.spread import (FITTED, kind_calibrations, kind_spread, machine_spread,
                                      simulator_error, write_error, write_kind_ranges,
                                      write_ranges)
@@ -31,7 +32,7 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python lab/scripts/spread.py",
                                  description=__doc__.splitlines()[0])
     ap.add_argument("paths", nargs="+", help="folders of measured runs (lab/cases)")
-    ap.add_argument("--software", default="deepspeed-0.19.8",
+    ap.add_argument("--software", default=DEFAULT_SOFTWARE,
                     help="software profile by name or path to its YAML")
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--stock", default=None, metavar="SYSTEM",
