@@ -240,7 +240,7 @@ def _in_order(wl: Workload, shape: Shape, seconds: list[float]) -> tuple[list, l
         t = free[r]
         for d in op.deps:
             e = end[d]
-            if e > t:
+            if e >= t:          # >=: a dependency's float end, not the clock's initial int 0
                 t = e
         start[i] = t
         end[i] = free[r] = t + seconds[i]
@@ -257,6 +257,201 @@ def _timed_in_order(wl: Workload, shape: Shape, seconds: list[float]
     order = sorted(range(len(ops)), key=lambda i: (start[i], lane[i], i))
     Span = devices.Span
     return recs, [Span(ops[i].resource, ops[i].name, start[i], end[i]) for i in order]
+
+
+class _Pool:
+    """One swap-buffer pool as the queue-aware pass sees it: its count, what its one taking
+    stream has taken, and the gives of its one giving stream in order (time, buffers, op)."""
+
+    __slots__ = ("count", "taken", "gives", "left", "giver_lane", "folded", "k")
+
+    def __init__(self, count: int, gives_total: int, giver_lane: int | None):
+        self.count, self.taken, self.gives, self.left = count, 0, [], gives_total
+        self.giver_lane, self.folded, self.k = giver_lane, 0, 0
+
+    def grant(self, t, need: int):
+        """(time, giver) at which a take of `need` asked for at `t` is served (giver: the op
+        whose give served it, None if served at once), None while a give still to be timed could
+        decide it, False if none can (the step is stuck). The taking stream asks in time order,
+        so the gives up to `t` are folded into the level once."""
+        gives, k = self.gives, self.k
+        while k < len(gives) and gives[k][0] <= t:
+            self.folded += gives[k][1]
+            k += 1
+        self.k = k
+        level = self.count - self.taken + self.folded
+        if level >= need:
+            return t, None
+        for time_s, n, who in gives[k:]:      # one giving stream: its gives are in time order
+            level += n
+            if level >= need:
+                return time_s, who
+        return None if self.left else False
+
+    def give(self, e, n: int, who: int) -> bool:
+        """Record a give; False if SimPy's put would block (more than the pool holds)."""
+        if self.count - self.taken + sum(g[1] for g in self.gives[self.k:]) + self.folded + n \
+                > self.count:
+            return False
+        self.gives.append((e, n, who))
+        self.left -= 1
+        return True
+
+
+def _pools_of(wl: Workload, shape: Shape) -> dict[str, _Pool] | None:
+    """The pools of a step whose every pool has one taking and one giving stream (as
+    workload.py builds them), else None."""
+    takers: dict[str, set] = {}
+    givers: dict[str, set] = {}
+    gives: dict[str, int] = {}
+    for op, lane in zip(wl.ops, shape.lane):
+        if op.take_buffers:
+            takers.setdefault(op.pool, set()).add(lane)
+        if op.give_buffers:
+            givers.setdefault(op.pool, set()).add(lane)
+            gives[op.pool] = gives.get(op.pool, 0) + 1
+    if any(len(v) > 1 for v in (*takers.values(), *givers.values())):
+        return None
+    counts = {"optimizer": max(1, wl.optimizer_buffers), "param": max(1, wl.param_buffers)}
+    if (set(takers) | set(givers)) - set(counts):
+        return None
+    return {name: _Pool(counts[name], gives.get(name, 0),
+                        next(iter(givers[name])) if name in givers else None)
+            for name in counts}
+
+
+def _first_of_tie(l0, c0, l1, c1, lanes, ptr):
+    """Of two NVMe requests at one instant, the lane SimPy serves first where the times alone
+    tell: a swap-out that frees buffers and whose stream goes straight on to its next request
+    makes that request while processing its put, before the swap-in the put woke resumes (its
+    get is scheduled after the put). None for any other tie."""
+    for (la, ca), (lb, cb) in (((l0, c0), (l1, c1)), ((l1, c1), (l0, c0))):
+        woke_by = ca[2]
+        if woke_by is not None and ptr[lb] > 0 and woke_by == lanes[lb][ptr[lb] - 1] and cb[3]:
+            return lb
+    return None
+
+
+def _timed_queued(wl: Workload, shape: Shape, seconds: list[float]):
+    """The schedule of a contended step without SimPy, or None where it would depend on the
+    order SimPy happens to process same-instant events (then `_timed_with_events` decides).
+
+    Exclusive streams are the ordered pass's max-plus, done as soon as an op's dependencies are
+    timed; a take from a swap-buffer pool is served at the first instant the pool holds enough
+    (its one giving stream returns buffers in time order); the NVMe streams share one FIFO
+    queue, served in request order. Which stream requests first is decided from the request
+    times alone: when one NVMe stream's next request is not timed yet, it waits (through its
+    dependencies) on the other's candidate or later ops, so it comes after; two requests at the
+    same instant are a tie the times cannot break: None. A stuck step is None too (SimPy names
+    it)."""
+    ops, lane_of = wl.ops, shape.lane
+    pools = _pools_of(wl, shape)
+    if pools is None:
+        return None
+    n = len(ops)
+    lanes: list[list[int]] = [[] for _ in RESOURCES]
+    for i, r in enumerate(lane_of):
+        lanes[r].append(i)
+    shared = [_ORDER[name] for name in RESOURCES if name in SHARED_QUEUE]
+    end: list = [None] * n
+    start: list = [0] * n
+    span_start: list = [0] * n
+    buffer_from: list = [None] * n
+    free: list = [0] * len(RESOURCES)         # SimPy's clock starts at the int 0
+    ptr = [0] * len(RESOURCES)
+    waiters: dict[int, list[int]] = {}
+    candidate: dict[int, tuple] = {}
+    ready = [r for r in range(len(RESOURCES)) if lanes[r]]
+    queued = [True] * len(RESOURCES)
+    blocked_on: list = [None] * len(RESOURCES)
+    server_free = None
+
+    def finish(i, lane, t, s, e):
+        op = ops[i]
+        start[i], span_start[i], end[i] = t, s, e
+        free[lane] = e
+        ptr[lane] += 1
+        if op.give_buffers and not pools[op.pool].give(e, op.give_buffers, i):
+            return False              # a put SimPy would block: leave it to SimPy
+        for w in waiters.pop(i, ()):
+            wake(w)
+        return True
+
+    def wake(lane):
+        if not queued[lane]:
+            queued[lane] = True
+            ready.append(lane)
+
+    def block(lane, on):
+        if blocked_on[lane] != on:
+            blocked_on[lane] = on
+            waiters.setdefault(on, []).append(lane)
+
+    while True:
+        while ready:
+            lane = ready.pop()
+            queued[lane] = False
+            while ptr[lane] < len(lanes[lane]) and lane not in candidate:
+                i = lanes[lane][ptr[lane]]
+                op = ops[i]
+                t = free[lane]
+                blocked = None
+                for d in op.deps:
+                    e = end[d]
+                    if e is None:
+                        blocked = d
+                        break
+                    if e >= t:
+                        t = e
+                if blocked is not None:
+                    block(lane, blocked)
+                    break
+                if op.take_buffers:
+                    pool = pools[op.pool]
+                    if op.take_buffers > pool.count:
+                        return None           # SwapBuffers.take raises: SimPy's message
+                    got = pool.grant(t, op.take_buffers)
+                    if not got:
+                        if got is None:       # wait for the giving stream's next op
+                            block(lane, lanes[pool.giver_lane][ptr[pool.giver_lane]])
+                            break
+                        return None
+                    t, buffer_from[i] = got
+                    pool.taken += op.take_buffers
+                if lane in shared:
+                    # `cont`: it asks at once on its previous op's completion (awaits nothing)
+                    cont = (ptr[lane] > 0 and not op.take_buffers and t == free[lane]
+                            and all(end[d] < t for d in op.deps))
+                    candidate[lane] = (t, i, buffer_from[i], cont)
+                    break
+                if not finish(i, lane, t, t, t + seconds[i]):
+                    return None
+        if not candidate:
+            break
+        if len(candidate) > 1:
+            (l0, c0), (l1, c1) = candidate.items()
+            if c0[0] == c1[0]:
+                lane = _first_of_tie(l0, c0, l1, c1, lanes, ptr)
+                if lane is None:
+                    return None               # same-instant requests: SimPy's order decides
+            else:
+                lane = l0 if c0[0] < c1[0] else l1
+        else:
+            lane = next(iter(candidate))
+        t, i = candidate.pop(lane)[:2]
+        # queued behind the holder: granted at its release; else at once (the int 0 of the
+        # clock's start is kept only by a request nobody held the queue before)
+        s = t if server_free is None or t > server_free else server_free
+        server_free = s + seconds[i]
+        if not finish(i, lane, t, s, server_free):
+            return None
+        wake(lane)
+    if any(e is None for e in end):
+        return None                           # stuck on buffers: SimPy raises the ConfigError
+    recs = [_Rec(op, a, e, b) for op, a, e, b in zip(ops, start, end, buffer_from)]
+    order = sorted(range(n), key=lambda i: (span_start[i], lane_of[i], i))
+    Span = devices.Span
+    return recs, [Span(ops[i].resource, ops[i].name, span_start[i], end[i]) for i in order]
 
 
 def _timed_with_events(wl: Workload, seconds: list[float]
@@ -294,15 +489,24 @@ def durations(wl: Workload, timer: Timer) -> list[float]:
 
 def schedule(wl: Workload, seconds: list[float], *, with_events: bool | None = None
              ) -> tuple[list[_Rec], list[devices.Span]]:
-    """(records, spans) of `wl` with these op durations: with SimPy's events where the step is
-    contended (or `with_events`), else in one ordered pass (the same schedule, bit for bit)."""
-    if with_events is None:
-        with_events = shape_of(wl).contended
+    """(records, spans) of `wl` with these op durations, the same bit for bit however timed:
+    an uncontended step in one ordered pass; a contended one (NVMe queue, swap buffers) by the
+    queue-aware pass, or by SimPy's events where only SimPy's event order can decide.
+    `with_events`: True always SimPy; False never (ValueError where it would be needed)."""
+    shape = shape_of(wl)
     if with_events:
         return _timed_with_events(wl, seconds)
-    if shape_of(wl).contended:
-        raise ValueError("a contended step (NVMe queue, swap buffers) needs SimPy's events")
-    return _timed_in_order(wl, shape_of(wl), seconds)
+    if not shape.contended:
+        return _timed_in_order(wl, shape, seconds)
+    timed = _timed_queued(wl, shape, seconds)
+    if timed is None and with_events is False:
+        raise ValueError("this contended step (NVMe queue, swap buffers) needs SimPy's events: "
+                         "same-instant requests or buffers that never come")
+    if timed is None:
+        log.debug("%d-op step: same-instant NVMe requests or stuck buffers, timed by SimPy",
+                  len(wl.ops))
+        return _timed_with_events(wl, seconds)
+    return timed
 
 
 def run_step(hw: Hardware, model: Model, strategy: Strategy, *, first_step: bool = False,
@@ -324,7 +528,7 @@ def step_seconds(hw: Hardware, model: Model, strategy: Strategy, *, workload: Wo
     shape = shape_of(workload)
     seconds = durations(workload, timer or Timer(hw, model, strategy, software))
     if shape.contended:
-        recs, _ = _timed_with_events(workload, seconds)
+        recs, _ = schedule(workload, seconds)
         return max((r.end_s for r in recs), default=0.0)
     return max(_in_order(workload, shape, seconds)[1], default=0.0)
 
