@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import simpy
 
@@ -133,9 +133,18 @@ class _Rec:
 class _Run:
     workload: Workload
     recs: list[_Rec]
-    spans: list[devices.Span]
+    make_spans: Callable[[], list[devices.Span]] = field(repr=False)
+    """Builds the spans (by start, resource, issue order) when first asked for: a step whose
+    spans nobody reads (step 1) never builds them."""
     step_s: float
     _chain: list[_Rec] | None = field(default=None, repr=False)
+    _spans: list[devices.Span] | None = field(default=None, repr=False)
+
+    @property
+    def spans(self) -> list[devices.Span]:
+        if self._spans is None:
+            self._spans = self.make_spans()
+        return self._spans
 
     def chain(self) -> list[_Rec]:
         """critical_chain(self.recs), worked out once."""
@@ -252,11 +261,16 @@ def _timed_in_order(wl: Workload, shape: Shape, seconds: list[float]
     """Records and spans of `_in_order`'s schedule, the spans ordered as `_timed_with_events`
     orders them: by start, then resource, then issue order (one device runs in issue order)."""
     start, end = _in_order(wl, shape, seconds)
-    ops, lane = wl.ops, shape.lane
-    recs = [_Rec(op, s, e) for op, s, e in zip(ops, start, end)]
+    recs = [_Rec(op, s, e) for op, s, e in zip(wl.ops, start, end)]
+    return recs, lambda: _spans(wl.ops, shape.lane, start, end)
+
+
+def _spans(ops, lane, start, end) -> list[devices.Span]:
+    """One span per op, ordered as `_timed_with_events` orders them: by start, then resource,
+    then issue order (a device serves its ops in issue order)."""
     order = sorted(range(len(ops)), key=lambda i: (start[i], lane[i], i))
     Span = devices.Span
-    return recs, [Span(ops[i].resource, ops[i].name, start[i], end[i]) for i in order]
+    return [Span(ops[i].resource, ops[i].name, start[i], end[i]) for i in order]
 
 
 class _Pool:
@@ -352,7 +366,7 @@ def _timed_queued(wl: Workload, shape: Shape, seconds: list[float]):
     lanes: list[list[int]] = [[] for _ in RESOURCES]
     for i, r in enumerate(lane_of):
         lanes[r].append(i)
-    shared = [_ORDER[name] for name in RESOURCES if name in SHARED_QUEUE]
+    is_shared = [name in SHARED_QUEUE for name in RESOURCES]
     end: list = [None] * n
     start: list = [0] * n
     span_start: list = [0] * n
@@ -391,8 +405,9 @@ def _timed_queued(wl: Workload, shape: Shape, seconds: list[float]):
         while ready:
             lane = ready.pop()
             queued[lane] = False
-            while ptr[lane] < len(lanes[lane]) and lane not in candidate:
-                i = lanes[lane][ptr[lane]]
+            mine = lanes[lane]
+            while ptr[lane] < len(mine) and lane not in candidate:
+                i = mine[ptr[lane]]
                 op = ops[i]
                 t = free[lane]
                 blocked = None
@@ -418,14 +433,21 @@ def _timed_queued(wl: Workload, shape: Shape, seconds: list[float]):
                         return None
                     t, buffer_from[i] = got
                     pool.taken += op.take_buffers
-                if lane in shared:
+                if is_shared[lane]:
                     # `cont`: it asks at once on its previous op's completion (awaits nothing)
                     cont = (ptr[lane] > 0 and not op.take_buffers and t == free[lane]
                             and all(end[d] < t for d in op.deps))
                     candidate[lane] = (t, i, buffer_from[i], cont)
                     break
-                if not finish(i, lane, t, t, t + seconds[i]):
+                e = t + seconds[i]               # an exclusive op: finish(i, lane, t, t, e)
+                start[i] = span_start[i] = t
+                end[i] = free[lane] = e
+                ptr[lane] += 1
+                if op.give_buffers and not pools[op.pool].give(e, op.give_buffers, i):
                     return None
+                if i in waiters:
+                    for w in waiters.pop(i):
+                        wake(w)
         if not candidate:
             break
         if len(candidate) > 1:
@@ -449,9 +471,7 @@ def _timed_queued(wl: Workload, shape: Shape, seconds: list[float]):
     if any(e is None for e in end):
         return None                           # stuck on buffers: SimPy raises the ConfigError
     recs = [_Rec(op, a, e, b) for op, a, e, b in zip(ops, start, end, buffer_from)]
-    order = sorted(range(n), key=lambda i: (span_start[i], lane_of[i], i))
-    Span = devices.Span
-    return recs, [Span(ops[i].resource, ops[i].name, span_start[i], end[i]) for i in order]
+    return recs, lambda: _spans(ops, lane_of, span_start, end)
 
 
 def _timed_with_events(wl: Workload, seconds: list[float]
@@ -477,7 +497,7 @@ def _timed_with_events(wl: Workload, seconds: list[float]
                           "buffers (zero_optimization.offload_*.buffer_count too small)")
     spans = [s for d in devs.values() for s in d.spans]
     spans.sort(key=lambda s: (s.start_s, _ORDER[s.resource]))
-    return recs, spans
+    return recs, lambda: spans
 
 
 def durations(wl: Workload, timer: Timer) -> list[float]:
@@ -493,6 +513,13 @@ def schedule(wl: Workload, seconds: list[float], *, with_events: bool | None = N
     an uncontended step in one ordered pass; a contended one (NVMe queue, swap buffers) by the
     queue-aware pass, or by SimPy's events where only SimPy's event order can decide.
     `with_events`: True always SimPy; False never (ValueError where it would be needed)."""
+    recs, make_spans = _schedule(wl, seconds, with_events=with_events)
+    return recs, make_spans()
+
+
+def _schedule(wl: Workload, seconds: list[float], *, with_events: bool | None = None
+             ) -> tuple[list[_Rec], Callable[[], list[devices.Span]]]:
+    """`schedule` with the spans still to build."""
     shape = shape_of(wl)
     if with_events:
         return _timed_with_events(wl, seconds)
@@ -517,9 +544,9 @@ def run_step(hw: Hardware, model: Model, strategy: Strategy, *, first_step: bool
     given); raise ConfigError if it cannot finish."""
     wl = workload or build_workload(hw, model, strategy, first_step=first_step, software=software)
     seconds = durations(wl, timer or Timer(hw, model, strategy, software))
-    recs, spans = schedule(wl, seconds)
+    recs, make_spans = _schedule(wl, seconds)
     step = max((r.end_s for r in recs), default=0.0)
-    return _Run(workload=wl, recs=recs, spans=spans, step_s=step)
+    return _Run(workload=wl, recs=recs, make_spans=make_spans, step_s=step)
 
 
 def step_seconds(hw: Hardware, model: Model, strategy: Strategy, *, workload: Workload,
@@ -528,7 +555,7 @@ def step_seconds(hw: Hardware, model: Model, strategy: Strategy, *, workload: Wo
     shape = shape_of(workload)
     seconds = durations(workload, timer or Timer(hw, model, strategy, software))
     if shape.contended:
-        recs, _ = schedule(workload, seconds)
+        recs, _ = _schedule(workload, seconds)
         return max((r.end_s for r in recs), default=0.0)
     return max(_in_order(workload, shape, seconds)[1], default=0.0)
 
