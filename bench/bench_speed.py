@@ -5,8 +5,9 @@ the CLI verbs, beside the issue's targets, and against an earlier commit when --
 
 The ranged answer is what `tierlab simulate` prints for one scenario: the steady step, step 1 and
 the step's 80% range (`Scenario.simulate(ranges=True)`), timed best of N after a warm-up call in
-one process, the scenario resolved once outside the timing (so profiles are parsed). The point
-answer (`ranges=False`) is shown beside it. CLI rows are the CPU seconds (user + system) of a
+one process, the scenario resolved once outside the timing (so profiles are parsed); 'cold
+workload' is the same with the engine's workload caches emptied before each call (what a sweep
+point with a new workload pays). The point answer (`ranges=False`) is shown beside it. CLI rows are the CPU seconds (user + system) of a
 fresh `tierlab ...` process, best of N. With --at, the same figures are taken on that commit's
 tree (`git archive` into a temporary folder, imported in place of the checkout) and each row
 shows old / new. Prints figures; asserts nothing.
@@ -57,6 +58,15 @@ def _best_of(fn, repeat: int) -> float:
     return best
 
 
+def _forget():
+    """Drop the engine's per-workload caches where this tree has them (a sweep point whose
+    workload is new): the 'cold' figure."""
+    from tierlab.sim import engine, workload
+
+    getattr(workload, "clear_workload_cache", lambda: None)()
+    getattr(engine, "_shapes", {}).clear()
+
+
 def _in_process(repeat: int) -> dict:
     from tierlab.scenario import resolve
 
@@ -65,19 +75,22 @@ def _in_process(repeat: int) -> dict:
         sc = resolve(**kw)
         ranged = _best_of(lambda: sc.simulate(ranges=True), repeat)
         point = _best_of(lambda: sc.simulate(), repeat)
+        cold = _best_of(lambda: (_forget(), sc.simulate(ranges=True)), repeat)
         r = sc.simulate(ranges=True)
-        out[name] = {"ranged_s": ranged, "point_s": point, "step_time_s": r.step_time_s,
-                     "range_s": list(r.step_time_range_s)}
+        out[name] = {"ranged_s": ranged, "point_s": point, "cold_s": cold,
+                     "step_time_s": r.step_time_s, "range_s": list(r.step_time_range_s)}
     return out
 
 
-def _cpu_s(args, repeat: int) -> float:
+def _cpu_s(args, repeat: int) -> float | None:
     code = "import sys; from tierlab.cli import main; sys.argv[0] = 'tierlab'; main()"
     best = float("inf")
     for _ in range(repeat):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        subprocess.run([sys.executable, "-c", code, *args], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        done = subprocess.run([sys.executable, "-c", code, *args],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if done.returncode != 0:
+            return None           # reported as failed (a checkout mid-edit, a broken tree)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         best = min(best, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
     return best
@@ -121,23 +134,30 @@ def _report(new: dict, old: dict | None, commit: str | None) -> None:
     for name, _, target in SCENARIOS:
         a = new["answers"][name]
         line = (f"  {name}\n    ranged {a['ranged_s'] * 1e3:8.2f} ms (target <= {target:g})"
-                f"  point {a['point_s'] * 1e3:8.2f} ms  -> step {a['step_time_s']:.4g} s "
-                f"({a['range_s'][0]:.4g}-{a['range_s'][1]:.4g})")
+                f"  cold workload {a['cold_s'] * 1e3:8.2f} ms  point {a['point_s'] * 1e3:8.2f} ms"
+                f"  -> step {a['step_time_s']:.4g} s ({a['range_s'][0]:.4g}-{a['range_s'][1]:.4g})")
         if old:
             b = old["answers"][name]
             same = b["step_time_s"] == a["step_time_s"] and b["range_s"] == a["range_s"]
-            line += (f"\n    at {commit}: ranged {b['ranged_s'] * 1e3:8.2f} ms, point "
-                     f"{b['point_s'] * 1e3:8.2f} ms  => {b['ranged_s'] / a['ranged_s']:.1f}x / "
+            line += (f"\n    at {commit}: ranged {b['ranged_s'] * 1e3:8.2f} ms, cold "
+                     f"{b['cold_s'] * 1e3:8.2f} ms, point {b['point_s'] * 1e3:8.2f} ms  => "
+                     f"{b['ranged_s'] / a['ranged_s']:.1f}x / {b['cold_s'] / a['cold_s']:.1f}x / "
                      f"{b['point_s'] / a['point_s']:.1f}x faster; answer "
                      f"{'identical' if same else 'DIFFERS'}")
         print(line)
     if "cli" in new:
         print("whole process, CPU s (user + system, best of N)")
+        def fig(x):
+            return "failed" if x is None else f"{x:6.2f} s"
+
         for name, _, target in CLI:
-            line = f"  {name:45s} {new['cli'][name]:6.2f} s (target <= {target:g})"
+            a = new["cli"][name]
+            line = f"  {name:45s} {fig(a)} (target <= {target:g})"
             if old and "cli" in old:
-                line += (f"   at {commit}: {old['cli'][name]:6.2f} s => "
-                         f"{old['cli'][name] / new['cli'][name]:.2f}x")
+                b = old["cli"][name]
+                line += f"   at {commit}: {fig(b)}"
+                if a and b:
+                    line += f" => {b / a:.2f}x"
             print(line)
 
 
