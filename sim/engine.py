@@ -5,10 +5,17 @@ so one representative rank is simulated; what the node's ranks share (PCIe uplin
 NVMe, NIC) enters at its fair share (devices.py), and collectives are analytic over NVLink and the
 NIC (collectives.py). The cost is independent of the GPU count and linear in layers x micro-steps.
 
-Each resource is one SimPy process working through its ops in issue order (a CUDA stream, one DMA
-direction, one aio handle): an op starts when the previous op of its resource has finished, its
-dependencies are done and its swap buffers are free. The schedule is therefore a fixed DAG and the
-step time can only grow when any op gets slower (no scheduling anomalies); it is deterministic.
+Each resource works through its ops in issue order (a CUDA stream, one DMA direction, one aio
+handle): an op starts when the previous op of its resource has finished, its dependencies are
+done and its swap buffers are free. The schedule is therefore a fixed DAG and the step time can
+only grow when any op gets slower (no scheduling anomalies); it is deterministic.
+
+The model is SimPy's: one process per resource, the NVMe drives one queue both swap streams
+share, swap buffers a Container (`_timed_with_events`). It is timed without SimPy where SimPy's
+answer follows from the times alone, bit for bit (issue 32; tests/test_engine_grid.py,
+tests/test_engine_fast.py): a step with no shared queue and no swap buffers in one ordered pass
+(`_timed_in_order`), a contended one by a queue-aware pass (`_timed_queued`) that hands a tie only
+SimPy's event order can break, or a stuck step, to SimPy's events.
 """
 from __future__ import annotations
 
