@@ -5,6 +5,7 @@ units are converted here, once. Unknown and missing keys are rejected with the f
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 import os
@@ -14,8 +15,8 @@ from typing import Any, Callable, Mapping
 
 from tierlab.errors import ConfigError
 from tierlab.units import parse_quantity, unit_of
-from tierlab.profiles.schema import (CPU, GPU, HOST_COST_FIELDS, PEAK_FLOPS_DTYPES, Hardware, Model, Network, NVMe,
-                                     PCIe, Software)
+from tierlab.profiles.fields import SOFTWARE_TERMS, HardwareField, part_fields
+from tierlab.profiles.schema import CPU, GPU, Hardware, Model, Network, NVMe, PCIe, Software
 from tierlab.profiles.ranges import default_range
 
 ROOT = Path(__file__).resolve().parent
@@ -115,6 +116,20 @@ class _Reader:
             raise ConfigError(f"{self.where}: {key} must be a whole number, got {value}")
         return int(value)
 
+    def row(self, f: HardwareField) -> Any:
+        """One row of the field table (profiles/fields.py) from this mapping: a count is a whole
+        number; an optional key that is absent gives the row's default."""
+        if f.dimension == "count":
+            return self.count(f.key, f.required, f.default)
+        value = self.number(f.key, f.dimension, f.required, field=f.field)
+        return f.default if value is None else value
+
+    def part(self, part: str, cls: type) -> dict[str, Any]:
+        """{field: value} of every plain (not nested) row of `part`, read in the order of
+        dataclass `cls`'s fields (so the first bad key of a file is the one reported)."""
+        rows = {f.field: f for f in part_fields(part) if "." not in f.key}
+        return {f.name: self.row(rows[f.name]) for f in dataclasses.fields(cls) if f.name in rows}
+
     def done(self) -> None:
         extra = set(self.data) - self.used
         if extra:
@@ -126,11 +141,12 @@ def _gpu(data: Any, where: str) -> GPU:
     r.raw("kind")
     flops_block = _Reader(r.raw("peak_flops"), f"{where}: peak_flops")
     peak = {}
-    for dtype in PEAK_FLOPS_DTYPES:
-        value = flops_block.number(dtype, "flop/s", required=dtype == "fp32",
-                                   field=f"peak_flops.{dtype}")
-        if value is not None:
-            peak[dtype] = value
+    for f in part_fields("gpu"):
+        block, _, dtype = f.key.partition(".")
+        if block == "peak_flops":
+            value = flops_block.number(dtype, f.dimension, required=f.required, field=f.field)
+            if value is not None:
+                peak[dtype] = value
     flops_block.done()
     eff = _Reader(r.raw("matmul_efficiency"), f"{where}: matmul_efficiency")
     points = eff.raw("points")
@@ -144,12 +160,7 @@ def _gpu(data: Any, where: str) -> GPU:
         curve = tuple(sorted((float(f), float(e)) for f, e in points))
     except (TypeError, ValueError):
         raise ConfigError(f"{where}: matmul_efficiency.points must be [[flops, efficiency], ...]")
-    gpu = GPU(name=str(r.raw("name")), hbm_bytes=r.number("hbm", "bytes", field="hbm_bytes"),
-              hbm_bandwidth_Bps=r.number("hbm_bandwidth", "bytes/s", field="hbm_bandwidth_Bps"),
-              peak_flops=peak, matmul_efficiency=curve,
-              nvlink_bandwidth_Bps=r.number("nvlink_bandwidth", "bytes/s", required=False,
-                                            field="nvlink_bandwidth_Bps") or 0.0,
-              cuda_context_bytes=r.number("cuda_context", "bytes", field="cuda_context_bytes"),
+    gpu = GPU(name=str(r.raw("name")), **r.part("gpu", GPU), peak_flops=peak, matmul_efficiency=curve,
               layer_time_curve=_layer_time_curve(r, where),
               sources={**r.sources, **flops_block.sources},
               ranges={**r.ranges, **flops_block.ranges})
@@ -194,11 +205,7 @@ def _curve_range(r: _Reader, block: _Reader, name: str, source: str, where: str)
 def _cpu(data: Any, where: str) -> CPU:
     r = _Reader(data, where)
     r.raw("kind")
-    cpu = CPU(name=str(r.raw("name")), sockets=r.count("sockets"), cores=r.count("cores"),
-              dram_bandwidth_Bps=r.number("dram_bandwidth", "bytes/s", field="dram_bandwidth_Bps"),
-              adam_params_per_s=r.number("adam_throughput", "params/s", field="adam_params_per_s"),
-              module_call_s=r.number("module_call", "seconds", required=False,
-                                     field="module_call_s"),
+    cpu = CPU(name=str(r.raw("name")), **r.part("cpu", CPU),
               host_costs=_host_costs(r, data.get("deepspeed_host_costs")
                                      if isinstance(data, dict) else None, where),
               sources=r.sources, ranges=r.ranges)
@@ -216,12 +223,12 @@ def _host_costs(r: _Reader, block: Any, where: str) -> dict[str, float]:
         raise ConfigError(f"{where}: deepspeed_host_costs must be a mapping of terms")
     out = {}
     for key, entry in block.items():
-        if key not in HOST_COST_FIELDS_BY_KEY:
+        if key not in _HOST_COSTS_BY_KEY:
             raise ConfigError(f"{where}: deepspeed_host_costs.{key}: unknown term; one of "
-                              f"{', '.join(sorted(HOST_COST_FIELDS_BY_KEY))}")
+                              f"{', '.join(sorted(_HOST_COSTS_BY_KEY))}")
+        t = _HOST_COSTS_BY_KEY[key]
         term = _Reader({key: entry}, f"{where}: deepspeed_host_costs")
-        name = f"host_costs.{HOST_COST_FIELDS_BY_KEY[key]}"
-        out[HOST_COST_FIELDS_BY_KEY[key]] = term.number(key, "seconds", field=name)
+        out[t.field] = term.number(key, t.dimension, field=f"host_costs.{t.field}")
         term.done()
         r.sources.update(term.sources)
         r.ranges.update(term.ranges)
@@ -231,12 +238,7 @@ def _host_costs(r: _Reader, block: Any, where: str) -> dict[str, float]:
 def _nvme(data: Any, where: str) -> NVMe:
     r = _Reader(data, where)
     r.raw("kind")
-    drive = NVMe(name=str(r.raw("name")),
-                 read_bandwidth_Bps=r.number("read_bandwidth", "bytes/s", field="read_bandwidth_Bps"),
-                 write_bandwidth_Bps=r.number("write_bandwidth", "bytes/s",
-                                              field="write_bandwidth_Bps"),
-                 capacity_bytes=r.number("capacity", "bytes", field="capacity_bytes"),
-                 latency_s=r.number("latency", "seconds", field="latency_s"),
+    drive = NVMe(name=str(r.raw("name")), **r.part("nvme", NVMe),
                  aio_points=_aio_points(r, where), sources=r.sources, ranges=r.ranges)
     r.done()
     return drive
@@ -273,24 +275,14 @@ def _aio_points(r: "_Reader", where: str) -> tuple:
 
 def _pcie(data: Any, where: str) -> PCIe:
     r = _Reader(data, where)
-    bw = {k: r.number(k, "bytes/s", field=f"{k}_Bps")
-          for k in ("h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable")}
-    link = PCIe(**{f"{k}_Bps": v for k, v in bw.items()},
-                latency_s=r.number("latency", "seconds", field="latency_s"),
-                switch_uplink_Bps=r.number("switch_uplink", "bytes/s", required=False,
-                                           field="switch_uplink_Bps"),
-                gpus_per_switch=r.count("gpus_per_switch", required=False, default=1),
-                nvme_per_switch=r.count("nvme_per_switch", required=False, default=0),
-                sources=r.sources, ranges=r.ranges)
+    link = PCIe(**r.part("pcie", PCIe), sources=r.sources, ranges=r.ranges)
     r.done()
     return link
 
 
 def _network(data: Any, where: str) -> Network:
     r = _Reader(data, where)
-    net = Network(nic_bandwidth_Bps=r.number("nic_bandwidth", "bytes/s", field="nic_bandwidth_Bps"),
-                  latency_s=r.number("latency", "seconds", field="latency_s"), sources=r.sources,
-                  ranges=r.ranges)
+    net = Network(**r.part("network", Network), sources=r.sources, ranges=r.ranges)
     r.done()
     return net
 
@@ -317,17 +309,19 @@ def _system(data: Any, where: str) -> Hardware:
     r = _Reader(data, where)
     r.raw("kind")
     nvme_name = r.raw("nvme", required=False)
-    hw = Hardware(
-        name=str(r.raw("name")), description=str(r.raw("description")),
-        gpu=_system_part(where, "gpus", str(r.raw("gpu"))),
-        gpus_per_node=r.count("gpus_per_node"),
-        cpu=_system_part(where, "cpus", str(r.raw("cpu"))),
-        dram_bytes=r.number("dram", "bytes", field="dram_bytes"),
-        nvme=_system_part(where, "nvme", str(nvme_name)) if nvme_name else None,
-        nvme_drives=r.count("nvme_drives", required=False, default=0),
-        pcie=_pcie(r.raw("pcie"), f"{where}: pcie"),
-        network=_network(r.raw("network"), f"{where}: network"),
-        nodes=r.count("nodes", required=False, default=1), sources=r.sources, ranges=r.ranges)
+    parts = {"gpu": lambda: _system_part(where, "gpus", str(r.raw("gpu"))),
+             "cpu": lambda: _system_part(where, "cpus", str(r.raw("cpu"))),
+             "nvme": lambda: _system_part(where, "nvme", str(nvme_name)) if nvme_name else None,
+             "pcie": lambda: _pcie(r.raw("pcie"), f"{where}: pcie"),
+             "network": lambda: _network(r.raw("network"), f"{where}: network")}
+    rows = {f.field: f for f in part_fields("system")}
+    values: dict[str, Any] = {"name": str(r.raw("name")), "description": str(r.raw("description"))}
+    for f in dataclasses.fields(Hardware):      # parts and numbers in the dataclass's order
+        if f.name in parts:
+            values[f.name] = parts[f.name]()
+        elif f.name in rows:
+            values[f.name] = r.row(rows[f.name])
+    hw = Hardware(**values, sources=r.sources, ranges=r.ranges)
     r.done()
     return hw
 
@@ -509,45 +503,19 @@ def list_profiles(kind: str, hardware_dir: Path = HARDWARE_DIR) -> list[tuple[st
                       "cpus, nvme")
 
 
-SOFTWARE_TERMS = {"zero3_hook_per_module": ("seconds", "zero3_hook_s_per_module"),
-                   "first_step_fixed": ("seconds", "first_step_fixed_s"),
-                   "first_touch_rate": ("bytes/s", "first_touch_Bps"),
-                   "process_baseline": ("bytes", "process_baseline_bytes"),
-                   "host_dispatch_per_module": ("seconds", "host_dispatch_s_per_module"),
-                   "offload_grad_copy_per_param": ("seconds", "offload_grad_s_per_param")}
-OPTIONAL_SOFTWARE_TERMS = {
-    "stage0_step_per_param": ("seconds", "stage0_step_s_per_param"),
-    "multi_rank_sync": ("seconds", "multi_rank_sync_s"),
-    "host_dispatch_bwd_per_module": ("seconds", "host_dispatch_bwd_s_per_module"),
-    "zero3_hook_bwd_per_module": ("seconds", "zero3_hook_bwd_s_per_module"),
-    "zero3_offload_hook_per_module": ("seconds", "zero3_offload_hook_s_per_module"),
-    "zero3_offload_hook_bwd_per_module": ("seconds", "zero3_offload_hook_bwd_s_per_module"),
-    "zero3_pageable_bwd_per_module": ("seconds", "zero3_pageable_bwd_s_per_module"),
-    "offload_accum_per_param": ("seconds", "offload_accum_s_per_param"),
-    "offload_step_per_param": ("seconds", "offload_step_s_per_param"),
-    "offload_step_pageable_per_param": ("seconds", "offload_step_pageable_s_per_param"),
-    "checkpoint_per_block": ("seconds", "checkpoint_s_per_block"),
-    "checkpoint_bwd_per_block": ("seconds", "checkpoint_bwd_s_per_block"),
-    "zero3_step_per_param": ("seconds", "zero3_step_s_per_param"),
-    "zero12_step_per_param": ("seconds", "zero12_step_s_per_param"),
-    "zero12_hook_bwd_per_module": ("seconds", "zero12_hook_bwd_s_per_module"),
-    "overflow_scan_per_element": ("seconds", "overflow_scan_s_per_element")}
-HOST_COST_KEYS = {field: key for key, (_, field) in
-                  {**SOFTWARE_TERMS, **OPTIONAL_SOFTWARE_TERMS}.items()}
-"""Software field -> its YAML key (the CPU profile's deepspeed_host_costs use the same keys)."""
-HOST_COST_FIELDS_BY_KEY = {key: field for field, key in HOST_COST_KEYS.items()
-                           if field in HOST_COST_FIELDS}
+_HOST_COSTS_BY_KEY = {t.key: t for t in SOFTWARE_TERMS if t.host_cost}
+"""A CPU profile's deepspeed_host_costs keys (the software profile's keys of the host costs)."""
 
 
 def _software(data: Any, where: str) -> Software:
     r = _Reader(data, where)
     if r.raw("kind") != "software":
         raise ConfigError(f"{where}: kind must be 'software', got {data.get('kind')!r}")
-    values = {field: r.number(key, dim, field=field) for key, (dim, field) in SOFTWARE_TERMS.items()}
-    for key, (dim, field) in OPTIONAL_SOFTWARE_TERMS.items():
-        value = r.number(key, dim, required=False, field=field)
+    values = {}
+    for t in SOFTWARE_TERMS:
+        value = r.number(t.key, t.dimension, required=t.required, field=t.field)
         if value is not None:
-            values[field] = value
+            values[t.field] = value
     error = r.number("simulator_error", "count", required=False)
     if error is not None and (error != 1.0 or "simulator_error" not in r.ranges):
         raise ConfigError(f"{where}: simulator_error: expected {{value: 1, range: [low, high], "

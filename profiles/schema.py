@@ -8,10 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from tierlab.profiles.fields import HOST_COST_FIELDS, PEAK_FLOPS_DTYPES, SOFTWARE_TERMS
 from tierlab.profiles.layout import block_matrices, block_small_params, embed_params, head_params
 
-PEAK_FLOPS_DTYPES = ("fp32", "tf32", "fp16", "bf16")
-"""The dtypes a GPU profile's peak_flops may list (fp32 required)."""
+__all__ = ["CPU", "GPU", "HOST_COST_FIELDS", "PEAK_FLOPS_DTYPES", "Hardware", "MLA", "Model",
+           "MoE", "NVMe", "Network", "PCIe", "Software"]
 
 
 def _positive(obj, *names: str) -> None:
@@ -90,7 +91,8 @@ class CPU:
     training step (lab/cases/README.md), so the fitted host terms are not scaled by it."""
     host_costs: Mapping[str, float] = field(default_factory=dict)
     """DeepSpeed's per-event host costs measured on this host by `tierlab calibrate` (keys:
-    HOST_COST_FIELDS, seconds); they override the software profile's values (empty: none)."""
+    HOST_COST_FIELDS of profiles/fields.py, seconds); they override the software profile's values
+    (empty: none)."""
     sources: Mapping[str, str] = field(default_factory=dict)
     ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     """Field -> (low, high) in the field's SI unit: the value's central 80% interval (given in
@@ -409,21 +411,6 @@ class Model:
         return next(rep for rep, _ in self.layer_groups() if self.is_moe_layer(rep))
 
 
-HOST_COST_FIELDS = ("host_dispatch_s_per_module", "host_dispatch_bwd_s_per_module",
-                    "stage0_step_s_per_param", "zero3_hook_s_per_module",
-                    "zero3_hook_bwd_s_per_module", "zero3_offload_hook_s_per_module",
-                    "zero3_offload_hook_bwd_s_per_module", "zero3_pageable_bwd_s_per_module",
-                    "offload_grad_s_per_param", "offload_accum_s_per_param",
-                    "offload_step_s_per_param", "offload_step_pageable_s_per_param",
-                    "checkpoint_s_per_block", "checkpoint_bwd_s_per_block",
-                    "zero3_step_s_per_param",
-                    "zero12_step_s_per_param", "zero12_hook_bwd_s_per_module",
-                    "overflow_scan_s_per_element")
-"""Software terms that are DeepSpeed's per-event host costs: `tierlab calibrate` measures them
-on a host (runner/calibrate_ds.py) into its CPU profile's `deepspeed_host_costs`, which then
-override the software profile's values for that host (sim/host_costs.py)."""
-
-
 @dataclass(frozen=True, kw_only=True)
 class Software:
     """What a DeepSpeed/PyTorch version costs beyond the hardware's rates: host-side overheads
@@ -542,6 +529,6 @@ class Software:
 
     def __post_init__(self) -> None:
         _positive(self, "first_touch_Bps", "process_baseline_bytes")
-        for name in HOST_COST_FIELDS + ("first_step_fixed_s", "multi_rank_sync_s"):
+        for name in (t.field for t in SOFTWARE_TERMS if t.dimension == "seconds"):
             if getattr(self, name) is not None and getattr(self, name) < 0:
                 raise ValueError(f"Software.{name} must be >= 0, got {getattr(self, name)!r}")

@@ -21,6 +21,7 @@ from typing import Any, Mapping
 import yaml
 
 from tierlab.errors import ConfigError
+from tierlab.profiles.fields import software_term, yaml_key
 from tierlab.runner.microbench import best, block_device_model, mount_of, usable_cores
 from tierlab.units import GiB, KiB, MiB, parse_quantity
 from tierlab.sim.devices import ADAM_DRAM_BYTES_PER_PARAM
@@ -388,7 +389,8 @@ def build_documents(name: str, date: str, results: dict, facts: dict, base: dict
             docs["cpus"].setdefault("deepspeed_host_costs", {})[key] = entry
         scan = _overflow_scan_entry(results.get("overflow", []), m)
         if scan:
-            docs["cpus"].setdefault("deepspeed_host_costs", {})["overflow_scan_per_element"] = scan
+            key = software_term("overflow_scan_s_per_element").key
+            docs["cpus"].setdefault("deepspeed_host_costs", {})[key] = scan
     return docs
 
 
@@ -414,11 +416,11 @@ def _checkpoint_cost_entries(points: list[dict], m: str) -> dict[str, dict]:
     from tierlab.runner.calibrate_gpu import checkpoint_bwd_cost, checkpoint_cost
 
     out = {}
-    for key, derive in (("checkpoint_per_block", checkpoint_cost),
-                        ("checkpoint_bwd_per_block", checkpoint_bwd_cost)):
+    for field, derive in (("checkpoint_s_per_block", checkpoint_cost),
+                          ("checkpoint_bwd_s_per_block", checkpoint_bwd_cost)):
         value, how = derive(points)
         if value is not None:
-            out[key] = {"value": f"{value * 1e3:.4g} ms", "source": f"{m} (layer benchmark): {how}"}
+            out[software_term(field).key] = {"value": f"{value * 1e3:.4g} ms", "source": f"{m} (layer benchmark): {how}"}
     return out
 
 
@@ -427,7 +429,7 @@ def host_costs_document(points: list[dict], docs: dict, name: str, m: str
     """(`deepspeed_host_costs` of the CPU profile, [terms left to the software profile, why]):
     each term derived (runner/calibrate_host.py) on the hardware these documents describe; the
     checks go into the first term's source."""
-    from tierlab.profiles.load import HOST_COST_KEYS, load_software
+    from tierlab.profiles.load import load_software
     from tierlab.runner.calibrate_host import derive
 
     hardware = check_loadable({k: render_yaml(v) for k, v in docs.items()}, name)
@@ -436,7 +438,7 @@ def host_costs_document(points: list[dict], docs: dict, name: str, m: str
     out = {}
     for i, (field, value) in enumerate(values.items()):
         note = f"; checks with every term: {checks}" if i == 0 and checks else ""
-        out[HOST_COST_KEYS[field]] = {"value": f"{value * 1e3:.4g} ms",
+        out[software_term(field).key] = {"value": f"{value * 1e3:.4g} ms",
                                       "source": f"{m} (DeepSpeed host costs, "
                                                 f"runner/calibrate_ds.py): {how[field]}{note}"}
     return out, problems

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Literal, Mapping
 
 from tierlab.profiles.schema import Model
-from tierlab.sim.layout import ParamLayout, nvme_resident_params, param_layout, swap_file_bytes
+from tierlab.sim.layout import (ParamLayout, nvme_resident_params, param_layout, swap_file_bytes,
+                               optimizer_buffers_needed as buffers_needed)
 from tierlab.sim.strategy import Strategy
 from tierlab.units import GiB
 
@@ -218,15 +219,9 @@ def check_pinned(model: Model, strategy: Strategy, host_ram_bytes: float,
 
 
 def optimizer_buffers_needed(model: Model, strategy: Strategy) -> int:
-    """Swap buffers the optimizer swapper needs. Each sub-group swap-in takes one buffer per
-    swapped tensor (fp32 param + Adam's exp_avg and exp_avg_sq) plus one for the gradient = 4
-    (pipelined_optimizer_swapper._swap_in_optimizer_state); with >= 2 sub-groups, pipeline_read
-    holds the next sub-group's 4 and pipeline_write the previous one's 4 while Adam runs:
-    4 x (1 + read + write) -> 4, 8 or 12 (the H200 host: 4 and 8 fail, 12 works)."""
-    from tierlab.sim.workload import optimizer_buffers_needed as per_strategy
-
-    groups = len(_layout(model, strategy).groups)
-    return 4 if groups < 2 else per_strategy(strategy)
+    """Swap buffers the optimizer swapper needs for `model`'s sub-groups (sim/layout.py
+    optimizer_buffers_needed, the one rule)."""
+    return buffers_needed(strategy, len(_layout(model, strategy).groups))
 
 
 def check_optimizer_buffers(model: Model, strategy: Strategy) -> list[Problem]:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tierlab.sim.layout import AIO_ALIGNED_BYTES, io_aligned_numel
+from tierlab.sim.layout import AIO_ALIGNED_BYTES, optimizer_swap_buffers
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,10 +111,9 @@ def grad_swapper(lay, strategy) -> SwapOut | None:
     `allocate_all(num_elems=self.largest_numel)`); None for any other config."""
     if strategy.zero.stage != 3 or strategy.optimizer_device != "nvme":
         return None
-    largest = io_aligned_numel(max(sum(g) for g in lay.groups), 4, strategy)
-    align = AIO_ALIGNED_BYTES * strategy.aio.intra_op_parallelism // 4
-    return SwapOut(GradSwapper(buffer_numel=largest, align=max(1, align),
-                               buffers=strategy.zero.offload_optimizer.buffer_count))
+    pool = optimizer_swap_buffers(lay.groups, strategy)
+    align = AIO_ALIGNED_BYTES * strategy.aio.intra_op_parallelism // pool.elem_bytes
+    return SwapOut(GradSwapper(buffer_numel=pool.numel, align=max(1, align), buffers=pool.count))
 
 
 def swap_out(b, sw: SwapOut, tensors: list[float], part: float, tag: str, after) -> list[int]:

@@ -163,6 +163,59 @@ def io_aligned_numel(numel: float, elem_bytes: int, strategy: Strategy) -> float
     return float(math.ceil(numel / align) * align)
 
 
+OPT_STATE_TENSORS = 3
+"""Adam's swapped fp32 tensors per sub-group: master weights p, m, v (12 B/element)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SwapBuffers:
+    """One pool of DeepSpeed's locked aio swap buffers (aio_handle.new_cpu_locked_tensor:
+    page-aligned malloc + mlock of the exact size, not torch's power-of-two pinned cache)."""
+
+    count: int
+    """Buffers in the pool (offload_*.buffer_count)."""
+    numel: float
+    """Elements of one buffer, io-aligned."""
+    elem_bytes: int
+    """Bytes per element (4: fp32 optimizer state; the 16-bit parameters' 2)."""
+
+    @property
+    def nbytes(self) -> float:
+        return self.count * self.elem_bytes * self.numel
+
+
+def optimizer_swap_buffers(groups, strategy: Strategy) -> SwapBuffers:
+    """The optimizer swapper's buffers (optimizer on NVMe): offload_optimizer.buffer_count of the
+    io-aligned largest sub-group, fp32 (OptimizerSwapper.__init__: SwapBufferManager of
+    `largest_numel`); in ZeRO-3's backward the gradient swapper takes them all
+    (optimizer_utils.py `_swap_out_gradients` -> `allocate_all`). `groups`: the sub-groups'
+    tensor sizes (ParamLayout.groups)."""
+    return SwapBuffers(count=strategy.zero.offload_optimizer.buffer_count, elem_bytes=4,
+                       numel=io_aligned_numel(max(sum(g) for g in groups), 4, strategy))
+
+
+def param_swap_buffers(strategy: Strategy) -> SwapBuffers:
+    """The parameter swapper's buffers (params on NVMe): partitioned_param_swapper.py
+    `_configure_aio`, ONE locked tensor of offload_param.buffer_count x io-aligned buffer_size
+    16-bit elements; every swapped partition must fit one (`get_buffer` asserts it)."""
+    op, b = strategy.zero.offload_param, strategy.bytes_per_param
+    return SwapBuffers(count=op.buffer_count, elem_bytes=b,
+                       numel=io_aligned_numel(op.buffer_size, b, strategy))
+
+
+def optimizer_buffers_needed(strategy: Strategy, sub_groups: int | None = None) -> int:
+    """Swap buffers the optimizer swapper needs. Each sub-group swap-in takes one buffer per
+    swapped tensor (fp32 param + Adam's exp_avg and exp_avg_sq) plus one for the gradient = 4
+    (pipelined_optimizer_swapper._swap_in_optimizer_state); with >= 2 sub-groups, pipeline_read
+    holds the next sub-group's 4 and pipeline_write the previous one's 4 while Adam runs:
+    4 x (1 + read + write) -> 4, 8 or 12 (the H200 host: 4 and 8 fail, 12 works). `sub_groups`
+    None: as if there were several."""
+    oo = strategy.zero.offload_optimizer
+    if sub_groups is not None and sub_groups < 2:
+        return OPT_STATE_TENSORS + 1
+    return (OPT_STATE_TENSORS + 1) * (1 + int(oo.pipeline_read) + int(oo.pipeline_write))
+
+
 def swapped_params(lay: ParamLayout, strategy: Strategy) -> list[int]:
     """Indices of the tensors whose 16-bit partition zero.Init puts on NVMe: every partition of at
     least max(1 MiB, block_size) (partition_parameters.py `_partition_param`: final_location nvme

@@ -11,7 +11,8 @@ import math
 
 from tierlab.profiles.schema import Hardware, Model, Software
 from tierlab.sim.host_costs import software_for
-from tierlab.sim.layout import (ParamLayout, io_aligned_numel, min_aio_bytes, param_layout,
+from tierlab.sim.layout import (ParamLayout, io_aligned_numel, min_aio_bytes,
+                                optimizer_swap_buffers, param_layout, param_swap_buffers,
                                 partition)
 from tierlab.sim.strategy import Strategy
 
@@ -120,8 +121,7 @@ def _zero3_nvme_optimizer_host(strategy: Strategy, groups: list[list[float]]) ->
     torch's power-of-two CachingHostAllocator. E.g. Llama-0.5B, sub_group_size 1e8: the
     embedding alone (136.1 M) is the largest group: 4 x 136.1 M x 4 B = 2.18 GB (2.03 GiB)."""
     oo = strategy.zero.offload_optimizer
-    largest = io_aligned_numel(max(sum(g) for g in groups), 4, strategy)
-    out = {"pinned:optimizer_swap_buffers": oo.buffer_count * 4.0 * largest}
+    out = {"pinned:optimizer_swap_buffers": optimizer_swap_buffers(groups, strategy).nbytes}
     if oo.pipeline:
         # DeepSpeedCPUAdam creates m, v lazily (zeros_like: pageable) in the first step;
         # PipelinedOptimizerSwapper.swap_out_optimizer_state copies them to pinned buffers but,
@@ -137,14 +137,11 @@ def _zero3_param_host(strategy: Strategy, lay: ParamLayout) -> dict[str, float]:
     """Parameters offloaded to CPU or NVMe: the flat 16-bit buffer — always torch-pinned
     (`get_accelerator().pin_memory(torch.empty(...))`, whatever offload_param.pin_memory says) —
     and, for NVMe, the swapper's locked buffers."""
-    op, b = strategy.zero.offload_param, strategy.bytes_per_param
+    b = strategy.bytes_per_param
     flat = lay.cpu_flat_numel
     out = {"pinned:params_16bit": pinned_bytes(b * flat) if flat > 0 else 0.0}
     if strategy.param_device == "nvme":
-        # partitioned_param_swapper.py _configure_aio: ONE locked tensor of buffer_count x
-        # io-aligned buffer_size elements (new_cpu_locked_tensor: exact size, not power of two)
-        out["pinned:param_swap_buffers"] = op.buffer_count * b * io_aligned_numel(
-            op.buffer_size, b, strategy)
+        out["pinned:param_swap_buffers"] = param_swap_buffers(strategy).nbytes
         if any(lay.on_nvme):
             # stage3.py: a sub-group without a CPU flat buffer -> reserve_partitioned_swap_space
             # (largest sub-group's params by their FULL ds_numel, io-aligned; a locked tensor)

@@ -26,13 +26,10 @@ from tierlab.profiles.schema import Hardware, Model, Software
 from tierlab.sim.host_costs import (checkpoint_cost_s, grad_event_cost_s, overflow_scan_cost_s,
                                    step_cost_s, use_cost_s)
 from tierlab.sim.grad_swap import SwapOut, flush_swap_out, grad_swapper, swap_out
-from tierlab.sim.layout import param_layout, partition
+from tierlab.sim.layout import (OPT_STATE_TENSORS, optimizer_buffers_needed, param_layout,
+                               partition)
 from tierlab.sim.modules import Module, Use, ceil_div, modules, prefetch_depth, trace  # noqa: F401
 from tierlab.sim.strategy import Strategy
-
-OPT_STATE_TENSORS = 3
-"""Adam's swapped fp32 tensors per sub-group: master weights p, m, v (12 B/element)."""
-
 
 @dataclass(frozen=True, slots=True)
 class Op:
@@ -95,12 +92,6 @@ def check_supported(strategy: Strategy) -> None:
                           f"this swapper needs {need} (4 per sub-group in flight: p, m, v, g; "
                           "pipeline_read/pipeline_write each add a sub-group); DeepSpeed asserts "
                           "'ran out of swap buffers'")
-
-
-def optimizer_buffers_needed(strategy: Strategy) -> int:
-    """4 buffers per sub-group in flight (swap_in_optimizer_state: num_tensors + 1 gradient)."""
-    oo = strategy.zero.offload_optimizer
-    return (OPT_STATE_TENSORS + 1) * (1 + int(oo.pipeline_read) + int(oo.pipeline_write))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from functools import lru_cache
 from typing import Any, Iterable, Sequence
 
 from tierlab.errors import ConfigError
-from tierlab.profiles.schema import PEAK_FLOPS_DTYPES
+from tierlab.profiles.fields import HARDWARE_FIELDS
 from tierlab.safeio import first_non_finite
 from tierlab.sim.strategy import PRECISIONS, check_precision
 
@@ -49,32 +49,11 @@ BATCH_KEYS = {"micro_batch": "train_micro_batch_size_per_gpu", "grad_accum":
               "gpus": "GPUs per node", "nodes": "number of nodes"}
 FLAG_KEYS = {"precision": " / ".join(PRECISIONS), "checkpointing": "activation checkpointing"}
 
-# sweep key -> (attribute path in Hardware, dimension for parse_quantity, python type)
+# sweep key -> (attribute path in Hardware, dimension for parse_quantity, python type), read off
+# the field table (profiles/fields.py): the profile YAML's key names, in the table's order
 HARDWARE_KEYS: dict[str, tuple[tuple[str, ...], str, type]] = {
-    "dram": (("dram_bytes",), "bytes", float),
-    "gpu.hbm": (("gpu", "hbm_bytes"), "bytes", float),
-    "gpu.hbm_bandwidth": (("gpu", "hbm_bandwidth_Bps"), "bytes/s", float),
-    "gpu.nvlink_bandwidth": (("gpu", "nvlink_bandwidth_Bps"), "bytes/s", float),
-    "gpu.cuda_context": (("gpu", "cuda_context_bytes"), "bytes", float),
-    **{f"gpu.peak_flops.{d}": (("gpu", "peak_flops", d), "flop/s", float)
-       for d in PEAK_FLOPS_DTYPES},
-    "cpu.cores": (("cpu", "cores"), "count", int),
-    "cpu.sockets": (("cpu", "sockets"), "count", int),
-    "cpu.dram_bandwidth": (("cpu", "dram_bandwidth_Bps"), "bytes/s", float),
-    "cpu.adam_throughput": (("cpu", "adam_params_per_s"), "params/s", float),
-    "nvme.drives": (("nvme_drives",), "count", int),
-    "nvme.read_bandwidth": (("nvme", "read_bandwidth_Bps"), "bytes/s", float),
-    "nvme.write_bandwidth": (("nvme", "write_bandwidth_Bps"), "bytes/s", float),
-    "nvme.capacity": (("nvme", "capacity_bytes"), "bytes", float),
-    "nvme.latency": (("nvme", "latency_s"), "seconds", float),
-    **{f"pcie.{k}": (("pcie", f"{k}_Bps"), "bytes/s", float)
-       for k in ("h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable", "switch_uplink")},
-    "pcie.latency": (("pcie", "latency_s"), "seconds", float),
-    "pcie.gpus_per_switch": (("pcie", "gpus_per_switch"), "count", int),
-    "pcie.nvme_per_switch": (("pcie", "nvme_per_switch"), "count", int),
-    "network.nic_bandwidth": (("network", "nic_bandwidth_Bps"), "bytes/s", float),
-    "network.latency": (("network", "latency_s"), "seconds", float),
-}
+    f.sweep_key: (f.path, f.dimension, int if f.dimension == "count" else float)
+    for f in HARDWARE_FIELDS if f.sweep_key is not None}
 # display unit per dimension (for tables and plot axes)
 DISPLAY_UNITS = {"bytes": ("GB", 1e9), "bytes/s": ("GB/s", 1e9), "flop/s": ("TFLOP/s", 1e12),
                  "params/s": ("G params/s", 1e9), "seconds": ("us", 1e-6), "count": ("", 1.0)}

@@ -30,6 +30,7 @@ from dataclasses import replace
 from typing import Callable
 
 from tierlab.errors import ConfigError
+from tierlab.profiles.fields import FITTED_TERMS
 from tierlab.profiles.schema import Hardware, Software
 from tierlab.records.measurement import load_measurement
 from tierlab.sim.engine import first_step_extra_s
@@ -208,16 +209,9 @@ def fit_software(paths, base: Software, hardware: Hardware | None = None, *,
 
 
 def fitted_values(sw: Software) -> dict[str, str]:
-    """The fitted terms as the software profile's quantity strings, by YAML key."""
-    out = {"host_dispatch_per_module": f"{sw.host_dispatch_s_per_module * 1e3:.4f} ms",
-           "stage0_step_per_param": f"{sw.stage0_step_s_per_param * 1e3:.4f} ms",
-           "offload_grad_copy_per_param": f"{sw.offload_grad_s_per_param * 1e3:.4f} ms",
-           "zero3_hook_per_module": f"{sw.zero3_hook_s_per_module * 1e3:.4f} ms",
-           "multi_rank_sync": f"{sw.multi_rank_sync_s * 1e3:.1f} ms",
-           "first_step_fixed": f"{sw.first_step_fixed_s:.3f} s",
-           "first_touch_rate": f"{sw.first_touch_Bps / 1e9:.3f} GB/s",
-           "process_baseline": f"{sw.process_baseline_bytes / 1e9:.3f} GB"}
-    return out
+    """The fitted terms as the software profile's quantity strings, by YAML key (each in the
+    form profiles/fields.py gives it)."""
+    return {t.key: t.fitted(getattr(sw, t.field)) for t in FITTED_TERMS}
 
 
 def write_values(text: str, values: dict[str, str]) -> str:

@@ -27,7 +27,8 @@ import re
 import statistics
 from dataclasses import replace
 
-from tierlab.profiles.load import OPTIONAL_SOFTWARE_TERMS, SOFTWARE_TERMS, load_hardware
+from tierlab.profiles.fields import FITTED_TERMS, FOLDERS, hardware_field
+from tierlab.profiles.load import load_hardware
 from tierlab.profiles.schema import Software
 from tierlab.records.measurement import load_measurement
 from tierlab.sim.engine import simulate
@@ -36,15 +37,8 @@ from tierlab.validate.compare import (case_key, find_measurements, folder_hardwa
                                       measured_metrics, scenario_of, with_profiles)
 from tierlab.validate.fit import fit_software
 
-FITTED = {"host_dispatch_per_module": "host_dispatch_s_per_module",
-          "stage0_step_per_param": "stage0_step_s_per_param",
-          "offload_grad_copy_per_param": "offload_grad_s_per_param",
-          "zero3_hook_per_module": "zero3_hook_s_per_module",
-          "multi_rank_sync": "multi_rank_sync_s",
-          "first_step_fixed": "first_step_fixed_s",
-          "first_touch_rate": "first_touch_Bps",
-          "process_baseline": "process_baseline_bytes"}
-"""YAML key -> Software field of the terms validate/fit.py fits."""
+FITTED = {t.key: t.field for t in FITTED_TERMS}
+"""YAML key -> Software field of the terms validate/fit.py fits (profiles/fields.py)."""
 
 
 def machine_spread(paths, base: Software) -> tuple[dict[str, tuple[float, float]], list[str]]:
@@ -79,13 +73,13 @@ def simulator_error(paths, software: Software) -> tuple[float, float, int]:
     return min(q[0], 1.0), max(q[-1], 1.0), len(ratios)
 
 
-KIND_FIELDS = {("cpu", "adam_params_per_s"): ("cpus", "adam_throughput", "params/s"),
-               ("cpu", "dram_bandwidth_Bps"): ("cpus", "dram_bandwidth", "bytes/s"),
-               **{("pcie", f"{k}_Bps"): ("systems", k, "bytes/s")
-                  for k in ("h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable")},
-               ("pcie", "latency_s"): ("systems", "latency", "seconds")}
-"""The host figures calibrations of one machine kind differ in: (part, field) -> (profile
-folder, YAML key, dimension)."""
+KIND_FIGURES = (("cpu", "adam_params_per_s"), ("cpu", "dram_bandwidth_Bps"),
+                *(("pcie", f"{k}_{m}_Bps") for m in ("pinned", "pageable") for k in ("h2d", "d2h")),
+                ("pcie", "latency_s"))
+"""The host figures calibrations of one machine kind differ in: (part, field)."""
+KIND_FIELDS = {(part, field): (FOLDERS[part], row.key, row.dimension)
+               for part, field in KIND_FIGURES for row in [hardware_field(part, field)]}
+"""(part, field) -> (profile folder, YAML key, dimension), read off the field table."""
 
 
 def kind_calibrations(paths, stock: str) -> list[str]:
@@ -143,15 +137,15 @@ def _bounds(value_text: str, low: float, high: float, dimension: str) -> str:
 
 def write_ranges(text: str, ranges: dict[str, tuple[float, float]]) -> str:
     """The software YAML with `range: [...]` after each fitted term's value (replacing one)."""
-    dims = {key: dim for key, (dim, _) in {**SOFTWARE_TERMS, **OPTIONAL_SOFTWARE_TERMS}.items()}
-    for key, field in FITTED.items():
-        if field not in ranges:
+    for term in FITTED_TERMS:
+        key = term.key
+        if term.field not in ranges:
             continue
         pattern = re.compile(_ENTRY.format(key=re.escape(key)), re.M)
         m = pattern.search(text)
         if m is None:
             raise KeyError(f"{key}: not in the software profile")
-        span = _bounds(m.group(2), *ranges[field], dims[key])
+        span = _bounds(m.group(2), *ranges[term.field], term.dimension)
         text = pattern.sub(lambda mm: f"{mm.group(1)}{mm.group(2)}, range: {span},", text,
                            count=1)
     return text
