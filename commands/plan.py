@@ -5,10 +5,12 @@ import json
 
 import click
 
-from tierlab.commands.common import echo_warnings, options, progress_bar, writable
+from tierlab.bounds import check_flag
+from tierlab.commands.common import echo_warnings, finite, options, progress_bar, writable
 from tierlab.commands.options import (gpus_option, hardware_option, json_option, model_option,
                                       no_progress_option, nodes_option, quiet_option, seq_option)
 from tierlab.errors import ConfigError
+from tierlab.planner.trainer import written_lines
 from tierlab.safeio import write_json
 from tierlab.sim.strategy import PRECISIONS
 
@@ -31,14 +33,20 @@ from tierlab.sim.strategy import PRECISIONS
               help="Fix activation checkpointing (default: try both).")
 @click.option("--precision", type=click.Choice(PRECISIONS), default=None,
               help="Compute dtype (default: bf16 where the GPU has it, else fp16).")
-@click.option("--min-tokens-per-s", type=float, default=None,
+@click.option("--min-tokens-per-s", type=float, default=None, callback=finite(0),
               help="Reject configurations slower than this (tokens/s of the whole job).")
 @click.option("--max-gpu-mem", default=None, metavar="BYTES",
               help="Use at most this much memory per GPU, e.g. 70GB (leave headroom).")
 @click.option("--nvme-path", default="/local_nvme", show_default=True,
               help="nvme_path written into the ds_config for NVMe offload.")
 @click.option("--out", "-o", default=None, metavar="FILE",
-              help="Write the winner's ds_config.json here (atomically), ready for deepspeed.")
+              help="Write the winner's ds_config.json here (atomically): \"auto\" wherever the "
+                   "HF Trainer fills a value (lr, betas, batch, clipping, fp16/bf16), so it drops "
+                   "into the HF Trainer, axolotl or LLaMA-Factory; the arguments to pass are "
+                   "printed.")
+@click.option("--config-for", type=click.Choice(["trainer", "deepspeed"]), default="trainer",
+              show_default=True, help="What -o writes for: the HF Trainer (\"auto\" kept), or a "
+                                      "plain deepspeed.initialize script (every value explicit).")
 @click.option("--ds-config", "-c", default=None, metavar="FILE",
               help="Start from your DeepSpeed config (a ds_config.json path or preset): it is "
                    "simulated as it is ('yours'), the search changes it instead of a template "
@@ -59,7 +67,7 @@ from tierlab.sim.strategy import PRECISIONS
 @click.pass_context
 def plan(ctx, model, hardware, gpus, nodes, seq, global_batch, grad_accum, micro_batch,
          max_micro_batch, checkpointing, precision, min_tokens_per_s, max_gpu_mem, nvme_path,
-         out, ds_config, write_config, as_json, quiet, jobs, no_progress):
+         out, config_for, ds_config, write_config, as_json, quiet, jobs, no_progress):
     """The fastest DeepSpeed configuration that fits every tier, and why the others lost.
 
     Searches ZeRO stage, CPU/NVMe offload of parameters and optimizer, micro-batch, gradient
@@ -74,12 +82,15 @@ def plan(ctx, model, hardware, gpus, nodes, seq, global_batch, grad_accum, micro
                         ("--jobs", jobs)):
         if value is not None and value < 1:
             raise ConfigError(f"{flag} must be >= 1, got {value}")
+    for name, value in (("micro_batch", micro_batch), ("grad_accum", grad_accum),
+                        ("global_batch", global_batch)):
+        check_flag(name, value)                 # within its physical bound (tierlab.bounds)
     if global_batch is not None and grad_accum is not None and not ds_config:
         raise ConfigError("give --global-batch or --grad-accum, not both")
     if write_config and not ds_config:
         raise ConfigError("--write-config needs --ds-config (the config to change)")
-    writable(out, "--out")
-    writable(write_config, "--write-config")
+    writable(out, "--out", inputs=(ds_config, model, hardware))
+    writable(write_config, "--write-config", inputs=(ds_config, model, hardware))
     hw, mdl, notes = machine_and_model(model, hardware, seq=seq, gpus=gpus, nodes=nodes)
     echo_warnings((), notes, quiet or as_json)
     search = dict(global_batch=global_batch, micro_batch=micro_batch, grad_accum=grad_accum,
@@ -88,24 +99,32 @@ def plan(ctx, model, hardware, gpus, nodes, seq, global_batch, grad_accum, micro
                   max_gpu_mem_bytes=parse_size(max_gpu_mem, "--max-gpu-mem")
                   if max_gpu_mem else None, max_micro_batch=max_micro_batch, jobs=jobs)
     if ds_config:
-        return _plan_from(ctx, hw, mdl, ds_config, write_config, out, as_json, no_progress,
-                          **search)
+        return _plan_from(ctx, hw, mdl, ds_config, write_config, (out, config_for), as_json,
+                          no_progress, **search)
     with progress_bar("plan", "sim", no_progress) as bar:
         result = run_plan(hw, mdl, progress=bar.update, **search)
-    if out and result.ds_config is not None:
-        write_json(out, result.ds_config)
+    _write_out(result, out, config_for)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, default=str))
     else:
         click.echo(format_plan(result))
-        if out and result.ds_config is not None:
-            click.echo(f"wrote {out} (deepspeed --num_gpus {hw.gpus_per_node} train.py "
-                       f"--deepspeed {out})")
+        _say_out(result, out, config_for)
     if result.best is None:
         ctx.exit(1)
 
 
-def _plan_from(ctx, hw, mdl, ds_config, write_config, out, as_json, no_progress, **kw):
+def _write_out(result, out, config_for) -> None:
+    if out and result.best is not None:
+        write_json(out, result.trainer_config if config_for == "trainer" else result.ds_config)
+
+
+def _say_out(result, out, config_for) -> None:
+    """Where -o wrote, and the launch line with the arguments that fill its "auto"."""
+    if out and result.best is not None:
+        click.echo("\n".join(written_lines(result, out, config_for)))
+
+
+def _plan_from(ctx, hw, mdl, ds_config, write_config, out_for, as_json, no_progress, **kw):
     """plan --ds-config: yours, the proposal as key changes, --write-config with "auto" kept."""
     from tierlab.dsconfig.read import load_ds_config
     from tierlab.planner.from_config import format_from_config, plan_from_config, proposed_config
@@ -114,8 +133,7 @@ def _plan_from(ctx, hw, mdl, ds_config, write_config, out, as_json, no_progress,
     with progress_bar("plan", "sim", no_progress) as bar:
         result = plan_from_config(hw, mdl, cfg, where, progress=bar.update, **kw)
     proposed, told = proposed_config(cfg, result)
-    if out and result.plan.ds_config is not None:
-        write_json(out, result.plan.ds_config)
+    _write_out(result.plan, *out_for)
     if write_config:
         write_json(write_config, proposed)
     if as_json:
@@ -126,5 +144,6 @@ def _plan_from(ctx, hw, mdl, ds_config, write_config, out, as_json, no_progress,
             click.echo(f"* {line}")
         if write_config:
             click.echo(f"wrote {write_config} (your config with the changes above)")
+        _say_out(result.plan, *out_for)
     if result.plan.best is None:
         ctx.exit(1)

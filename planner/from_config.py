@@ -13,11 +13,13 @@ are named instead), so it drops into the HF Trainer, axolotl or LLaMA-Factory un
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from tierlab.errors import ConfigError
 from tierlab.planner.search import Search, add_ranges, format_plan, plan
+from tierlab.planner.trainer import trainer_native
 from tierlab.planner.variants import (Candidate, Placement, PlanResult, Request, Variant,
                                    base_ds_config, placements)
 
@@ -292,7 +294,18 @@ def proposed_config(user_cfg: Mapping[str, Any], result: FromConfig) -> tuple[di
                 new == (result.plan.best.variant.placement.stage == 3):
             continue        # DeepSpeed's default follows the stage: True at stage 3 only
         _set(out, result.base, key, new)
+    if is_preset(result.where):     # tierlab's own numbers (lr, betas, clipping) are not yours
+        out = trainer_native(out, batch=False)
+        told.append("the preset's optimizer hyper-parameters, gradient_clipping and fp16/bf16 "
+                    'are written "auto": your TrainingArguments fill them')
     return out, told
+
+
+def is_preset(where: str) -> bool:
+    """Whether a config read from `where` is one of tierlab's presets (profiles/configs/)."""
+    from tierlab.profiles.load import CONFIGS_DIR
+
+    return Path(where).resolve().parent == CONFIGS_DIR.resolve()
 
 
 # ----------------------------------------------------------------------------------------------

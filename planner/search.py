@@ -404,7 +404,9 @@ def plan(hardware, model, *, global_batch: int | None = None, grad_accum: int | 
         scaling = _nvme_scaling(s, nv, hardware.nvme_drives)
         notes.append(f"{nv.label}: " + _nvme_note(scaling, hardware.nvme_drives))
     return PlanResult(model=model.name, hardware=hardware.name, best=winner, alternatives=ranked,
-                      notes=notes, nvme_scaling=scaling, simulations=s.simulations)
+                      notes=notes, nvme_scaling=scaling, simulations=s.simulations,
+                      gpus_per_node=hardware.gpus_per_node, nodes=hardware.nodes,
+                      precision=precision)
 
 
 def _refuse_unevaluated(ranked: list[Candidate]) -> None:
@@ -420,7 +422,9 @@ def _refuse_unevaluated(ranked: list[Candidate]) -> None:
 
 def format_plan(result: PlanResult) -> str:
     """The ranked alternatives as a table, then the practical notes."""
-    lines = [f"plan: {result.model} on {result.hardware} ({result.simulations} simulations)",
+    scale = f"{result.scale}, " if result.nodes > 1 else ""
+    lines = [f"plan: {result.model} on {result.hardware} ({scale}{result.simulations} "
+             "simulations)",
              f"{'#':>2s}  {'placement':58s} {'mb':>3s} {'gas':>4s} {'ckpt':>4s} "
              f"{'step s (80% range)':>22s} "
              f"{'tokens/s':>10s}  verdict: why", "-" * 120]

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from tierlab.errors import ConfigError
+from tierlab.planner.trainer import launch_line, trainer_args, trainer_native
 
 log = logging.getLogger(__name__)
 
@@ -271,18 +272,51 @@ class PlanResult:
     nvme_scaling: list[dict] = field(default_factory=list)
     """[{nvme_drives, step_time_s, tokens_per_s, bottleneck, fits}] for the best NVMe config."""
     simulations: int = 0
+    gpus_per_node: int = 1
+    nodes: int = 1
+    precision: str = "bf16"
+    """The compute dtype every candidate was simulated in."""
+    trust: Mapping[str, Any] = field(default_factory=dict)
+    """Where the inputs of the answer come from (profiles/ranges.trust_of)."""
+
+    @property
+    def scale(self) -> str:
+        """'8 GPUs' on one node, '2 nodes x 8 GPUs' on several."""
+        gpus = f"{self.gpus_per_node} GPU{'s' * (self.gpus_per_node > 1)}"
+        return gpus if self.nodes == 1 else f"{self.nodes} nodes x {gpus}"
 
     @property
     def ds_config(self) -> dict | None:
         """The winner's ds_config, every modelled key explicit, ready for `deepspeed`."""
         return dict(self.best.ds_config) if self.best else None
 
+    @property
+    def trainer_config(self) -> dict | None:
+        """The winner's ds_config as the HF Trainer takes it: "auto" wherever the Trainer fills
+        a value (planner/trainer.py), what `plan -o` writes."""
+        return trainer_native(self.best.ds_config) if self.best else None
+
+    @property
+    def trainer_args(self) -> list[str]:
+        """The TrainingArguments flags that fill trainer_config's "auto" as simulated."""
+        if self.best is None:
+            return []
+        v = self.best.variant
+        return trainer_args(v.micro_batch, v.grad_accum, self.precision, v.checkpointing)
+
+    def launch(self, path: str) -> str:
+        """The launch line of the written config (multi-node: --hostfile, --num_nodes)."""
+        return launch_line(path, self.gpus_per_node, self.nodes, self.trainer_args)
+
     def to_dict(self) -> dict:
         return {"model": self.model, "hardware": self.hardware,
+                "gpus_per_node": self.gpus_per_node, "nodes": self.nodes,
+                "world_size": self.gpus_per_node * self.nodes, "precision": self.precision,
                 "best": self.best.to_dict() if self.best else None,
                 "alternatives": [c.to_dict() for c in self.alternatives], "notes": self.notes,
                 "nvme_scaling": self.nvme_scaling, "simulations": self.simulations,
-                "ds_config": self.ds_config}
+                "ds_config": self.ds_config, "trainer_config": self.trainer_config,
+                "trainer_args": self.trainer_args, "trust": dict(self.trust)}
 
 
 def base_ds_config(v: Variant, req: Request) -> dict:

@@ -150,11 +150,19 @@ def test_cli_plan_writes_ds_config(tmp_path):
     assert r.exit_code == 0, r.output
     assert "best:" in r.output and f"wrote {out}" in r.output
     cfg = json.loads(out.read_text())
-    assert cfg["train_batch_size"] == 8 and "zero_optimization" in cfg and "aio" in cfg
+    # for the HF Trainer: the batch is "auto" in the file, the launch line passes the global 8
+    assert cfg["train_batch_size"] == "auto" and "zero_optimization" in cfg and "aio" in cfg
+    words = r.output.split()
+    assert int(words[words.index("--per_device_train_batch_size") + 1]) * int(
+        words[words.index("--gradient_accumulation_steps") + 1]) == 8
     r = run("plan", "-m", "tinyllama-1.1b", "-H", WS, "--seq", "1024", "--micro-batch", "2",
             "--json")
     d = json.loads(r.output)
     assert d["best"]["micro_batch"] == 2 and d["ds_config"] and d["alternatives"]
+    assert d["ds_config"]["train_micro_batch_size_per_gpu"] == 2      # explicit, for the API
+    assert d["trainer_config"]["train_micro_batch_size_per_gpu"] == "auto"
+    assert d["trainer_args"][:2] == ["--per_device_train_batch_size", "2"]
+    assert (d["nodes"], d["gpus_per_node"]) == (1, 1)
 
 
 def test_cli_plan_nothing_fits_exits_1():
@@ -168,7 +176,7 @@ def test_cli_plan_nothing_fits_exits_1():
     (["--global-batch", "3", "-H", "dgx-a100"], "not divisible"),
     (["--micro-batch", "0"], "--micro-batch must be >= 1"),
     (["--global-batch", "8", "--grad-accum", "2"], "not both"),
-    (["--max-gpu-mem", "lots"], "cannot read quantity"),
+    (["--max-gpu-mem", "lots"], "--max-gpu-mem 'lots' needs a unit"),
     (["-m", "nope"], "unknown model 'nope'"),
 ])
 def test_cli_plan_bad_input(args, fragment):
