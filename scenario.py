@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from tierlab.bounds import check_ds_config, check_flag, check_model
 from tierlab.errors import ConfigError
 from tierlab.units import parse_size
 
@@ -99,6 +100,7 @@ def _check_counts(**values) -> None:
                                   or value < 1):
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 1 (an integer), "
                               f"got {value!r}")
+        check_flag(name, value)       # and within its physical bound (tierlab.bounds)
 
 
 def _hardware(hardware, gpus, nodes, cap_bytes):
@@ -132,6 +134,7 @@ def _model(model, seq):
     else:
         raise ConfigError(f"model: expected a profile name/path or a Model, got "
                           f"{type(model).__name__} (the order is model, hardware, ds_config)")
+    check_model(m, model if isinstance(model, str) else m.name)
     if seq is None and m.seq_len > DEFAULT_SEQ_CAP:
         note = (f"--seq not given: simulating {DEFAULT_SEQ_CAP:,} tokens per sequence, not "
                 f"{m.name}'s {m.seq_len:,} (pass --seq to change)")
@@ -208,6 +211,7 @@ def resolve(model: Any = DEFAULT_MODEL, hardware: Any = DEFAULT_HARDWARE,
     cfg = apply_overrides(cfg, _overrides(overrides))
     for key, value in (ds_keys or {}).items():
         set_dotted(cfg, key, value)
+    check_ds_config(cfg, where)
     if swap_dir:      # every NVMe offload's nvme_path, here and nowhere else
         cfg = with_swap_dir(cfg, swap_dir)
     # --precision as given; the GPU's default only fills "auto" the config leaves open, and a

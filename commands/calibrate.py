@@ -6,6 +6,7 @@ import sys
 import click
 
 from tierlab.errors import require
+from tierlab.safeio import check_not_input
 from tierlab.scenario import DEFAULT_HARDWARE
 
 
@@ -64,6 +65,8 @@ def calibrate(nvme_path, out, name, hardware, quick, raw, skip, sweep, from_raw)
 
     refuse_empty(out=out, raw=raw, from_raw=from_raw)
     if from_raw:
+        check_not_input(out, (from_raw,), "--out")       # --from-raw r.json --out r.json
+        check_not_input(raw, (from_raw,), "--raw")
         result = rebuild_from_raw(from_raw, name, out)
         paths = calibration_paths(out, result.hardware.name, raw)
     else:

@@ -11,7 +11,7 @@ import click
 from click.core import ParameterSource
 
 from tierlab.errors import ConfigError, Interrupted
-from tierlab.safeio import check_writable
+from tierlab.safeio import check_not_input, check_writable
 from tierlab.scenario import resolve
 
 SCENARIO_KEYS = ("model", "hardware", "ds_config", "overrides", "gpus", "nodes", "micro_batch",
@@ -64,8 +64,10 @@ def echo_problems(problems) -> bool:
     return any(p.severity == "error" for p in problems)
 
 
-def writable(path, what: str, folder: bool = False):
-    """Refuse an output that cannot be written now, before the long work (tierlab.safeio)."""
+def writable(path, what: str, folder: bool = False, inputs=()):
+    """Refuse an output that cannot be written now, before the long work, or that is one of
+    the verb's `inputs` (tierlab.safeio)."""
+    check_not_input(path, inputs, what)
     return check_writable(path, what, folder=folder) if path is not None else None
 
 

@@ -53,7 +53,8 @@ def plot(ctx, kind, compare, gpu_mem_cap, measurement, results, x_key, by, title
     from tierlab.validate.plot_style import image_targets
     from tierlab.validate.plot_sweep import sweep_figure
 
-    out = writable(f"tierlab-{kind}.png" if out is None else out, "--out")
+    out = writable(f"tierlab-{kind}.png" if out is None else out, "--out",
+                   inputs=(measurement, results, kw.get("model"), kw.get("ds_config")))
     for target in image_targets(out):
         writable(target, "--out")
     if kind == "sweep":

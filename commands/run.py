@@ -54,7 +54,7 @@ def run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_progr
 def _run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_progress, kw):
     import time as _time
 
-    from tierlab.safeio import free_folder
+    from tierlab.safeio import free_folder, safe_name
 
     require("torch", "deepspeed", "transformers", "psutil", what="tierlab run")
     from tierlab.runner.launch import launch_deepspeed
@@ -67,11 +67,12 @@ def _run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_prog
         raise ConfigError(f"--out {out_dir}: holds a measurement already; choose another folder "
                           "or pass --overwrite to replace it")
     writable(out_dir, "--out", folder=True)
+    writable(kw["swap_dir"], "--swap-dir", folder=True)      # a file is refused, not used
     opts = RunnerOptions(**{k: kw[k] for k in RUNNER_KEYS})
     sc = runner_scenario({k: kw[k] for k in SCENARIO_KEYS}, opts, gpu_mem_cap=kw["gpu_mem_cap"])
     echo_warnings(sc.warnings, sc.notes, quiet)
     out_dir = out_dir or str(free_folder(f"runs/{_time.strftime('%Y%m%d-%H%M%S')}-"
-                                         f"{sc.model.name}"))
+                                         f"{safe_name(sc.model.name)}"))
     writable(out_dir, "--out", folder=True)
     spec = runner_spec(sc, opts, out_dir, sc.config_where, breakdown=breakdown,
                        keep_swap=keep_swap)

@@ -30,7 +30,7 @@ def simulate(ctx, gpu_mem_cap, as_json, quiet, trace_path, strict, **kw):
     seq 1024)."""
     from tierlab.sim.result import format_result, format_table
 
-    writable(trace_path, "--trace")
+    writable(trace_path, "--trace", inputs=(kw["model"], kw["hardware"], kw["ds_config"]))
     configs = builtin_configs(ctx, kw)
     runs = []
     for cfg in configs:

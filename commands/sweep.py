@@ -9,6 +9,7 @@ from tierlab.commands.common import (echo_warnings, interrupted, progress_bar, s
                                      signals_raise, writable)
 from tierlab.commands.options import no_progress_option, quiet_option, scenario_options
 from tierlab.errors import ConfigError, Interrupted
+from tierlab.sweeps.keys import DEFAULT_MAX_POINTS, check_points
 
 
 @click.command()
@@ -36,12 +37,14 @@ from tierlab.errors import ConfigError, Interrupted
               help="Key on the plot's x axis (default: the first --vary key).")
 @click.option("--by", multiple=True, metavar="KEY",
               help="One plot line per value of this column (default: the other --vary keys).")
+@click.option("--max-points", type=click.IntRange(min=1), default=DEFAULT_MAX_POINTS,
+              show_default=True, help="Refuse a grid of more points than this.")
 @click.option("--list-keys", is_flag=True, help="List every key --vary accepts and exit.")
 @no_progress_option
 @quiet_option
 @click.pass_context
-def sweep(ctx, varies, out, jobs, memory_only, strict, plot_path, x_key, by, list_keys,
-          no_progress, quiet, **kw):
+def sweep(ctx, varies, out, jobs, memory_only, strict, plot_path, x_key, by, max_points,
+          list_keys, no_progress, quiet, **kw):
     """What-if grid over hardware, strategy, batch and model keys; one row per point.
 
     Invalid combinations are rows with the reason in `error`. Example:
@@ -57,6 +60,7 @@ def sweep(ctx, varies, out, jobs, memory_only, strict, plot_path, x_key, by, lis
     axes = [parse_vary(v) for v in varies]
     if not axes:
         raise ConfigError("empty grid: give at least one --vary KEY=V1,V2,...")
+    check_points(axes, max_points)
     writable(out, "--out")
     if plot_path:
         from tierlab.validate.plot_style import image_targets

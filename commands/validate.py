@@ -60,7 +60,7 @@ def validate(cases, hardware, out, max_error, as_json, train, software, loco, cl
     from tierlab.validate.workflow import mape_over, run_validation, validation_cases
 
     cases = validation_cases(cases, example)
-    writable(out, "--out", folder=True)
+    writable(out, "--out", folder=True, inputs=cases)
     sw = load_software(software)
     if loco or classes or strict or pool != "train":
         return _loco(cases, sw, hardware, out, max_error, as_json,

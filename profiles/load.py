@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 
+from tierlab.bounds import check_quantity
 from tierlab.errors import ConfigError
 from tierlab.units import parse_quantity, unit_of
 from tierlab.profiles.fields import SOFTWARE_TERMS, HardwareField, part_fields
@@ -100,7 +101,7 @@ class _Reader:
             raise ConfigError(f"{where}: empty source")
         name = field or key
         self.sources[name] = str(entry["source"])
-        value = parse_quantity(entry["value"], dimension, where)
+        value = check_quantity(parse_quantity(entry["value"], dimension, where), dimension, where)
         span = (parse_range(entry["range"], entry["value"], value, dimension, where)
                 if "range" in entry else default_range(name, value, self.sources[name]))
         if span is not None:

@@ -7,6 +7,7 @@ reproduced on CPU in tests/test_runner_preflight.py.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes.util
 import importlib.util
 import math
@@ -14,6 +15,7 @@ import mmap
 import os
 import re
 import shutil
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, Mapping
@@ -337,6 +339,52 @@ def probe_aio(load: bool = True) -> AioStatus:
     return AioStatus(lib, headers, built, loadable)
 
 
+LOCK_GRACE_S = 120.0
+"""A JIT-build lock younger than this is taken as a build still starting (torch's FileBaton
+file holds no pid to ask)."""
+
+
+def torch_extensions_dir(env: Mapping[str, str] | None = None) -> Path:
+    """Where torch JIT-builds ops: $TORCH_EXTENSIONS_DIR, else ~/.cache/torch_extensions."""
+    env = os.environ if env is None else env
+    return Path(env.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions")
+
+
+def _build_activity() -> tuple[list[Path], str]:
+    """(every process's working folder, all command lines joined): what a live build shows."""
+    cwds, cmds = [], []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            cwds.append(Path(os.readlink(proc / "cwd")))
+        with contextlib.suppress(OSError):
+            cmds.append((proc / "cmdline").read_bytes().replace(b"\0", b" ")
+                        .decode(errors="replace"))
+    return cwds, "\n".join(cmds)
+
+
+def stale_build_locks(root: Path | None = None, grace_s: float = LOCK_GRACE_S) -> list[Path]:
+    """`ROOT/*/<op>/lock` files (torch's FileBaton of a JIT op build) that no live process
+    holds: older than `grace_s`, and no process works in or names the op's build folder. A build
+    killed mid-way leaves one, and every later load of the op waits on it forever."""
+    root = torch_extensions_dir() if root is None else root
+    locks = [p for p in root.glob("*/*/lock") if p.is_file() and not p.is_symlink()
+             and time.time() - p.stat().st_mtime > grace_s]
+    if not locks:
+        return []
+    cwds, cmds = _build_activity()
+    return [lock for lock in locks
+            if str(lock.parent) not in cmds
+            and not any(c == lock.parent or lock.parent in c.parents for c in cwds)]
+
+
+def check_build_locks(locks: list[Path]) -> list[Problem]:
+    return [Problem("jit-lock", f"{lock}: a JIT build lock of DeepSpeed's {lock.parent.name} op "
+                    "with no live builder (a killed build); loading the op would wait on it "
+                    "forever", f"rm {lock}") for lock in locks]
+
+
 def _nearest_existing(path: Path) -> Path:
     p = path
     while not p.exists() and p != p.parent:
@@ -357,7 +405,8 @@ def probe_swap_path(path: str, block_bytes: int = 1 << 20) -> SwapPathStatus:
     free = shutil.disk_usage(base).free if base.exists() else None
     ok, err = False, "not tested"
     if writable and base.is_dir():
-        ok, err = _o_direct_roundtrip(base / f".tierlab-odirect-{os.getpid()}", block_bytes)
+        name = f".tierlab-odirect-{os.getpid()}-{os.urandom(4).hex()}"
+        ok, err = _o_direct_roundtrip(base / name, block_bytes)
     return SwapPathStatus(str(p), exists, creatable, is_dir, bool(writable), ok, err, free,
                           fs_type(base))
 
@@ -365,9 +414,12 @@ def probe_swap_path(path: str, block_bytes: int = 1 << 20) -> SwapPathStatus:
 def _o_direct_roundtrip(test_file: Path, nbytes: int) -> tuple[bool, str]:
     buf = mmap.mmap(-1, nbytes)        # page-aligned, as O_DIRECT requires
     buf.write(b"\xa5" * nbytes)
+    created = False
     try:
-        fd = os.open(test_file, os.O_CREAT | os.O_WRONLY | os.O_TRUNC | getattr(os, "O_DIRECT", 0),
-                     0o600)
+        # O_EXCL | O_NOFOLLOW: a file or symlink planted at the name is never written through
+        fd = os.open(test_file, os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_WRONLY
+                     | getattr(os, "O_DIRECT", 0), 0o600)
+        created = True
         try:
             os.write(fd, buf)
         finally:
@@ -384,10 +436,9 @@ def _o_direct_roundtrip(test_file: Path, nbytes: int) -> tuple[bool, str]:
     except OSError as e:
         return False, f"{e.strerror or e} (errno {e.errno})"
     finally:
-        try:
-            test_file.unlink()
-        except OSError:
-            pass
+        if created:           # only the file this probe made, never one planted there
+            with contextlib.suppress(OSError):
+                test_file.unlink()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -424,8 +475,10 @@ def run_preflight(hardware, model: Model, strategy: Strategy, *, env: Mapping[st
     problems += check_pinned(model, strategy, ram, hardware.gpus_per_node)
     problems += check_optimizer_buffers(model, strategy)
     problems += check_param_buffers(model, strategy)
+    stale = stale_build_locks() if probe else []
+    problems += check_build_locks(stale)
     if probe and "nvme" in (strategy.param_device, strategy.optimizer_device):
-        problems += check_aio(strategy, probe_aio())
+        problems += [] if stale else check_aio(strategy, probe_aio())
         problems += _check_swap_paths(model, strategy)
     return problems
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import errno
 import json
 import logging
@@ -15,12 +16,14 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 import time
 import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from tierlab.errors import ConfigError
 from tierlab.runner import ds_config as dsc
 from tierlab.runner import probes
 from tierlab.records.measurement import (FailureKind, Measurement, MeasurementWriter, Status,
@@ -339,10 +342,40 @@ def make_spec_batches(spec: RunSpec) -> Iterator:
                         seed=spec.seed + int(os.environ.get("RANK", "0")))
 
 
-def remove_swap(ds_config: dict) -> list[str]:
+def own_swap(ds_config: dict) -> tuple[dict, list[Path]]:
+    """(a copy of `ds_config` whose every NVMe `nvme_path` is a new folder of this process's
+    own inside the given one, those folders). The folder is made by mkdtemp (a unique name,
+    mode 0700): two runs sharing a --swap-dir never see, nor delete, each other's swap files,
+    and nothing another user planted there is used. A nvme_path that is a file: ConfigError."""
+    cfg = copy.deepcopy(ds_config)
+    zero = cfg.get("zero_optimization") or {}
+    made: dict[str, Path] = {}
+    for key in ("offload_param", "offload_optimizer"):
+        block = zero.get(key)
+        if not (isinstance(block, dict) and block.get("device") == "nvme"
+                and block.get("nvme_path")):
+            continue
+        given = str(block["nvme_path"])
+        if given not in made:
+            base = Path(given)
+            if os.path.lexists(base) and not base.is_dir():
+                raise ConfigError(f"--swap-dir / nvme_path {given}: is a file, not a folder")
+            try:
+                base.mkdir(parents=True, exist_ok=True)
+                made[given] = Path(tempfile.mkdtemp(prefix="tierlab-run-", dir=base))
+            except OSError as e:
+                raise ConfigError(f"--swap-dir / nvme_path {given}: cannot create a folder in "
+                                  f"it: {e.strerror or e}") from None
+        block["nvme_path"] = str(made[given])
+    return cfg, list(made.values())
+
+
+def remove_swap(folders: list[Path]) -> list[str]:
+    """Remove the swap folders this run made (own_swap), and nothing else: a folder that is
+    now a symlink is left alone (rmtree never follows one)."""
     removed = []
-    for d in dsc.swap_dirs(ds_config):
-        if d.exists():
+    for d in folders:
+        if d.is_dir() and not d.is_symlink():
             shutil.rmtree(d, ignore_errors=True)
             removed.append(str(d))
     return removed
@@ -386,6 +419,7 @@ def run(spec: RunSpec, on_step: Callable[[StepRecord], None] | None = None) -> M
     out_dir = Path(spec.out_dir) if rank == 0 else Path(spec.out_dir) / f"rank{rank}"
     paths = dsc.swap_paths(spec.ds_config)
     device = probes.block_device(paths[0]) if paths else None
+    own_cfg, own = own_swap(spec.ds_config)       # this run's own swap folders
     m = Measurement(run_id=new_run_id(), model=dict(spec.model), ds_config=spec.ds_config,
                     run={k: v for k, v in asdict(spec).items() if k not in ("model", "ds_config")},
                     versions=probes.library_versions(), host=probes.host_facts(paths),
@@ -397,7 +431,9 @@ def run(spec: RunSpec, on_step: Callable[[StepRecord], None] | None = None) -> M
         writer = MeasurementWriter(out_dir, m)
     except BaseException:
         _restore_signal_handlers(old)
+        remove_swap(own)
         raise
+    spec = replace(spec, ds_config=own_cfg)      # DeepSpeed swaps into the run's own folders
     cuda = _cuda()
     sampler = probes.Sampler(gpu_index=local_rank if cuda else None, swap_device=device).start()
     gc_clock = probes.GcClock()
@@ -427,7 +463,7 @@ def run(spec: RunSpec, on_step: Callable[[StepRecord], None] | None = None) -> M
         gc_clock.stop()
         samples = sampler.stop()
         if not spec.keep_swap:
-            m.run["swap_removed"] = remove_swap(spec.ds_config)
+            m.run["swap_removed"] = remove_swap(own)
     closed = writer.close(status, reason, kind, samples=samples, warmup_steps=spec.warmup_steps)
     _restore_signal_handlers(old)
     return closed

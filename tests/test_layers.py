@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 LAYERS: list[set[str]] = [
     {"errors"},
-    {"units"},
+    {"units", "bounds"},
     {"safeio"},
     {"profiles"},
     {"dsconfig"},

@@ -5,6 +5,7 @@ import math
 import shutil
 import signal
 import subprocess
+from pathlib import Path
 import time
 
 import pytest
@@ -49,8 +50,11 @@ def test_swap_files_written_read_back_and_removed(nvme_run):
     s = m.summary
     # every steady step reads and writes the optimizer state through O_DIRECT (diskstats)
     assert s["disk_read_bytes_per_step"] > 200e6 and s["disk_written_bytes_per_step"] > 200e6
-    assert m.run["swap_device"] and m.run["swap_removed"] == [str(swap / "zero_stage_3")]
-    assert not (swap / "zero_stage_3").exists()
+    # the run swapped into a folder of its own inside --swap-dir, and removed only that
+    removed = m.run["swap_removed"]
+    assert m.run["swap_device"] and len(removed) == 1
+    assert Path(removed[0]).parent == swap and Path(removed[0]).name.startswith("tierlab-run-")
+    assert not Path(removed[0]).exists() and not (swap / "zero_stage_3").exists()
 
 
 def test_measurement_is_complete(nvme_run):
