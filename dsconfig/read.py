@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from tierlab.errors import ConfigError
-from tierlab.dsconfig.schema import Rejected, load_schema, validate_model
+from tierlab.dsconfig.schema import Rejected, load_schema, refused, validate_model
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,10 @@ HF_FILLED = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_acc
 fills them (integrations/deepspeed.py trainer_config_process/finalize; the stage3_* pair only at
 stage 3). Every other "auto" inside a DeepSpeed config model is dropped to DeepSpeed's default."""
 
+
+HJSON_ONLY = "_tierlab_hjson_only"
+"""The key `loads` sets on a config JSON would refuse: its warning, which parse_ds_config
+reports with every other (a `_` key: DeepSpeed and ignored_keys read past it)."""
 
 RETIRED = {"aio.thread_count": ("is ignored by DeepSpeed since 0.16.4",
                                 "use aio.intra_op_parallelism")}
@@ -104,10 +108,9 @@ def loads(text: str, where: str) -> dict:
     try:
         json.loads(text)
     except (json.JSONDecodeError, RecursionError):
-        log.warning("%s: DeepSpeed reads this hjson (comments, trailing commas or a BOM) from a "
-                    "path, but "
-                    "the HF Trainer and accelerate load a ds_config file with json.load and "
-                    "refuse it", where)
+        data[HJSON_ONLY] = (f"{where}: DeepSpeed reads this hjson (comments, trailing commas or "
+                            "a BOM) from a path, but the HF Trainer and accelerate load a "
+                            "ds_config file with json.load and refuse it")
     return data
 
 
@@ -247,11 +250,13 @@ def _by_deepspeed(ds, block_name: str, block: Mapping) -> dict:
     try:
         obj = cls(**block)
     except pydantic.ValidationError as e:
-        err = e.errors()[0]
-        path = ".".join(str(p) for p in err["loc"])
-        msg = err["msg"].removeprefix("Assertion failed, ").removeprefix("Value error, ")
-        where = f"{block_name}.{path}" if path else _where_in_message(cls, msg, block_name)
-        raise Rejected(where, err["type"], msg) from None
+        items = []
+        for err in e.errors():          # every key pydantic refuses, not the first only
+            path = ".".join(str(p) for p in err["loc"])
+            msg = err["msg"].removeprefix("Assertion failed, ").removeprefix("Value error, ")
+            where = f"{block_name}.{path}" if path else _where_in_message(cls, msg, block_name)
+            items.append(Rejected(where, err["type"], msg))
+        refused(items)
     except (AssertionError, ValueError, TypeError) as e:
         raise Rejected(_where_in_message(cls, str(e), block_name), "assertion_error",
                        str(e)) from None
@@ -280,20 +285,21 @@ def _message(r: Rejected, where: str, schema: Mapping) -> str:
             for name, spec in schema["models"][model]["fields"].items():
                 if not spec.get("deprecated"):
                     valid.append(spec.get("alias") or name)
-        return (f"{where}: {r.loc} is not a key DeepSpeed 0.19.8 accepts (its config model "
+        return (f"{r.loc} is not a key DeepSpeed 0.19.8 accepts (its config model "
                 f"forbids unknown keys){_closest(parts[-1], valid)}")
-    return f"{where}: {r.loc}: {r.detail} (DeepSpeed 0.19.8 refuses it)"
+    return f"{r.loc}: {r.detail} (DeepSpeed 0.19.8 refuses it)"
 
 
-def _worded(r: Rejected, model: str, block: Mapping, name: str, schema: Mapping) -> Rejected:
-    """DeepSpeed's refusal in the table's words (one wording whichever is the authority) when
+def _worded(r: Rejected, model: str, block: Mapping, name: str, schema: Mapping) -> list[
+        Rejected]:
+    """DeepSpeed's refusals in the table's words (one wording whichever is the authority) where
     the table refuses the same key; else DeepSpeed's own."""
     try:
         validate_model(model, block, name, schema)
+        table = {}
     except Rejected as t:
-        if t.loc == r.loc:
-            return t
-    return r
+        table = {x.loc: x for x in t.items}
+    return [table.get(x.loc, x) for x in r.items]
 
 
 def legacy_blocks(cfg: Mapping[str, Any], where: str = "ds_config") -> tuple[dict, list[str]]:
@@ -396,30 +402,33 @@ def read(cfg: Mapping[str, Any], where: str = "ds_config", prefer: str = "auto")
         raise ConfigError("deepspeed is not importable")
     removed_top = ds["removed_top_level"] if ds else schema["removed_top_level"]
     removed_zero = ds["removed_zero"] if ds else schema["removed_zero"]
-    for key, why in removed_top.items():
-        if key in cfg:
-            raise ConfigError(f"{where}: {key}: DeepSpeed 0.19.8 refuses it: {why.strip()}")
+    # every key DeepSpeed refuses, in one pass (one line, "; " between them)
+    problems = [f"{key}: DeepSpeed 0.19.8 refuses it: {why.strip()}"
+                for key, why in removed_top.items() if key in cfg]
     zero = cfg.get("zero_optimization")
-    for key, why in removed_zero.items():
-        if isinstance(zero, Mapping) and key in zero:
-            raise ConfigError(f"{where}: zero_optimization.{key}: DeepSpeed 0.19.8 refuses it: "
-                              f"{why.strip()}")
+    problems += [f"zero_optimization.{key}: DeepSpeed 0.19.8 refuses it: {why.strip()}"
+                 for key, why in removed_zero.items() if isinstance(zero, Mapping) and key in zero]
     blocks = {}
     for name, model in schema["blocks"].items():
         if name in cfg and cfg[name] is None and name != "bf16":   # bf16: null -> bfloat16/{}
-            raise ConfigError(f"{where}: {name}: null (DeepSpeed 0.19.8 refuses it: it builds "
-                              "its config from an object)")
+            problems.append(f"{name}: null (DeepSpeed 0.19.8 refuses it: it builds its config "
+                            "from an object)")
+            continue
         block = cfg.get(name) or {}
         if not isinstance(block, Mapping):
-            raise ConfigError(f"{where}: {name} must be an object, got {block!r}")
+            problems.append(f"{name} must be an object, got {block!r}")
+            continue
         try:
             out = (_by_deepspeed(ds, name, block) if ds else
                    validate_model(model, block, name, schema))
         except Rejected as r:
-            raise ConfigError(_message(_worded(r, model, block, name, schema), where,
-                                       schema)) from None
+            items = _worded(r, model, block, name, schema) if ds else r.items
+            problems += [_message(x, where, schema) for x in items]
+            continue
         blocks[name] = _canonical(model, out, schema)
         warnings += _deprecations(name, block, schema, where)
+    if problems:
+        raise ConfigError(f"{where}: " + "; ".join(problems))
     warnings += [f"{where}: {i.text()}" for i in ignored_keys(cfg)]
     label = f"deepspeed {ds['version']}" if ds else f"table {schema['deepspeed_version']}"
     return cfg, Reading(blocks=blocks, warnings=tuple(warnings), authority=label)
@@ -436,10 +445,7 @@ def load_ds_config(name: str) -> tuple[dict, str]:
     path = find_config(name)
     # hjson, as DeepSpeedConfig reads a config path: comments, trailing commas, a BOM; a
     # duplicate key is refused
-    text = read_text(path)
-    if not text.strip():      # hjson reads an empty file as {}: DeepSpeed's defaults, unasked
-        raise ConfigError(f"{path}: empty file, expected a ds_config JSON object")
-    data = check_finite(loads(text, str(path)), str(path))
+    data = check_finite(loads(read_text(path), str(path)), str(path))
     return dict(data), str(path)
 
 

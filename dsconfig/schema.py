@@ -37,6 +37,34 @@ class Rejected(Exception):
         super().__init__(f"{loc}: {detail}")
         self.loc, self.kind, self.detail = loc, kind, detail
 
+    @property
+    def items(self) -> list["Rejected"]:
+        """Every refusal (one here; Rejections holds several)."""
+        return [self]
+
+
+class Rejections(Rejected):
+    """Several keys of one block refused at once (pydantic reports every field's error in one
+    ValidationError; so does the table), sorted by key; the first is `loc`/`detail`."""
+
+    def __init__(self, items: list[Rejected]):
+        self.all = sorted({(r.loc, r.kind, r.detail): r for r in items}.values(),
+                          key=lambda r: r.loc)
+        first = self.all[0]
+        super().__init__(first.loc, first.kind, first.detail)
+
+    @property
+    def items(self) -> list[Rejected]:
+        return list(self.all)
+
+
+def refused(items: list[Rejected]) -> None:
+    """Raise nothing for [], the one Rejected, or Rejections for several."""
+    if len(items) == 1:
+        raise items[0]
+    if items:
+        raise Rejections(items)
+
 
 @functools.lru_cache(maxsize=1)
 def load_schema(path: str = str(SCHEMA_PATH)) -> dict:
@@ -131,15 +159,16 @@ def _keyed(fields: Mapping, block: Mapping, loc: str) -> list[tuple[str, str, An
         names[name] = name
         if spec.get("alias"):
             names[spec["alias"]] = name
-    out = []
+    out, extra = [], []
     for key, value in block.items():
         name = names.get(key)
         alias = fields[name].get("alias") if name else None
         if name is None or (alias and key != alias and alias in block):
-            raise Rejected(f"{loc}.{key}" if loc else key, "extra_forbidden",
-                           "is not a key DeepSpeed 0.19.8 accepts here")
-        out.append((key, name, value))
-    return out
+            extra.append(Rejected(f"{loc}.{key}" if loc else key, "extra_forbidden",
+                                  "is not a key DeepSpeed 0.19.8 accepts here"))
+        else:
+            out.append((key, name, value))
+    return out, extra
 
 
 def validate_model(model: str, block: Any, loc: str, schema: Mapping | None = None) -> dict:
@@ -150,8 +179,14 @@ def validate_model(model: str, block: Any, loc: str, schema: Mapping | None = No
         raise Rejected(loc, "model_type", f"expected an object, got {block!r}")
     fields = schema["models"][model]["fields"]
     given = {k: v for k, v in block.items() if v != "auto"}
-    out = {name: _value(value, fields[name], f"{loc}.{key}" if loc else key, schema)
-           for key, name, value in _keyed(fields, given, loc)}
+    keyed, errors = _keyed(fields, given, loc)
+    out = {}
+    for key, name, value in keyed:          # every field's refusal, as pydantic reports them
+        try:
+            out[name] = _value(value, fields[name], f"{loc}.{key}" if loc else key, schema)
+        except Rejected as r:
+            errors += r.items
+    refused(errors)
     for rule in schema["models"][model].get("checks", ()):
         _CHECKS[rule](out, given, loc)
     for name in [n for n in out if fields[n].get("deprecated")]:

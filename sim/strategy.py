@@ -16,7 +16,9 @@ from typing import Any, Literal, Mapping, get_args
 
 from tierlab.errors import ConfigError
 from tierlab.safeio import first_non_finite
-from tierlab.dsconfig.read import TOP_LEVEL_KEYS
+from tierlab.dsconfig import optimizer as ds_optimizer
+from tierlab.dsconfig import parallel as ds_parallel
+from tierlab.dsconfig.read import HJSON_ONLY, TOP_LEVEL_KEYS
 
 log = logging.getLogger(__name__)
 
@@ -325,39 +327,55 @@ def _resolve_auto(cfg: dict, flags: Flags, precision: Precision) -> dict:
     return cfg
 
 
-def _batch(cfg: dict, flags: Flags) -> tuple[int, int, int]:
-    """DeepSpeed's batch identity; flags win over the file, "auto" is filled from flags."""
+BATCH_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
+
+
+def _batch(cfg: dict, flags: Flags, where: str = "ds_config") -> tuple[int, int, int]:
+    """(train_batch_size, micro batch, accumulation steps) as DeepSpeed 0.19.8 completes and
+    checks them (runtime/config.py:607-650 `_set_batch_related_parameters`, :590-605
+    `_batch_assertion`: train_batch_size == micro x accumulation x world size). --micro-batch
+    and --grad-accum replace the file's values (or fill "auto"); a train_batch_size the file
+    fixes is never rewritten: where the identity fails, the error names the file and each flag,
+    as the HF Trainer refuses a fixed value that mismatches its arguments
+    (integrations/deepspeed.py fill_match)."""
     dp = flags.world_size
-    tbs, mb, gas = (cfg.get(k) for k in ("train_batch_size", "train_micro_batch_size_per_gpu",
-                                         "gradient_accumulation_steps"))
-    for key, value in (("train_batch_size", tbs), ("train_micro_batch_size_per_gpu", mb),
-                       ("gradient_accumulation_steps", gas)):
+    for key in BATCH_KEYS:
+        value = cfg.get(key)
         if value not in (None, "auto") and (isinstance(value, bool) or not isinstance(value, int)
                                             or value < 1):
-            raise ConfigError(f"{key} must be a positive integer or \"auto\", got {value!r}")
+            raise ConfigError(f"{where}: {key} must be a positive integer or \"auto\", got "
+                              f"{value!r}")
+    fixed = {k: cfg[k] for k in BATCH_KEYS if cfg.get(k) not in (None, "auto")}
     if flags.micro_batch is not None:
-        if mb not in (None, "auto") and mb != flags.micro_batch:
-            log.info("train_micro_batch_size_per_gpu %s overridden by --micro-batch %s", mb,
-                     flags.micro_batch)
-        mb, tbs = flags.micro_batch, None if flags.grad_accum or gas not in (None, "auto") else tbs
+        if fixed.get(BATCH_KEYS[1], flags.micro_batch) != flags.micro_batch:
+            log.info("train_micro_batch_size_per_gpu %s overridden by --micro-batch %s",
+                     fixed[BATCH_KEYS[1]], flags.micro_batch)
+        fixed[BATCH_KEYS[1]] = flags.micro_batch
     if flags.grad_accum is not None:
-        gas, tbs = flags.grad_accum, None
-    mb, gas, tbs = (None if v == "auto" else v for v in (mb, gas, tbs))
-    if tbs is not None and mb is not None and gas is None:
-        gas = max(1, tbs // (mb * dp))
-    elif tbs is not None and gas is not None and mb is None:
-        if tbs % (gas * dp):
-            raise ConfigError(f"train_batch_size {tbs} is not divisible by "
-                              f"gradient_accumulation_steps {gas} x data parallel {dp}")
-        mb = tbs // (gas * dp)
-    elif tbs is not None and mb is None and gas is None:
-        gas = 1
-        if tbs % dp:
-            raise ConfigError(f"train_batch_size {tbs} is not divisible by data parallel {dp}")
-        mb = tbs // dp
-    mb = mb or 1
-    gas = gas or 1
-    return (tbs if tbs is not None else mb * gas * dp), mb, gas
+        fixed[BATCH_KEYS[2]] = flags.grad_accum
+    tbs, mb, gas = (fixed.get(k) for k in BATCH_KEYS)
+    if tbs is None:
+        mb, gas = mb or 1, gas or 1
+        return mb * gas * dp, mb, gas
+    if mb is not None and gas is None:
+        gas = tbs // mb // dp
+    elif gas is not None and mb is None:
+        mb = tbs // dp // gas
+    elif mb is None:
+        mb, gas = tbs // dp, 1
+    if mb < 1 or gas < 1 or mb * gas * dp != tbs:
+        def said(key, flag):
+            given = getattr(flags, {"--micro-batch": "micro_batch",
+                                    "--grad-accum": "grad_accum"}[flag]) is not None
+            return flag if given else "the file" if key in cfg and cfg[key] != "auto" else \
+                "derived"
+        raise ConfigError(
+            f"{where}: train_batch_size {tbs} != train_micro_batch_size_per_gpu {mb} "
+            f"({said(BATCH_KEYS[1], '--micro-batch')}) x gradient_accumulation_steps {gas} "
+            f"({said(BATCH_KEYS[2], '--grad-accum')}) x {dp} GPU(s) (train_batch_size fixed by "
+            "the file); DeepSpeed 0.19.8 and the HF Trainer refuse it (runtime/config.py _batch_assertion); set train_batch_size to "
+            "\"auto\" in the file or pass values that multiply to it")
+    return tbs, mb, gas
 
 
 def _enabled(cfg: Mapping, block: str):
@@ -473,15 +491,22 @@ def parse_ds_config(cfg: Mapping[str, Any], flags: Flags = Flags(),
         raise ConfigError(f"{where}: the top level must be a JSON object")
     _check_blocks(cfg, where)
     _refuse_expert_parallel(cfg, where)
-    cfg, legacy = legacy_blocks(copy.deepcopy(dict(cfg)), where)     # bfloat16 -> bf16 first
+    cfg = copy.deepcopy(dict(cfg))
+    hjson_note = [cfg.pop(HJSON_ONLY)] if HJSON_ONLY in cfg else []
+    cfg, legacy = legacy_blocks(cfg, where)     # bfloat16 -> bf16 first
     precision, warnings = _precision(cfg, flags, where)
+    warnings = hjson_note + warnings
     cfg = _resolve_auto(cfg, flags, precision)
-    if "optimizer" not in cfg:
-        cfg["optimizer"] = copy.deepcopy(NO_OPTIMIZER_BLOCK)
+    if not isinstance(cfg.get("optimizer"), Mapping) or "type" not in cfg["optimizer"]:
+        # no type: DeepSpeed builds no optimizer (engine.py has_optimizer; config.py:289)
+        given = cfg.get("optimizer") if isinstance(cfg.get("optimizer"), Mapping) else {}
+        cfg["optimizer"] = {**copy.deepcopy(NO_OPTIMIZER_BLOCK), **given,
+                            "type": NO_OPTIMIZER_BLOCK["type"]}
         warnings.append(
-            f"{where} has no optimizer block: tierlab simulates and runs DeepSpeed's AdamW "
-            "(DeepSpeedCPUAdam when offloaded; DeepSpeed alone would train nothing); the "
-            "Hugging Face Trainer passes torch's AdamW instead, slower on the CPU than predicted")
+            f"{where} has no optimizer {'type' if given else 'block'}: tierlab simulates and "
+            "runs DeepSpeed's AdamW (DeepSpeedCPUAdam when offloaded; DeepSpeed alone would "
+            "train nothing); the Hugging Face Trainer passes torch's AdamW instead, slower on "
+            "the CPU than predicted")
     cfg, reading = read(cfg, where, prefer=judge)
     warnings = legacy + list(reading.warnings) + warnings
     _refuse_activation_checkpointing(cfg, where)
@@ -492,9 +517,10 @@ def parse_ds_config(cfg: Mapping[str, Any], flags: Flags = Flags(),
         raise ConfigError(f"{where}: {e}") from None
     try:
         _check_zero(zero, warnings)
-        tbs, mb, gas = _batch(cfg, flags)
     except ConfigError as e:
         raise ConfigError(f"{where}: {e}") from None
+    _refuse_unmodelled(cfg, zero, where)
+    tbs, mb, gas = _batch(cfg, flags, where)
     clip = cfg.get("gradient_clipping", 1.0)   # runtime/constants.py GRADIENT_CLIPPING_DEFAULT
     if isinstance(clip, bool) or not isinstance(clip, (int, float)) or not math.isfinite(clip):
         raise ConfigError(f"{where}: gradient_clipping must be a finite number, got {clip!r}")
@@ -506,6 +532,15 @@ def parse_ds_config(cfg: Mapping[str, Any], flags: Flags = Flags(),
                         activation_checkpointing=flags.activation_checkpointing,
                         gradient_clipping=float(clip), raw=cfg)
     return strategy, warnings
+
+
+def _refuse_unmodelled(cfg: Mapping[str, Any], zero: Zero, where: str) -> None:
+    """The optimizer DeepSpeed refuses or tierlab does not time (dsconfig/optimizer.py) and the
+    parallelism beyond ZeRO data parallelism (dsconfig/parallel.py): every one in one line."""
+    device = zero.offload_optimizer.device if zero.stage >= 1 else "none"
+    problems = (ds_optimizer.judge(cfg, zero.stage, device) + ds_parallel.refusals(cfg))
+    if problems:
+        raise ConfigError(f"{where}: " + "; ".join(problems))
 
 
 def _check_zero(zero: Zero, warnings: list[str]) -> None:

@@ -60,7 +60,8 @@ def test_batch_identity_checked():
     with pytest.raises(ConfigError, match="train_batch_size 10 != train_micro_batch_size_per_gpu 2"):
         parse_ds_config({"train_batch_size": 10, "train_micro_batch_size_per_gpu": 2,
                          "gradient_accumulation_steps": 4})
-    with pytest.raises(ConfigError, match="not divisible"):
+    with pytest.raises(ConfigError, match=r"train_batch_size 9 != train_micro_batch_size_per_gpu "
+                       r"4 \(derived\) x gradient_accumulation_steps 2 \(the file\)"):
         parse_ds_config({"train_batch_size": 9, "gradient_accumulation_steps": 2})
     s, _ = parse_ds_config({"train_batch_size": 32, "gradient_accumulation_steps": 2},
                            Flags(world_size=4))
@@ -130,3 +131,63 @@ def test_gradient_clipping_left_out_is_deepspeeds_default():
     s, _ = parse_ds_config({"train_micro_batch_size_per_gpu": 1, "gradient_clipping": 0.0},
                            Flags(micro_batch=1))
     assert s.gradient_clipping == 0.0
+
+
+BATCHES = [  # (file's batch keys, --micro-batch, --grad-accum, GPUs)
+    ({"train_batch_size": 32, "gradient_accumulation_steps": 2}, None, None, 4),
+    ({"train_batch_size": 32, "gradient_accumulation_steps": 2}, 4, None, 4),
+    ({"train_batch_size": 32, "gradient_accumulation_steps": 2}, 2, None, 4),
+    ({"train_batch_size": 32, "gradient_accumulation_steps": 4}, None, 2, 4),
+    ({"train_batch_size": 32, "train_micro_batch_size_per_gpu": 2}, None, None, 4),
+    ({"train_batch_size": 30, "train_micro_batch_size_per_gpu": 4}, None, None, 4),
+    ({"train_batch_size": 32}, 8, None, 4), ({"train_batch_size": 32}, 3, None, 4),
+    ({"train_batch_size": 6}, None, None, 4), ({"train_batch_size": 8}, None, None, 4),
+    ({"train_micro_batch_size_per_gpu": 2}, None, 3, 2),
+    ({"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2,
+      "gradient_accumulation_steps": 4}, None, None, 8),
+    ({"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2,
+      "gradient_accumulation_steps": 4}, 4, None, 8),
+    ({"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
+      "gradient_accumulation_steps": 2}, 3, None, 2),
+]
+
+
+def _deepspeed_batch(cfg: dict, world: int, monkeypatch):
+    """DeepSpeedConfig's own (train_batch_size, micro, accumulation), or None where it refuses."""
+    from deepspeed.runtime import config as dsc
+
+    monkeypatch.setattr(dsc.dist, "get_rank", lambda *a, **k: 0)
+    monkeypatch.setattr(dsc.dist, "get_world_size", lambda *a, **k: world)
+    try:
+        c = dsc.DeepSpeedConfig(cfg)
+    except AssertionError:
+        return None
+    return c.train_batch_size, c.train_micro_batch_size_per_gpu, c.gradient_accumulation_steps
+
+
+@pytest.mark.parametrize("keys, mb, gas, gpus", BATCHES, ids=repr)
+def test_batch_is_deepspeeds(keys, mb, gas, gpus, monkeypatch):
+    """The batch DeepSpeed 0.19.8 trains with the file's values and the flags' (a flag replaces
+    or fills its key, as the HF Trainer's arguments do) is tierlab's; where DeepSpeed refuses it,
+    tierlab refuses it naming the file and every flag given, never rewriting train_batch_size."""
+    cfg = {**keys, "zero_optimization": {"stage": 2}}
+    given = {k: v for k, v in keys.items() if v != "auto"}
+    if mb is not None:
+        given["train_micro_batch_size_per_gpu"] = mb
+    if gas is not None:
+        given["gradient_accumulation_steps"] = gas
+    if "train_batch_size" not in given and "train_micro_batch_size_per_gpu" not in given:
+        given["train_micro_batch_size_per_gpu"] = 1
+    ds = _deepspeed_batch(given, gpus, monkeypatch)
+    flags = Flags(micro_batch=mb, grad_accum=gas, world_size=gpus)
+    if ds is None:
+        with pytest.raises(ConfigError) as e:
+            parse_ds_config(cfg, flags, where="mine.json")
+        text = str(e.value)
+        assert text.startswith("mine.json: train_batch_size ") and "\n" not in text
+        for flag, value in (("--micro-batch", mb), ("--grad-accum", gas)):
+            assert (f"({flag})" in text) == (value is not None), text
+    else:
+        s, _ = parse_ds_config(cfg, flags, where="mine.json")
+        assert (s.train_batch_size, s.train_micro_batch_size_per_gpu,
+                s.gradient_accumulation_steps) == ds
