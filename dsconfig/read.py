@@ -445,7 +445,10 @@ def load_ds_config(name: str) -> tuple[dict, str]:
     path = find_config(name)
     # hjson, as DeepSpeedConfig reads a config path: comments, trailing commas, a BOM; a
     # duplicate key is refused
-    data = check_finite(loads(read_text(path), str(path)), str(path))
+    text = read_text(path)
+    if not text.strip():      # hjson reads an empty file as {}: DeepSpeed's defaults, unasked
+        raise ConfigError(f"{path}: empty file, expected a ds_config JSON object")
+    data = check_finite(loads(text, str(path)), str(path))
     return dict(data), str(path)
 
 
