@@ -59,7 +59,9 @@ def _grid() -> list[dict]:
     g.append(_point("open-llama-3b", "workstation-rtx3090", "zero3-nvme", sets=PARAM_NVME,
                     mb=2, gas=2))
     g.append(_point("open-llama-3b", "dgx-h100", "zero2-cpu", gas=4, gpus=1, seq=2048))
-    g.append(_point("llama-3b", "hgx-a100-icelake", "offload-example", gas=2, gpus=2))
+    # offload-example fixes train_batch_size 8: DeepSpeed refuses mb 4 x gas 2 x 2 GPUs against it
+    g.append(_point("llama-3b", "hgx-a100-icelake", "offload-example", gas=2, gpus=2,
+                    sets=("train_batch_size=16",)))
     g.append(_point("gpt2-10b", "dgx-2", "zero3-nvme", sets=PARAM_NVME, gpus=2, mb=2))
     g.append(_point("gpt2-10b", "dgx-2", "zero3-cpu", gpus=16, nodes=2, gas=2))
     for gpus, nodes in ((8, 2), (2, 1)):
