@@ -158,24 +158,29 @@ def check_model(model: Any, where: str) -> Any:
     return model
 
 
-def dotted(cfg: Mapping, key: str) -> Any:
-    """cfg['a']['b'] for 'a.b'; None where a block is missing or not a mapping."""
+def dotted(cfg: Mapping, key: str, where: str = "ds_config") -> Any:
+    """cfg['a']['b'] for 'a.b'; None where a block is missing or null; a block that holds
+    something other than a mapping (`optimizer.params: "x"`) is a ConfigError."""
     node: Any = cfg
-    for part in key.split("."):
-        if not isinstance(node, Mapping) or part not in node:
+    parts = key.split(".")
+    for i, part in enumerate(parts):
+        if node is None:
             return None
-        node = node[part]
+        if not isinstance(node, Mapping):
+            raise ConfigError(f"{where}: {'.'.join(parts[:i])}: expected a mapping (a JSON "
+                              f"object), got {node!r}")
+        node = node.get(part)
     return node
 
 
 def check_ds_config(cfg: Mapping, where: str) -> Mapping:
     """Every bounded ds_config key that holds a value other than "auto" (or null)."""
     for key, bound in DS_CONFIG.items():
-        value = dotted(cfg, key)
+        value = dotted(cfg, key, where)
         if value is None or value == "auto":
             continue
         check(value, bound, f"{where}: {key}")
-    betas = dotted(cfg, "optimizer.params.betas")
+    betas = dotted(cfg, "optimizer.params.betas", where)
     if betas is not None and betas != "auto":      # "auto": the HF Trainer fills it
         if not isinstance(betas, (list, tuple)) or len(betas) != 2:
             raise ConfigError(f"{where}: optimizer.params.betas: expected [beta1, beta2], "

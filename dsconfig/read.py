@@ -448,7 +448,12 @@ def load_ds_config(name: str) -> tuple[dict, str]:
     text = read_text(path)
     if not text.strip():      # hjson reads an empty file as {}: DeepSpeed's defaults, unasked
         raise ConfigError(f"{path}: empty file, expected a ds_config JSON object")
-    data = check_finite(loads(text, str(path)), str(path))
+    try:
+        data = check_finite(loads(text, str(path)), str(path))
+    except ConfigError:
+        raise
+    except ValueError as e:           # an integer of more than 4300 digits
+        raise ConfigError(f"{path}: malformed JSON: {e}") from None
     return dict(data), str(path)
 
 
