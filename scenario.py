@@ -58,7 +58,9 @@ class Scenario:
     def describe(self) -> str:
         """One line: model, hardware, GPUs, config and what it does, batch, seq, precision."""
         s, hw = self.strategy, self.hardware
-        return (f"{self.model.name} on {hw.name} ({hw.world_size} GPU), {self.config_name}: "
+        gpus = (f"{hw.world_size} GPU" if hw.nodes == 1 else
+                f"{hw.nodes} nodes x {hw.gpus_per_node} GPU")
+        return (f"{self.model.name} on {hw.name} ({gpus}), {self.config_name}: "
                 f"ZeRO-{s.zero.stage}, params on {s.param_device}, optimizer on "
                 f"{s.optimizer_device}, micro-batch {s.train_micro_batch_size_per_gpu}, "
                 f"grad accum {s.gradient_accumulation_steps}, seq {self.model.seq_len}, "
@@ -68,6 +70,7 @@ class Scenario:
         """The scenario's names and sizes for a JSON output."""
         return {"model": self.model.name, "hardware": self.hardware.name,
                 "ds_config": self.config_where, "world_size": self.hardware.world_size,
+                "nodes": self.hardware.nodes, "gpus_per_node": self.hardware.gpus_per_node,
                 "seq_len": self.model.seq_len,
                 "micro_batch": self.strategy.train_micro_batch_size_per_gpu,
                 "grad_accum": self.strategy.gradient_accumulation_steps,

@@ -5,7 +5,7 @@ import json
 
 import click
 
-from tierlab.commands.common import echo_warnings, options, scenario_of
+from tierlab.commands.common import echo_warnings, options, scenario_of, trust_line
 from tierlab.commands.options import gpu_mem_cap_option, json_option, quiet_option, \
     scenario_options
 
@@ -16,6 +16,7 @@ from tierlab.commands.options import gpu_mem_cap_option, json_option, quiet_opti
 def memory(gpu_mem_cap, as_json, quiet, **kw):
     """Per-tier memory plan: GPU (per rank), host RAM and NVMe (per node), fits, binding tier,
     and a margin line where the overheads' ranges straddle a tier's capacity."""
+    from tierlab.profiles.ranges import trust_of
     from tierlab.sim.memory import format_memory
     from tierlab.sim.ranges import memory_margin
 
@@ -23,10 +24,12 @@ def memory(gpu_mem_cap, as_json, quiet, **kw):
     echo_warnings(sc.warnings, sc.notes, quiet or as_json)
     plan = sc.memory()
     margin = memory_margin(plan, sc.hardware, sc.software)    # overheads' ranges (docs/ranges.md)
+    trust = trust_of(sc.hardware, sc.software, (), memory=True)
     if as_json:
-        click.echo(json.dumps({**sc.header(), **plan.to_dict(), "memory_margin": margin},
-                              indent=2))
+        click.echo(json.dumps({**sc.header(), **plan.to_dict(), "memory_margin": margin,
+                               "trust": trust}, indent=2))
     else:
         click.echo(format_memory(plan, sc.describe()))
         for m in margin.values():
             click.echo(f"  margin: {m['statement']}")
+        click.echo(trust_line(trust))

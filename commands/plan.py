@@ -6,7 +6,8 @@ import json
 import click
 
 from tierlab.bounds import check_flag
-from tierlab.commands.common import echo_warnings, finite, options, progress_bar, writable
+from tierlab.commands.common import (echo_warnings, finite, options, progress_bar, trust_line,
+                                     writable)
 from tierlab.commands.options import (gpus_option, hardware_option, json_option, model_option,
                                       no_progress_option, nodes_option, quiet_option, seq_option)
 from tierlab.errors import ConfigError
@@ -103,7 +104,8 @@ def plan(ctx, model, hardware, gpus, nodes, seq, global_batch, grad_accum, micro
                           no_progress, **search)
     with progress_bar("plan", "sim", no_progress) as bar:
         result = run_plan(hw, mdl, progress=bar.update, **search)
-    _write_out(result, out, config_for)
+    if out and result.best is not None:
+        write_json(out, result.written_config(config_for))
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, default=str))
     else:
@@ -113,13 +115,9 @@ def plan(ctx, model, hardware, gpus, nodes, seq, global_batch, grad_accum, micro
         ctx.exit(1)
 
 
-def _write_out(result, out, config_for) -> None:
-    if out and result.best is not None:
-        write_json(out, result.trainer_config if config_for == "trainer" else result.ds_config)
-
-
 def _say_out(result, out, config_for) -> None:
-    """Where -o wrote, and the launch line with the arguments that fill its "auto"."""
+    """Where the inputs come from; where -o wrote, and the launch line that fills its "auto"."""
+    click.echo(trust_line(result.trust))
     if out and result.best is not None:
         click.echo("\n".join(written_lines(result, out, config_for)))
 
@@ -133,7 +131,8 @@ def _plan_from(ctx, hw, mdl, ds_config, write_config, out_for, as_json, no_progr
     with progress_bar("plan", "sim", no_progress) as bar:
         result = plan_from_config(hw, mdl, cfg, where, progress=bar.update, **kw)
     proposed, told = proposed_config(cfg, result)
-    _write_out(result.plan, *out_for)
+    if out_for[0] and result.plan.best is not None:
+        write_json(out_for[0], result.plan.written_config(out_for[1]))
     if write_config:
         write_json(write_config, proposed)
     if as_json:

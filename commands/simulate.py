@@ -5,7 +5,7 @@ import json
 
 import click
 
-from tierlab.commands.common import echo_warnings, options, scenario_of, writable
+from tierlab.commands.common import echo_warnings, options, scenario_of, trust_line, writable
 from tierlab.commands.options import builtin_configs, gpu_mem_cap_option, json_option, \
     quiet_option, scenario_options
 from tierlab.safeio import write_json
@@ -28,6 +28,7 @@ def simulate(ctx, gpu_mem_cap, as_json, quiet, trace_path, strict, **kw):
     With no --model/--hardware/--ds-config it compares the presets no-offload, zero2-cpu,
     zero3-cpu and zero3-nvme for TinyLlama-1.1B on the RTX 3070 workstation (micro-batch 4,
     seq 1024)."""
+    from tierlab.profiles.ranges import trust_of
     from tierlab.sim.result import format_result, format_table
 
     writable(trace_path, "--trace", inputs=(kw["model"], kw["hardware"], kw["ds_config"]))
@@ -39,16 +40,19 @@ def simulate(ctx, gpu_mem_cap, as_json, quiet, trace_path, strict, **kw):
         runs.append((sc, sc.simulate(strict=strict, ranges=True)))
     if trace_path:
         write_json(trace_path, runs[-1][1].trace_events())
+    trust = [trust_of(sc.hardware, sc.software, [k for k, v in r.busy_s.items() if v > 0])
+             for sc, r in runs]
     if len(runs) == 1:
         sc, r = runs[0]
-        click.echo(json.dumps(r.to_dict(), indent=2, default=str) if as_json
-                   else format_result(r, sc.describe()))
+        click.echo(json.dumps({**r.to_dict(), "trust": trust[0]}, indent=2, default=str)
+                   if as_json else f"{format_result(r, sc.describe())}\n{trust_line(trust[0])}")
     elif as_json:
-        click.echo(json.dumps([{"config": sc.config_name, **r.to_dict()} for sc, r in runs],
-                              indent=2, default=str))
+        click.echo(json.dumps([{"config": sc.config_name, **r.to_dict(), "trust": t}
+                               for (sc, r), t in zip(runs, trust)], indent=2, default=str))
     else:
         sc = runs[0][0]
         click.echo(format_table([(sc.config_name, r) for sc, r in runs],
                                 f"{sc.model.name} on {sc.hardware.name}, micro-batch "
                                 f"{sc.strategy.train_micro_batch_size_per_gpu}, seq "
                                 f"{sc.model.seq_len}:"))
+        click.echo(trust_line({k: v for t in trust for k, v in t.items()}))

@@ -404,9 +404,21 @@ def plan(hardware, model, *, global_batch: int | None = None, grad_accum: int | 
         scaling = _nvme_scaling(s, nv, hardware.nvme_drives)
         notes.append(f"{nv.label}: " + _nvme_note(scaling, hardware.nvme_drives))
     return PlanResult(model=model.name, hardware=hardware.name, best=winner, alternatives=ranked,
+                      trust=plan_trust(hardware, winner),
                       notes=notes, nvme_scaling=scaling, simulations=s.simulations,
                       gpus_per_node=hardware.gpus_per_node, nodes=hardware.nodes,
                       precision=precision)
+
+
+def plan_trust(hardware, best: Candidate | None) -> dict:
+    """Where the winner's prediction comes from: the inputs of each resource it keeps busy
+    (profiles/ranges.trust_of), with the software profile the simulations used."""
+    from tierlab.profiles.ranges import trust_of
+    from tierlab.sim.host_costs import software_for
+    from tierlab.sim.resources import RESOURCES
+
+    used = [r for r in RESOURCES if best is not None and (best.result.get(f"busy_{r}_s") or 0) > 0]
+    return trust_of(hardware, software_for(hardware, None), used, memory=True)
 
 
 def _refuse_unevaluated(ranked: list[Candidate]) -> None:

@@ -296,6 +296,10 @@ class PlanResult:
         a value (planner/trainer.py), what `plan -o` writes."""
         return trainer_native(self.best.ds_config) if self.best else None
 
+    def written_config(self, config_for: str) -> dict | None:
+        """What `plan -o` writes: trainer_config ('trainer') or ds_config ('deepspeed')."""
+        return self.trainer_config if config_for == "trainer" else self.ds_config
+
     @property
     def trainer_args(self) -> list[str]:
         """The TrainingArguments flags that fill trainer_config's "auto" as simulated."""

@@ -15,6 +15,9 @@ Which fields are uncertain at all is a property of the field, by its name (SI un
 """
 from __future__ import annotations
 
+import re
+from typing import Any, Iterable
+
 EXACT_FIELDS = frozenset({"hbm_bytes", "dram_bytes", "capacity_bytes", "sockets", "cores",
                           "gpus_per_node", "nvme_drives", "nodes", "gpus_per_switch",
                           "nvme_per_switch"})
@@ -52,7 +55,7 @@ def source_kind(source: str) -> str:
     text = source.strip().lower()
     if text.startswith("measured"):
         return "measured"
-    if text.startswith("fitted"):
+    if text.startswith(("fitted", "refitted")):
         return "fitted"
     if any(w in text for w in _ESTIMATE_WORDS):
         return "estimate"
@@ -79,3 +82,78 @@ def default_range(field: str, value: float, source: str) -> tuple[float, float] 
         return None
     lo, hi = DEFAULT_RANGES[source_kind(source)][cls]
     return (value * lo, value * hi)
+
+
+# ----------------------------------------------------------------------------------------------
+# trust: where the inputs of an answer come from
+
+KIND_ORDER = ("measured", "fitted", "datasheet", "estimate")
+"""Source kinds, most certain first: a group of inputs is as sure as its least certain one."""
+TRUST_INPUTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    # resource (sim/resources.py) -> (profile part, the fields that time its work)
+    "gpu_compute": ("gpu", ("matmul_efficiency",)),     # peak_flops is a definition (exact)
+    "gpu_comm": ("gpu", ("nvlink_bandwidth_Bps",)),
+    "pcie_h2d": ("pcie", ("h2d_pinned_Bps", "h2d_pageable_Bps")),
+    "pcie_d2h": ("pcie", ("d2h_pinned_Bps", "d2h_pageable_Bps")),
+    "cpu_adam": ("cpu", ("adam_params_per_s",)),
+    "nvme_read": ("nvme", ("read_bandwidth_Bps",)),
+    "nvme_write": ("nvme", ("write_bandwidth_Bps",)),
+    "network": ("network", ("nic_bandwidth_Bps",)),
+    "cpu_host": ("software", ()),                       # every term of the software profile
+}
+"""What each resource's speed is read from, for the trust line of a prediction."""
+MEMORY_INPUTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "GPU memory overhead": ("gpu", ("cuda_context_bytes",)),
+    "host process baseline": ("software", ("process_baseline_bytes",)),
+}
+"""The memory plan's uncertain inputs (capacities are exact: a datasheet or the OS states them)."""
+
+
+def _sources(hardware: Any, software: Any, part: str) -> dict:
+    if part == "software":
+        return dict(getattr(software, "sources", None) or {})
+    obj = getattr(hardware, part, None)
+    return dict(getattr(obj, "sources", None) or {})
+
+
+def trust_entry(hardware: Any, software: Any, part: str, fields: Iterable[str]) -> dict:
+    """{kind, calibrated, measured_on, date, inputs: {part.field: kind}} of one group of inputs;
+    kind is the least certain of them; measured_on names the system the measured ones came
+    with (the profile `tierlab calibrate` wrote on that machine)."""
+    sources = _sources(hardware, software, part)
+    names = list(fields) or sorted(sources)
+    inputs = {f"{part}.{f}": source_kind(sources[f]) for f in names if f in sources}
+    if not inputs:
+        return {"kind": "estimate", "calibrated": False, "measured_on": None, "date": None,
+                "inputs": {}}
+    kind = max(inputs.values(), key=KIND_ORDER.index)
+    dates = sorted({m.group(0) for f in names if f in sources and inputs[f"{part}.{f}"] ==
+                    "measured" for m in [re.search(r"\d{4}-\d{2}-\d{2}", sources[f])] if m})
+    # the software profile's terms were fitted and measured on the project's test hosts, never
+    # on this hardware: they are not a calibration of it
+    measured = "measured" in inputs.values() and part != "software"
+    return {"kind": kind, "calibrated": measured,
+            "measured_on": getattr(hardware, "name", None) if measured else None,
+            "date": dates[-1] if dates else None, "inputs": inputs}
+
+
+def trust_of(hardware: Any, software: Any = None, resources: Iterable[str] | None = None,
+             memory: bool = False) -> dict[str, dict]:
+    """Where a prediction's inputs come from: resource -> trust_entry, for `resources` (default:
+    all of TRUST_INPUTS), plus MEMORY_INPUTS' groups with `memory`."""
+    names = TRUST_INPUTS if resources is None else resources
+    groups = {r: TRUST_INPUTS[r] for r in names if r in TRUST_INPUTS}
+    if memory:
+        groups = {**groups, **MEMORY_INPUTS}
+    return {name: trust_entry(hardware, software, part, fields)
+            for name, (part, fields) in groups.items()}
+
+
+def trust_phrase(entry: dict) -> str:
+    """'datasheet, never calibrated', 'measured 2026-11-30 on h200x2-host', 'fitted'."""
+    kind = entry["kind"]
+    if entry["calibrated"]:
+        when = f" {entry['date']}" if entry["date"] else ""
+        head = kind if kind == "measured" else f"{kind} (partly measured{when})"
+        return f"{head}{when if kind == 'measured' else ''} on {entry['measured_on']}"
+    return kind if kind == "fitted" else f"{kind}, never calibrated"
