@@ -114,8 +114,8 @@ def judge(cfg: Mapping[str, Any], zero_stage: int, offload_device: str) -> list[
                       f"exact name, engine.py:2548){hint}"]
     if zero_stage >= 1 and b.cls not in ZERO_SUPPORTED and not cfg.get(
             "zero_allow_untested_optimizer", False):
-        return out + [f"optimizer.type={raw!r}: DeepSpeed 0.19.8 builds {b.cls}, which ZeRO refuses "
-                      "unless zero_allow_untested_optimizer is true (engine.py:2298)"]
+        return out + [f"optimizer.type={raw!r}: DeepSpeed 0.19.8 builds {b.cls}, which ZeRO "
+                      "refuses unless zero_allow_untested_optimizer is true (engine.py:2298)"]
     if b.cls not in MODELLED or offloaded and b.cls.startswith("torch.optim."):
         where = " on the host (offload_optimizer)" if offloaded else ""
         out.append(f"optimizer.type={raw!r}: DeepSpeed 0.19.8 builds {b.cls}{where} "

@@ -71,6 +71,22 @@ def load_schema(path: str = str(SCHEMA_PATH)) -> dict:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
+def ds_default(model: str, key: str) -> Any:
+    """DeepSpeed 0.19.8's default of `key` (its documented name or alias) in config model
+    `model` ('DeepSpeedZeroConfig', ...), or of a key read key by key (model 'aio',
+    'activation_checkpointing'), or of a top-level scalar (model 'top_level'): the one home of
+    DeepSpeed's defaults, the vendored table (tests hold it equal to a fresh dump)."""
+    schema = load_schema()
+    if model == "top_level":
+        return schema["top_level_defaults"][key]
+    if model in schema["read_key_by_key"]:
+        return schema["read_key_by_key"][model][key]
+    for name, spec in schema["models"][model]["fields"].items():
+        if key in (name, spec.get("alias")):
+            return spec["default"]
+    raise KeyError(f"{model}.{key}")
+
+
 # ----------------------------------------------------------------------------------------------
 # the table's validator (the same verdicts as DeepSpeedConfigModel, without DeepSpeed)
 
@@ -328,6 +344,7 @@ def schema_from_deepspeed() -> dict:
     """The table, read off the installed DeepSpeed (needs deepspeed importable)."""
     import deepspeed
     from deepspeed.runtime import config as ds_config
+    from deepspeed.runtime import constants
     from deepspeed.runtime.activation_checkpointing import config as act
     from deepspeed.runtime.swap_tensor import aio_config
 
@@ -349,6 +366,14 @@ def schema_from_deepspeed() -> dict:
         "models": models,
         "removed_top_level": dict(ds_config._REMOVED_TOP_LEVEL_CONFIG_KEYS),
         "removed_zero": dict(ds_config._REMOVED_ZERO_CONFIG_KEYS),
+        # runtime/constants.py: the top-level scalars DeepSpeedConfig reads with get_scalar_param
+        "top_level_defaults": {
+            "gradient_clipping": constants.GRADIENT_CLIPPING_DEFAULT,
+            "zero_allow_untested_optimizer": constants.ZERO_ALLOW_UNTESTED_OPTIMIZER_DEFAULT,
+            "zero_force_ds_cpu_optimizer": constants.ZERO_FORCE_DS_CPU_OPTIMIZER_DEFAULT,
+            "steps_per_print": constants.STEPS_PER_PRINT_DEFAULT,
+            "prescale_gradients": constants.PRESCALE_GRADIENTS_DEFAULT,
+            "gradient_predivide_factor": constants.GRADIENT_PREDIVIDE_FACTOR_DEFAULT},
         "read_key_by_key": {"aio": dict(aio_config.AIO_DEFAULT_DICT),
                             "activation_checkpointing": dict(act.ACT_CHKPT_DEFAULT)},
     }

@@ -19,6 +19,7 @@ from tierlab.safeio import first_non_finite
 from tierlab.dsconfig import optimizer as ds_optimizer
 from tierlab.dsconfig import parallel as ds_parallel
 from tierlab.dsconfig.read import HJSON_ONLY, TOP_LEVEL_KEYS
+from tierlab.dsconfig.schema import ds_default
 
 log = logging.getLogger(__name__)
 
@@ -40,17 +41,17 @@ _DEVICES = ("none", "cpu", "nvme")
 class OffloadParam:
     """`zero_optimization.offload_param` (honoured by stage 3 only)."""
 
-    device: OffloadDevice = "none"
+    device: OffloadDevice = ds_default("DeepSpeedZeroOffloadParamConfig", "device")
     """Where the 16-bit parameters live between uses."""
-    nvme_path: str | None = None
+    nvme_path: str | None = ds_default("DeepSpeedZeroOffloadParamConfig", "nvme_path")
     """Directory of the swap files (must accept O_DIRECT)."""
-    pin_memory: bool = True
+    pin_memory: bool = ds_default("DeepSpeedZeroOffloadParamConfig", "pin_memory")
     """Page-locked CPU buffers (fast DMA)."""
-    buffer_count: int = 5
+    buffer_count: int = ds_default("DeepSpeedZeroOffloadParamConfig", "buffer_count")
     """Pinned 16-bit swap buffers for NVMe parameters."""
-    buffer_size: int = 100_000_000
+    buffer_size: int = ds_default("DeepSpeedZeroOffloadParamConfig", "buffer_size")
     """Elements per swap buffer; every parameter partition must fit one buffer."""
-    max_in_cpu: int = 1_000_000_000
+    max_in_cpu: int = ds_default("DeepSpeedZeroOffloadParamConfig", "max_in_cpu")
     """Elements of NVMe-offloaded parameters kept in pinned CPU memory instead of on NVMe."""
 
 
@@ -58,18 +59,18 @@ class OffloadParam:
 class OffloadOptimizer:
     """`zero_optimization.offload_optimizer` (stages 1-3; NVMe needs stage 3)."""
 
-    device: OffloadDevice = "none"
+    device: OffloadDevice = ds_default("DeepSpeedZeroOffloadOptimizerConfig", "device")
     """Where the fp32 master weights, Adam m and v (and fp32 grads) live; the step runs on CPU."""
-    nvme_path: str | None = None
-    pin_memory: bool = True
-    buffer_count: int = 4
+    nvme_path: str | None = ds_default("DeepSpeedZeroOffloadOptimizerConfig", "nvme_path")
+    pin_memory: bool = ds_default("DeepSpeedZeroOffloadOptimizerConfig", "pin_memory")
+    buffer_count: int = ds_default("DeepSpeedZeroOffloadOptimizerConfig", "buffer_count")
     """Pinned swap buffers of the optimizer swapper (each = largest sub-group x 4 B)."""
-    pipeline_read: bool = False
+    pipeline_read: bool = ds_default("DeepSpeedZeroOffloadOptimizerConfig", "pipeline_read")
     """Read sub-group i+1 while Adam runs on i (NVMe only)."""
-    pipeline_write: bool = False
+    pipeline_write: bool = ds_default("DeepSpeedZeroOffloadOptimizerConfig", "pipeline_write")
     """Write sub-group i-1 while Adam runs on i (NVMe only)."""
-    fast_init: bool = False
-    ratio: float = 1.0
+    fast_init: bool = ds_default("DeepSpeedZeroOffloadOptimizerConfig", "fast_init")
+    ratio: float = ds_default("DeepSpeedZeroOffloadOptimizerConfig", "ratio")
     """Fraction of the optimizer step done on CPU (partial offload, ZeRO-3 only)."""
 
     @property
@@ -81,16 +82,16 @@ class OffloadOptimizer:
 class Aio:
     """Top-level `aio` block (DeepSpeed ignores an `aio` block inside zero_optimization)."""
 
-    block_size: int = 1_048_576
+    block_size: int = ds_default("aio", "block_size")
     """Bytes per I/O request."""
-    queue_depth: int = 8
+    queue_depth: int = ds_default("aio", "queue_depth")
     """Requests in flight per I/O thread."""
-    intra_op_parallelism: int = 1
+    intra_op_parallelism: int = ds_default("aio", "intra_op_parallelism")
     """I/O threads splitting each read/write."""
-    single_submit: bool = False
-    overlap_events: bool = True
+    single_submit: bool = ds_default("aio", "single_submit")
+    overlap_events: bool = ds_default("aio", "overlap_events")
     """Refill the queue on each completion; False = submit a batch and wait for all."""
-    use_gds: bool = False
+    use_gds: bool = ds_default("aio", "use_gds")
 
     def __post_init__(self) -> None:
         for name in ("block_size", "queue_depth", "intra_op_parallelism"):
@@ -102,31 +103,36 @@ class Aio:
 class Zero:
     """`zero_optimization`."""
 
-    stage: int = 0
+    stage: int = ds_default("DeepSpeedZeroConfig", "stage")
     offload_param: OffloadParam = field(default_factory=OffloadParam)
     offload_optimizer: OffloadOptimizer = field(default_factory=OffloadOptimizer)
-    contiguous_gradients: bool = True
-    reduce_scatter: bool = True
-    use_multi_rank_bucket_allreduce: bool = True
+    contiguous_gradients: bool = ds_default("DeepSpeedZeroConfig", "contiguous_gradients")
+    reduce_scatter: bool = ds_default("DeepSpeedZeroConfig", "reduce_scatter")
+    use_multi_rank_bucket_allreduce: bool = ds_default(
+        "DeepSpeedZeroConfig", "use_multi_rank_bucket_allreduce")
     """ZeRO-1/2 reduce each gradient bucket with one all-reduce (stage_1_and_2.py `average_tensor`
     -> `allreduce_and_scatter`); False: each rank's slice is reduced to its owner
     (`allreduce_no_retain`, reduce-scatter volume)."""
-    reduce_bucket_size: int = 500_000_000
+    reduce_bucket_size: int = ds_default("DeepSpeedZeroConfig", "reduce_bucket_size")
     """Elements per gradient reduction bucket."""
-    allgather_partitions: bool = True
-    allgather_bucket_size: int = 500_000_000
-    overlap_comm: bool | None = None
+    allgather_partitions: bool = ds_default("DeepSpeedZeroConfig", "allgather_partitions")
+    allgather_bucket_size: int = ds_default("DeepSpeedZeroConfig", "allgather_bucket_size")
+    overlap_comm: bool | None = ds_default("DeepSpeedZeroConfig", "overlap_comm")
     """None = DeepSpeed's dynamic default: True for stage 3, else False (see `overlap`)."""
-    sub_group_size: int = 1_000_000_000
+    sub_group_size: int = ds_default("DeepSpeedZeroConfig", "sub_group_size")
     """Elements per optimizer sub-group (the unit of swap-in/Adam/swap-out)."""
-    stage3_prefetch_bucket_size: int = 50_000_000
-    stage3_param_persistence_threshold: int = 100_000
+    stage3_prefetch_bucket_size: int = ds_default(
+        "DeepSpeedZeroConfig", "stage3_prefetch_bucket_size")
+    stage3_param_persistence_threshold: int = ds_default(
+        "DeepSpeedZeroConfig", "stage3_param_persistence_threshold")
     """Parameters with fewer elements stay on the GPU for good."""
-    stage3_max_live_parameters: int = 1_000_000_000
-    stage3_max_reuse_distance: int = 1_000_000_000
-    stage3_gather_16bit_weights_on_model_save: bool = False
-    round_robin_gradients: bool = False
-    zero_hpz_partition_size: int = 1
+    stage3_max_live_parameters: int = ds_default(
+        "DeepSpeedZeroConfig", "stage3_max_live_parameters")
+    stage3_max_reuse_distance: int = ds_default("DeepSpeedZeroConfig", "stage3_max_reuse_distance")
+    stage3_gather_16bit_weights_on_model_save: bool = ds_default(
+        "DeepSpeedZeroConfig", "stage3_gather_16bit_weights_on_model_save")
+    round_robin_gradients: bool = ds_default("DeepSpeedZeroConfig", "round_robin_gradients")
+    zero_hpz_partition_size: int = ds_default("DeepSpeedZeroConfig", "zero_hpz_partition_size")
 
     @property
     def overlap(self) -> bool:
@@ -148,7 +154,8 @@ class Strategy:
     """Ranks holding one replica's ZeRO partitions (pure data parallelism: the world size)."""
     activation_checkpointing: bool = False
     """Recompute each block's activations in backward (HF gradient checkpointing)."""
-    gradient_clipping: float = 1.0
+    gradient_clipping: float = ds_default("top_level", "gradient_clipping")
+    """runtime/constants.py GRADIENT_CLIPPING_DEFAULT (1.0) when the config does not set it."""
     raw: Mapping[str, Any] = field(default_factory=dict)
     """The ds_config as given (after overrides and "auto" resolution), for passthrough keys."""
 
@@ -373,8 +380,9 @@ def _batch(cfg: dict, flags: Flags, where: str = "ds_config") -> tuple[int, int,
             f"{where}: train_batch_size {tbs} != train_micro_batch_size_per_gpu {mb} "
             f"({said(BATCH_KEYS[1], '--micro-batch')}) x gradient_accumulation_steps {gas} "
             f"({said(BATCH_KEYS[2], '--grad-accum')}) x {dp} GPU(s) (train_batch_size fixed by "
-            "the file); DeepSpeed 0.19.8 and the HF Trainer refuse it (runtime/config.py _batch_assertion); set train_batch_size to "
-            "\"auto\" in the file or pass values that multiply to it")
+            "the file); DeepSpeed 0.19.8 and the HF Trainer refuse it (runtime/config.py "
+            "_batch_assertion); set train_batch_size to \"auto\" in the file or pass values "
+            "that multiply to it")
     return tbs, mb, gas
 
 
@@ -521,7 +529,7 @@ def parse_ds_config(cfg: Mapping[str, Any], flags: Flags = Flags(),
         raise ConfigError(f"{where}: {e}") from None
     _refuse_unmodelled(cfg, zero, where)
     tbs, mb, gas = _batch(cfg, flags, where)
-    clip = cfg.get("gradient_clipping", 1.0)   # runtime/constants.py GRADIENT_CLIPPING_DEFAULT
+    clip = cfg.get("gradient_clipping", ds_default("top_level", "gradient_clipping"))
     if isinstance(clip, bool) or not isinstance(clip, (int, float)) or not math.isfinite(clip):
         raise ConfigError(f"{where}: gradient_clipping must be a finite number, got {clip!r}")
     cfg.update(train_batch_size=tbs, train_micro_batch_size_per_gpu=mb,

@@ -139,14 +139,20 @@ SYNTHETIC = [{"zero_optimization": z} for z in (
     {"compile": {"deepcompile": "yes"}}, {"compile": {"free_activation_threshold": 1.5}},
     {"hybrid_engine": {"enabled": True, "max_out_tokens": 0}}, {"csv_monitor": {"job_nam": "x"}},
     {"tensorboard": {"enabled": True, "output_path": 3}}, {"comet": {"samples_log_interval": "7"}},
-    {"fp16": None}, {"bf16": None}, {"zero_optimization": None}]
+    {"fp16": None}, {"bf16": None}, {"zero_optimization": None},
+    # several refusals at once: every one reported, in one line
+    {"zero_optimization": {"stage": 3, "foo": 1, "contiguous_gradients": "x",
+                           "offload_param": {"bar": 2, "buffer_count": -1}},
+     "fp16": {"bogus": 1}, "amp": {}},
+    {"zero_optimization": {"stage": 7, "reduce_bucket_size": 5.5, "mics_shard_size": 2},
+     "wandb": {"projct": "x"}}]
 
 
 def _outcome(cfg, prefer):
     try:
         return "ok", ds_read.read(cfg, "x", prefer=prefer)[1].blocks
     except ConfigError as e:
-        return "refused", str(e).split(": ")[1]
+        return "refused", str(e)
 
 
 @pytest.mark.skipif(not HAS_DEEPSPEED, reason="needs deepspeed (pip install 'tierlab[runner]')")
@@ -154,7 +160,8 @@ def _outcome(cfg, prefer):
                                              for n in sorted(ORIGINS)], ids=repr)
 def test_table_gives_deepspeeds_verdict(cfg):
     """Same blocks (canonical keys, coerced values, deprecations mapped, "auto" dropped) or the
-    same key refused, whether DeepSpeed's models or the vendored table judge."""
+    same keys refused in the same words, whether DeepSpeed's models or the vendored table
+    judge."""
     assert _outcome(cfg, "table") == _outcome(cfg, "deepspeed")
 
 
@@ -184,6 +191,33 @@ def test_strategy_defaults_are_deepspeeds():
                  models["DeepSpeedZeroConfig"]["fields"].items() if not spec.get("deprecated")}
     known = {f.name for f in fields(Zero)} | _ZERO_PASSTHROUGH | _ZERO_UNMODELLED
     assert zero_keys <= known, zero_keys - known
+
+
+@pytest.mark.skipif(not HAS_DEEPSPEED, reason="needs deepspeed (pip install 'tierlab[runner]')")
+def test_strategy_defaults_are_installed_deepspeeds():
+    """The one home of DeepSpeed's defaults (the vendored table, dsconfig/schema.ds_default) read
+    by every Strategy field, held against the installed DeepSpeed's own config models and
+    constants, not the table: a ds_config that sets nothing gets what DeepSpeed gives it."""
+    from deepspeed.runtime import constants
+    from deepspeed.runtime.swap_tensor.aio_config import AIO_DEFAULT_DICT
+    from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
+    from deepspeed.runtime.zero.offload_config import (DeepSpeedZeroOffloadOptimizerConfig,
+                                                       DeepSpeedZeroOffloadParamConfig)
+
+    from tierlab.sim.strategy import Aio, Strategy
+
+    for cls, ds in ((Zero, DeepSpeedZeroConfig()), (OffloadParam, DeepSpeedZeroOffloadParamConfig()),
+                    (OffloadOptimizer, DeepSpeedZeroOffloadOptimizerConfig())):
+        by_key = {info.alias or name: name for name, info in type(ds).model_fields.items()}
+        for f in fields(cls):
+            if f.name in ("offload_param", "offload_optimizer"):
+                continue
+            value = type(ds).model_fields[by_key[f.name]].default   # declared (overlap_comm:
+            assert f.default == getattr(value, "value", value), f"{cls.__name__}.{f.name}"  # None)
+    assert {f.name: f.default for f in fields(Aio)} == dict(AIO_DEFAULT_DICT)
+    assert Strategy().gradient_clipping == constants.GRADIENT_CLIPPING_DEFAULT == 1.0
+    s, _ = parse_ds_config({"zero_optimization": {"stage": 2}})
+    assert s.gradient_clipping == constants.GRADIENT_CLIPPING_DEFAULT
 
 
 def test_aliases_deprecations_and_auto():
@@ -454,3 +488,17 @@ def test_core_install_says_the_same(name):
     core = [l for l in (p.stdout + p.stderr).splitlines() if not l.startswith("WARNING ")]
     full = [l for l in run(*args).output.splitlines() if not l.startswith("WARNING ")]
     assert sorted(core) == sorted(full) and core, (core, full)
+
+
+def test_every_refused_key_in_one_pass():
+    """Each key DeepSpeed refuses is named in the one error line, not the first only."""
+    cfg = SYNTHETIC[-2]
+    for prefer in BACKENDS:
+        with pytest.raises(ConfigError) as e:
+            ds_read.read(cfg, "mine.json", prefer=prefer)
+        text = str(e.value)
+        assert "\n" not in text and text.startswith("mine.json: amp: DeepSpeed 0.19.8 refuses")
+        for key in ("fp16.bogus", "zero_optimization.foo", "zero_optimization.contiguous_gradients",
+                    "zero_optimization.offload_param.bar",
+                    "zero_optimization.offload_param.buffer_count"):
+            assert key in text, (prefer, key, text)
