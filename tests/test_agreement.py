@@ -118,7 +118,11 @@ def test_plan_winner_agrees_with_memory_and_simulate(tmp_path):
     plan = cli_json("plan", "-m", "tinyllama-1.1b", "-H", "workstation-rtx3070", "--seq", "1024",
                     "--micro-batch", "4", "--json", "-o", str(out))
     best = plan["best"]
-    args = ["-m", "tinyllama-1.1b", "-H", "workstation-rtx3070", "-c", str(out), "--seq", "1024"]
+    # the written file is the HF Trainer's ("auto" batch sizes): pass the batch it prints
+    args = ["-m", "tinyllama-1.1b", "-H", "workstation-rtx3070", "-c", str(out), "--seq", "1024",
+            "--micro-batch", str(best["micro_batch"]), "--grad-accum", str(best["grad_accum"])]
+    assert plan["trainer_args"][:4] == ["--per_device_train_batch_size", str(best["micro_batch"]),
+                                        "--gradient_accumulation_steps", str(best["grad_accum"])]
     if not best["activation_checkpointing"]:
         args.append("--no-checkpointing")
     mem = cli_json("memory", *args, "--json")
