@@ -29,6 +29,12 @@ from tierlab.scenario import DEFAULT_HARDWARE
 @click.option("--quick", is_flag=True,
               help="Few sizes and points, small files, no DeepSpeed host costs (CI, smoke "
                    "checks; 5 min 23 s on a 2-core box without a GPU).")
+@click.option("--host-costs", is_flag=True,
+              help="Also measure DeepSpeed's host costs (narrow Llama models trained in "
+                   "separate processes, 5-8 min on an H200 host). Each measured term replaces "
+                   "the software profile's only where calibrate's held-out configurations "
+                   "(trained, not fitted on) are predicted better with it; the table at the end "
+                   "says which and why.")
 @click.option("--raw", default=None, metavar="FILE",
               help="Also write every measured point, with its settings, host facts and library "
                    "versions, as JSON. Rewritten after every benchmark (\"complete\": false "
@@ -48,7 +54,7 @@ from tierlab.scenario import DEFAULT_HARDWARE
 @click.option("--from-raw", "from_raw", default=None, metavar="FILE",
               help="Measure nothing: rebuild the profile from a raw record that an earlier "
                    "`calibrate --raw` wrote (on this or another host), with this version's rules.")
-def calibrate(nvme_path, out, name, hardware, quick, raw, skip, sweep, from_raw):
+def calibrate(nvme_path, out, name, hardware, quick, host_costs, raw, skip, sweep, from_raw):
     """Measure this host (PCIe, GEMM, NCCL, aio, CPU Adam, memcpy, module call) into a profile.
 
     Writes a system profile in the loader's format whose measured numbers say 'measured <date> by
@@ -73,8 +79,8 @@ def calibrate(nvme_path, out, name, hardware, quick, raw, skip, sweep, from_raw)
         name = default_name(out) if name is None else name
         paths = calibration_paths(out, name, raw)     # refused now, not after measuring
         require("torch", "psutil", what="calibrate (measuring)")
-        plan = cal.apply_sweep_overrides(cal.quick_plan() if quick else cal.SweepPlan(),
-                                         list(sweep))
+        plan = cal.apply_sweep_overrides(cal.quick_plan(deepspeed=host_costs) if quick else
+                                         cal.SweepPlan(deepspeed=host_costs), list(sweep))
 
         def bar(tasks):
             progress = tqdm(tasks, desc="calibrate", unit="pt", file=sys.stderr, mininterval=0.5)

@@ -67,7 +67,8 @@ def _run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_prog
         raise ConfigError(f"--out {out_dir}: holds a measurement already; choose another folder "
                           "or pass --overwrite to replace it")
     writable(out_dir, "--out", folder=True)
-    writable(kw["swap_dir"], "--swap-dir", folder=True)      # a file is refused, not used
+    if kw["skip_preflight"]:     # else preflight's [swap-path] check says it, with a fix
+        writable(kw["swap_dir"], "--swap-dir", folder=True)  # a file is refused, not used
     opts = RunnerOptions(**{k: kw[k] for k in RUNNER_KEYS})
     sc = runner_scenario({k: kw[k] for k in SCENARIO_KEYS}, opts, gpu_mem_cap=kw["gpu_mem_cap"])
     echo_warnings(sc.warnings, sc.notes, quiet)

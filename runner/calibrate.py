@@ -28,7 +28,7 @@ import shutil
 import statistics
 import sys
 import time
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -43,15 +43,16 @@ SKIPPABLE = ("gpu", "pcie", "gemm", "layer", "nccl", "aio", "adam", "memcpy", "d
              "deepspeed", "overflow")
 
 
-def quick_plan() -> SweepPlan:
-    """Under a minute on a 2-core CPU box (most time goes to the aio sweep and Adam)."""
+def quick_plan(deepspeed: bool = False) -> SweepPlan:
+    """Under a minute on a 2-core CPU box (most time goes to the aio sweep and Adam);
+    `deepspeed` also measures DeepSpeed's host costs."""
     return SweepPlan(repeats=2, pcie_sizes=(64 * KiB, 1 * MiB, 16 * MiB, 256 * MiB),
                      gemm_models=("llama-0.5b", "llama-2-7b"), gemm_tokens=(2048,),
                      layer_models=("llama-0.5b",), layer_tokens=(2048,),
                      nccl_sizes=(16 * MiB,), aio_file_size=64 * MiB,
                      aio_block_sizes=(128 * KiB, 1 * MiB), aio_queue_depths=(4, 32),
                      aio_parallelism=(1, 2), aio_latency_reads=16, adam_params=4 * 2**20,
-                     adam_threads=(), memcpy_size=128 * MiB, deepspeed=False,
+                     adam_threads=(), memcpy_size=128 * MiB, deepspeed=deepspeed,
                      overflow_elements=2**24)
 
 
@@ -424,7 +425,8 @@ def _deepspeed_tasks(plan: SweepPlan, skip: set[str], skipped: dict[str, str]) -
     if not wanted("deepspeed", skip, skipped):
         return []
     if not plan.deepspeed:
-        skipped["deepspeed"] = "--quick (each point trains a model for 15-60 s)"
+        skipped["deepspeed"] = ("not asked: the software profile's host costs stay (--host-costs "
+                                "measures them, 5-8 min)")
         return []
     try:
         import deepspeed  # noqa: F401
@@ -495,6 +497,9 @@ class Calibration:
     skipped: dict
     hardware: Any
     """The loaded `Hardware` (the round trip through tierlab.profiles.load)."""
+    host_costs: list = field(default_factory=list)
+    """DeepSpeed's host-cost terms measured (--host-costs): a calibrate_host.TermDecision each
+    (stock, measured, kept or not and why), then ("held-out", stock %, kept %, n)."""
 
 
 def calibrate(*, name: str, base: str, nvme_path: str | Path | None, plan: SweepPlan,
@@ -556,10 +561,11 @@ def calibrate(*, name: str, base: str, nvme_path: str | Path | None, plan: Sweep
     if save_raw:
         save_raw(raw)
     left: dict[str, str] = {}
-    docs = cp.build_documents(name, date, results, facts, base_docs, left)
+    rows: list = []
+    docs = cp.build_documents(name, date, results, facts, base_docs, left, rows)
     texts = {kind: cp.render_yaml(doc) for kind, doc in docs.items()}
     hardware = cp.check_loadable(texts, name)
-    return Calibration(docs, texts, raw, {**skipped, **left}, hardware)
+    return Calibration(docs, texts, raw, {**skipped, **left}, hardware, rows)
 
 
 def from_raw(raw: Any, *, name: str | None = None, where: str = "raw record") -> Calibration:
@@ -581,7 +587,9 @@ def from_raw(raw: Any, *, name: str | None = None, where: str = "raw record") ->
                     raw.get("tasks_total"))
     base_docs = cp.base_documents(raw["base"])
     left: dict[str, str] = {}
-    docs = cp.build_documents(name, raw["date"], raw["results"], raw["host"], base_docs, left)
+    rows: list = []
+    docs = cp.build_documents(name, raw["date"], raw["results"], raw["host"], base_docs, left,
+                              rows)
     texts = {kind: cp.render_yaml(doc) for kind, doc in docs.items()}
     return Calibration(docs, texts, raw, {**dict(raw.get("skipped") or {}), **left},
-                       cp.check_loadable(texts, name))
+                       cp.check_loadable(texts, name), rows)

@@ -21,7 +21,7 @@ stays, with its source, as for a variant that could not run; a zero would have b
 from __future__ import annotations
 
 import statistics
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from tierlab.profiles.schema import HOST_COST_FIELDS, Hardware, Model, Software
 
@@ -154,3 +154,66 @@ def derive(points: list[dict], hardware: Hardware, base: Software
                                                f"{pred * 1e3:.1f} ms vs measured "
                                                f"{(meas[hi] - meas[lo]) * 1e3:.1f} ms")
     return values, how, problems
+
+
+# ----------------------------------------------------------------------------------------------
+# No measured term without proof: the held-out check
+
+ADOPT_MARGIN_PCT = 0.5
+"""A measured term replaces the stock one only if the held-out error falls by more than this many
+percentage points: a term no held-out configuration depends on (the error does not move) stays
+stock, unproven."""
+
+
+@dataclass(frozen=True)
+class TermDecision:
+    """One host-cost term of a calibration: the stock value, the measured one, what was kept."""
+
+    field: str
+    stock_s: float | None
+    measured_s: float
+    adopted: bool
+    why: str
+
+
+def held_out_error(points: list[dict], hardware: Hardware, software: Software
+                   ) -> tuple[float | None, int]:
+    """(mean |error| %, n) of the CHECKS phases at every measured depth, simulated with
+    `software` on `hardware` (whose own host costs should be empty): configurations calibrate
+    trained but derived no term from (zero3_offload_gas2, zero2_offload_pageable's backward,
+    zero2_offload's optimizer step)."""
+    errs = []
+    for variant, phase in CHECKS:
+        for layers, measured in sorted(_measured(points, variant, phase).items()):
+            if measured > 0:
+                sim = _sim_phase(variant, layers, phase, hardware, software)
+                errs.append(abs(sim - measured) / measured * 100.0)
+    return (statistics.mean(errs) if errs else None), len(errs)
+
+
+def adopt(points: list[dict], hardware: Hardware, base: Software, values: dict[str, float]
+          ) -> tuple[dict[str, float], list[TermDecision], float | None, float | None]:
+    """(kept {field: seconds}, one TermDecision per measured term, held-out error % with the
+    stock terms, with the kept ones). Terms are tried in TERMS' order, each on top of those kept
+    before it; one is kept only if the held-out error falls by more than ADOPT_MARGIN_PCT."""
+    stock_err, n = held_out_error(points, hardware, base)
+    sw, err, kept, decisions = base, stock_err, {}, []
+    for field, value in values.items():
+        stock = getattr(base, field)
+        if err is None:
+            decisions.append(TermDecision(field, stock, value, False,
+                                          "no held-out configuration was measured"))
+            continue
+        trial = replace(sw, **{field: value})
+        e, _ = held_out_error(points, hardware, trial)
+        if e < err - ADOPT_MARGIN_PCT:
+            decisions.append(TermDecision(field, stock, value, True,
+                                          f"held-out error {err:.1f}% -> {e:.1f}%"))
+            sw, err, kept[field] = trial, e, value
+        elif abs(e - err) <= 1e-9:
+            decisions.append(TermDecision(field, stock, value, False,
+                                          "no held-out configuration depends on it"))
+        else:
+            decisions.append(TermDecision(field, stock, value, False,
+                                          f"held-out error {err:.1f}% -> {e:.1f}% with it"))
+    return kept, decisions, stock_err, err

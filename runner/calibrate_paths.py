@@ -84,4 +84,23 @@ def calibration_summary(result) -> list[str]:
                else "")
             + (f", NVMe read/write {hw.nvme.read_bandwidth_Bps / 1e9:.2f}/"
                f"{hw.nvme.write_bandwidth_Bps / 1e9:.2f} GB/s" if hw.nvme else ""))
-    return [line, *(f"skipped {group}: {why}" for group, why in result.skipped.items())]
+    in_table = {f"deepspeed:{r.field}" for r in result.host_costs if not isinstance(r, tuple)}
+    return [line, *(f"skipped {group}: {why}" for group, why in result.skipped.items()
+                    if group not in in_table), *host_cost_table(result.host_costs)]
+
+
+def host_cost_table(rows: list) -> list[str]:
+    """The DeepSpeed host-cost terms a calibration measured: stock value, measured value, kept or
+    not and why, then the held-out check's errors with the stock and the kept terms."""
+    decisions = [r for r in rows if not isinstance(r, tuple)]
+    if not decisions:
+        return []
+    us = lambda v: "-" if v is None else f"{v * 1e6:.1f}"       # noqa: E731
+    out = [f"{'DeepSpeed host cost (us)':38s} {'stock':>8s} {'measured':>9s}  kept"]
+    out += [f"{d.field:38s} {us(d.stock_s):>8s} {us(d.measured_s):>9s}  "
+            f"{'yes' if d.adopted else 'no '}  {d.why}" for d in decisions]
+    for r in rows:
+        if isinstance(r, tuple) and r[0] == "held-out" and r[1] is not None:
+            out.append(f"held-out check ({r[3]} phases of configurations no term was derived "
+                       f"from): {r[1]:.1f}% with the stock terms, {r[2]:.1f}% with those kept")
+    return out

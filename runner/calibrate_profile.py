@@ -364,10 +364,13 @@ def _pcie_entries(pcie_doc: dict, pcie: list[dict], m: str) -> None:
 
 
 def build_documents(name: str, date: str, results: dict, facts: dict, base: dict,
-                    problems: dict[str, str] | None = None) -> dict[str, dict]:
+                    problems: dict[str, str] | None = None,
+                    decisions: list | None = None) -> dict[str, dict]:
     """{'systems': ..., 'gpus'/'cpus'/'nvme': ... (only the measured parts)}. `problems`, when
     given, receives {'deepspeed:<term>': why} for each host-cost term left to the software
-    profile (not measured at two depths, or at or below zero: runner/calibrate_host.py)."""
+    profile (not measured at two depths, or at or below zero: runner/calibrate_host.py).
+    `decisions`, when given, receives a calibrate_host.TermDecision per measured host-cost term
+    (kept or not by the held-out check) and ("held-out", stock error %, kept error %, n)."""
     m = f"measured {date} by tierlab calibrate"
     parts = {"cpus": cpu_document(results, facts, base, m),
              "nvme": nvme_document(results, facts, m, base),
@@ -377,7 +380,9 @@ def build_documents(name: str, date: str, results: dict, facts: dict, base: dict
     docs = {k: v for k, v in parts.items() if v is not None}
     docs["systems"] = system_document(name, results, facts, base, docs, m, date)
     if results.get("deepspeed") and "cpus" in docs:
-        costs, left = host_costs_document(results["deepspeed"], docs, name, m)
+        costs, left, rows = host_costs_document(results["deepspeed"], docs, name, m)
+        if decisions is not None:
+            decisions.extend(rows)
         if problems is not None:
             problems.update({f"deepspeed:{p.split(':', 1)[0]}":
                              f"{p.split(': ', 1)[1]}; the software profile's value stays"
@@ -425,23 +430,33 @@ def _checkpoint_cost_entries(points: list[dict], m: str) -> dict[str, dict]:
 
 
 def host_costs_document(points: list[dict], docs: dict, name: str, m: str
-                        ) -> tuple[dict, list[str]]:
-    """(`deepspeed_host_costs` of the CPU profile, [terms left to the software profile, why]):
-    each term derived (runner/calibrate_host.py) on the hardware these documents describe; the
-    checks go into the first term's source."""
+                        ) -> tuple[dict, list[str], list]:
+    """(`deepspeed_host_costs` of the CPU profile, [terms left to the software profile, why],
+    [the held-out check's TermDecisions, then ("held-out", stock %, kept %, n)]): each term
+    derived (runner/calibrate_host.py) on the hardware these documents describe, and kept only
+    where it makes calibrate's held-out configurations' prediction better (calibrate_host.adopt);
+    the checks go into the first kept term's source."""
     from tierlab.profiles.load import load_software
-    from tierlab.runner.calibrate_host import derive
+    from tierlab.runner.calibrate_host import adopt, derive, held_out_error
 
     hardware = check_loadable({k: render_yaml(v) for k, v in docs.items()}, name)
-    values, how, problems = derive(points, hardware, load_software())
+    base = load_software()
+    values, how, problems = derive(points, hardware, base)
+    kept, decisions, stock_err, kept_err = adopt(points, hardware, base, values)
+    problems += [f"{d.field}: measured {d.measured_s * 1e6:.1f} us, not kept ({d.why})"
+                 for d in decisions if not d.adopted]
+    _, n = held_out_error(points, hardware, base)
     checks = "; ".join(v for k, v in how.items() if k.startswith("check:"))
+    if stock_err is not None:
+        checks = (f"held-out error {stock_err:.1f}% with the stock terms, {kept_err:.1f}% with "
+                  f"those kept ({n} phases)" + (f"; {checks}" if checks else ""))
     out = {}
-    for i, (field, value) in enumerate(values.items()):
-        note = f"; checks with every term: {checks}" if i == 0 and checks else ""
+    for i, (field, value) in enumerate(kept.items()):
+        note = f"; checks: {checks}" if i == 0 and checks else ""
         out[software_term(field).key] = {"value": f"{value * 1e3:.4g} ms",
                                       "source": f"{m} (DeepSpeed host costs, "
                                                 f"runner/calibrate_ds.py): {how[field]}{note}"}
-    return out, problems
+    return out, problems, [*decisions, ("held-out", stock_err, kept_err, n)]
 
 
 # ----------------------------------------------------------------------------------------------

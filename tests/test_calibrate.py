@@ -4,6 +4,7 @@ line and exit 2."""
 import datetime
 import errno
 import json
+import re
 import math
 import os
 import shutil
@@ -403,9 +404,26 @@ def test_from_raw_lists_the_host_cost_terms_left_to_the_software_profile(tmp_pat
               if ln.startswith("skipped deepspeed:offload_accum_s_per_param: ")]
     assert "not above the noise" in line and "software profile's value stays" in line
     cpu = (tmp_path / "cpus" / "h200-m.yaml").read_text()
-    assert "offload_accum_per_param" not in cpu and "offload_grad_copy_per_param" in cpu
-    assert cpu == (load.ROOT.parent / "lab" / "profiles" / "hardware" / "cpus" / "h200-m.yaml"
-                   ).read_text()
+    keys = re.findall(r"^  (\w+):", cpu, re.M)
+    assert "offload_accum_per_param" not in keys and "offload_step_per_param" in keys
+    # measured, but not kept: calibrate's held-out configurations are predicted worse with it
+    [row] = [ln for ln in result.output.splitlines() if ln.startswith("offload_grad_s_per_param ")]
+    assert " no " in row and "with it" in row and "offload_grad_copy_per_param" not in keys
+    assert "held-out check (8 phases" in result.output
+    # the lab's profile is this rebuild but for the DeepSpeed host costs: it was written before
+    # the held-out rule and keeps every measured term (the stock medians are taken over them)
+    lab = (load.ROOT.parent / "lab" / "profiles" / "hardware" / "cpus" / "h200-m.yaml").read_text()
+    assert without_host_costs(cpu) == without_host_costs(lab)
+    assert set(host_cost_keys(cpu)) < set(host_cost_keys(lab))
+
+
+def without_host_costs(text: str) -> str:
+    return re.sub(r"^deepspeed_host_costs:\n(  .*\n)*", "", text, flags=re.M)
+
+
+def host_cost_keys(text: str) -> list[str]:
+    block = re.search(r"^deepspeed_host_costs:\n((  .*\n)*)", text, flags=re.M).group(1)
+    return re.findall(r"^  (\w+):", block, re.M)
 
 
 def test_calibrate_writes_your_profiles_folder_not_the_package(tmp_path, monkeypatch):

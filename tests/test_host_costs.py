@@ -175,13 +175,17 @@ def test_calibrate_lists_the_deepspeed_benchmark_when_skipped():
 
     _, skipped = calibration_tasks(quick_plan(), nvme_path=None, skip=set(), cuda=False,
                                    n_gpus=0, facts={})
-    assert "quick" in skipped["deepspeed"]
-    tasks, _ = calibration_tasks(SweepPlan(ds_variants=("stage0",)), nvme_path=None,
+    assert "--host-costs" in skipped["deepspeed"]          # not measured unless asked
+    _, skipped = calibration_tasks(SweepPlan(), nvme_path=None, skip=set(), cuda=False,
+                                   n_gpus=0, facts={})
+    assert "--host-costs" in skipped["deepspeed"]          # the default too (issue 31)
+    tasks, _ = calibration_tasks(SweepPlan(ds_variants=("stage0",), deepspeed=True), nvme_path=None,
                                  skip={"memcpy", "adam", "dispatch", "gpu", "pcie", "gemm",
                                        "nccl", "aio", "overflow"}, cuda=False, n_gpus=0, facts={})
     assert [t.group for t in tasks] == ["deepspeed", "deepspeed"]
     with pytest.raises(ConfigError, match="ds_variants=nope"):
-        calibration_tasks(SweepPlan(ds_variants=("nope",)), nvme_path=None, skip=set(),
+        calibration_tasks(SweepPlan(ds_variants=("nope",), deepspeed=True), nvme_path=None,
+                          skip=set(),
                           cuda=False, n_gpus=0, facts={})
 
 

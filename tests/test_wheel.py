@@ -99,7 +99,8 @@ def test_the_wheel_ships_no_lab_data(core):
 def test_simulate_and_memory(core):
     out = tierlab(core, "simulate")
     assert "TinyLlama-1.1B on workstation-rtx3070, micro-batch 4, seq 1024" in out
-    rows = [line.split()[0] for line in out.splitlines()[2:]]
+    rows = [line.split()[0] for line in out.splitlines()[2:] if not line.startswith("inputs:")]
+    assert out.splitlines()[-1].startswith("inputs: ")     # where each input came from
     assert rows == ["no-offload", "zero2-cpu", "zero3-cpu", "zero3-nvme"]
     assert "NO (gpu)" in out and out.count(" yes") == 3
     out = tierlab(core, "memory", "-m", "llama-2-70b", "-H", "dgx-a100", "-c", "zero3-cpu",

@@ -47,6 +47,7 @@ fi
 skips=${CAL_SKIP:-${skips#,}}
 skip=()
 [ -n "$skips" ] && skip=(--skip "$skips")
+[ "${DS:-0}" = 1 ] && skip+=(--host-costs)     # DeepSpeed's host costs are measured only when asked
 mkdir -p /tmp/cal/systems
 [ "${CALIBRATE:-1}" = 1 ] && { python3 -m tierlab.cli calibrate --name "$NAME" --hardware "$BASE" "${skip[@]}" "${nvme[@]}" \
   --out "/tmp/cal/systems/$NAME.yaml" --raw "$OUT/$NAME-raw.json" --sweep repeats=2 \
