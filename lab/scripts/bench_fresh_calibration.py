@@ -1,0 +1,53 @@
+"""Issue 31's table: on machines no fit has seen (lab/fresh/*: each folder one machine, calibrated
+by the default `tierlab calibrate` in the same device command as its runs), how does the
+machine's own calibration predict its runs, against the stock `h200-host` profile?
+
+    .venv/bin/python lab/scripts/bench_fresh_calibration.py
+
+Rows per machine, then pooled: step MAPE, worst step error, forward MAPE, runs inside the 80%
+range, OOM verdicts right. Targets (issue 31): the default calibration never worse than stock
+(pooled step MAPE), step MAPE <= 8%, worst <= 20%, forward <= 15%, >= 80% inside the range."""
+from __future__ import annotations
+
+import statistics
+
+from labenv import LAB  # noqa: E402  (sets $TIERLAB_PROFILES to the lab)
+
+import tierlab
+from tierlab.validate.workflow import ValidationRun
+
+FRESH = LAB / "fresh"
+PROFILES = (("stock h200-host", "h200-host"), ("its default calibration", None))
+
+
+def rows_of(v: ValidationRun, metric: str) -> list[float]:
+    return [abs(r.error_pct) for r in v.report.rows
+            if r.metric == metric and r.error_pct is not None]
+
+
+def line(label: str, step: list[float], fwd: list[float], inside: int, n: int, oom: str) -> str:
+    return (f"  {label:26s} step MAPE {statistics.mean(step):5.1f}%  worst {max(step):5.1f}%  "
+            f"forward {statistics.mean(fwd):5.1f}%  inside range {inside} of {n}  OOM {oom}")
+
+
+def main() -> int:
+    pooled = {label: ([], [], 0, 0) for label, _ in PROFILES}
+    for folder in sorted(p for p in FRESH.iterdir() if (p / "validate.yaml").is_file()):
+        print(folder.name)
+        for label, hardware in PROFILES:
+            v = tierlab.validate_runs([str(folder)], hardware=hardware)
+            step, fwd = rows_of(v, "step_time_s"), rows_of(v, "forward_s")
+            oom = v.report.summary["oom"]
+            verdicts = f"{oom['n'] - len(oom['mismatches'])} of {oom['n']}"
+            cov = v.coverage
+            print(line(label, step, fwd, cov["inside"], cov["n"], verdicts))
+            s, f, i, n = pooled[label]
+            pooled[label] = (s + step, f + fwd, i + cov["inside"], n + cov["n"])
+    print("pooled")
+    for label, (s, f, i, n) in pooled.items():
+        print(line(label, s, f, i, n, "-"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
