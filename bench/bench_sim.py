@@ -29,7 +29,10 @@ def _strategy(preset, hw, m, micro_batch, sets=()):
     return s
 
 
-def _best_of(fn, repeat=3) -> float:
+def best_of(fn, repeat=3, warm: bool = False) -> float:
+    """Fastest wall time of `repeat` calls (after one untimed call when `warm`)."""
+    if warm:
+        fn()                                  # caches, lazy imports
     best = float("inf")
     for _ in range(repeat):
         t = time.perf_counter()
@@ -42,7 +45,7 @@ def builtin() -> None:
     hw = load_hardware("workstation-rtx3070")
     m = load_model("tinyllama-1.1b", seq_len=1024)
     strategies = [_strategy(p, hw, m, 4) for p in PRESETS]
-    wall = _best_of(lambda: [simulate(hw, m, s) for s in strategies])
+    wall = best_of(lambda: [simulate(hw, m, s) for s in strategies])
     print(f"built-in scenario (TinyLlama-1.1B, RTX 3070, 4 configs): {wall:.3f} s  (target <= 0.2)")
 
 
@@ -56,7 +59,7 @@ def trillion() -> None:
     def once():
         nonlocal r
         r = simulate(hw, m, s)
-    wall = _best_of(once)
+    wall = best_of(once)
     print(f"1T ZeRO-3 NVMe, 32 x DGX-2 (512 V100): {wall:.3f} s wall (target <= 1) -> "
           f"step {r.step_time_s:.1f} s, {r.tflops_per_gpu:.1f} TFLOP/s/GPU, "
           f"bottleneck {r.bottleneck}, {len(r.spans)} spans")
@@ -68,7 +71,7 @@ def vs_gpus() -> None:
     for gpus in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512):
         hw = load_hardware("dgx-2", gpus_per_node=min(gpus, 16), nodes=max(1, gpus // 16))
         s = _strategy("zero3-cpu", hw, m, 4)
-        wall = _best_of(lambda: simulate(hw, m, s), repeat=2)
+        wall = best_of(lambda: simulate(hw, m, s), repeat=2)
         print(f"  {gpus:4d} GPUs: {wall * 1e3:7.1f} ms")
 
 
@@ -79,7 +82,7 @@ def vs_layers() -> None:
     for layers in (12, 25, 50, 100, 200, 400):
         m = replace(base, n_layers=layers)
         s = _strategy("zero3-cpu", hw, m, 4)
-        wall = _best_of(lambda: simulate(hw, m, s), repeat=2)
+        wall = best_of(lambda: simulate(hw, m, s), repeat=2)
         print(f"  {layers:4d} layers: {wall * 1e3:7.1f} ms")
 
 
@@ -95,8 +98,8 @@ def point_vs_range() -> None:
         sets = (("zero_optimization.offload_param.device=nvme",
                  "zero_optimization.offload_param.nvme_path=/nvme") if model == "dense-1t" else ())
         s = _strategy(preset, hw, m, mb, sets)
-        point = _best_of(lambda: simulate(hw, m, s), repeat=2)
-        ranged = _best_of(lambda: simulate(hw, m, s, ranges=True), repeat=2)
+        point = best_of(lambda: simulate(hw, m, s), repeat=2)
+        ranged = best_of(lambda: simulate(hw, m, s, ranges=True), repeat=2)
         r = simulate(hw, m, s, ranges=True)
         lo, hi = r.step_time_range_s
         print(f"  {model} {preset} on {hw.world_size} x {system}: point {point * 1e3:7.1f} ms, "

@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_sim import best_of  # noqa: E402  (bench/, the script's own folder)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 PARAM_NVME = ("zero_optimization.offload_param.device=nvme",
@@ -48,14 +50,6 @@ CLI = (
 )
 
 
-def _best_of(fn, repeat: int) -> float:
-    fn()                                      # warm: caches, lazy imports
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
 
 
 def _forget():
@@ -73,9 +67,9 @@ def _in_process(repeat: int) -> dict:
     out = {}
     for name, kw, _ in SCENARIOS:
         sc = resolve(**kw)
-        ranged = _best_of(lambda: sc.simulate(ranges=True), repeat)
-        point = _best_of(lambda: sc.simulate(), repeat)
-        cold = _best_of(lambda: (_forget(), sc.simulate(ranges=True)), repeat)
+        ranged = best_of(lambda: sc.simulate(ranges=True), repeat, warm=True)
+        point = best_of(lambda: sc.simulate(), repeat, warm=True)
+        cold = best_of(lambda: (_forget(), sc.simulate(ranges=True)), repeat, warm=True)
         r = sc.simulate(ranges=True)
         out[name] = {"ranged_s": ranged, "point_s": point, "cold_s": cold,
                      "step_time_s": r.step_time_s, "range_s": list(r.step_time_range_s)}
