@@ -143,6 +143,12 @@ def _model(model, seq):
                 f"{m.name}'s {m.seq_len:,} (pass --seq to change)")
         return replace(m, seq_len=DEFAULT_SEQ_CAP, max_seq_len=m.max_seq_len or m.seq_len), \
             (note,)
+    if m.max_seq_len and m.seq_len > m.max_seq_len:
+        beyond = (f"--seq {m.seq_len:,} is beyond {m.name}'s {m.max_seq_len:,} positions "
+                  f"(max_position_embeddings)")
+        if m.learned_pos_emb:      # its position table has no row past the last one
+            raise ConfigError(f"{beyond}: its learned position table has no rows past them")
+        return m, (f"{beyond}: simulated as asked, but the model was not trained that long",)
     return m, ()
 
 

@@ -465,7 +465,8 @@ def load_model(name: str, *, seq_len: int | None = None) -> Model:
         if seq_len is not None:
             if seq_len < 1:
                 raise ConfigError(f"--seq must be >= 1, got {seq_len}")
-            model = replace(model, seq_len=seq_len)
+            # the architecture's context length stays (a learned position table keeps its rows)
+            model = replace(model, seq_len=seq_len, max_seq_len=model.max_seq_len or model.seq_len)
     except (TypeError, ValueError) as e:
         if isinstance(e, ConfigError):
             raise

@@ -29,3 +29,19 @@ def test_memory_on_the_shipped_name(name):
             "--micro-batch", "1", "--json", "-q")
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["model"] == load_model(name).name
+
+
+def test_seq_beyond_the_models_positions():
+    """A RoPE model is simulated at a longer --seq with a note; a learned position table has no
+    rows past its last one, so GPT-2 is refused in one line (exit 2)."""
+    from click.testing import CliRunner
+
+    from tierlab.cli import main
+
+    r = CliRunner().invoke(main, ["simulate", "-m", "llama-2-7b", "-H", "dgx-a100", "-c",
+                                  "zero3-cpu", "--seq", "8192"])
+    assert r.exit_code == 0 and "beyond Llama-2-7B's 4,096 positions" in r.output
+    r = CliRunner().invoke(main, ["memory", "-m", "gpt2-10b", "-H", "dgx-a100", "--seq", "2048"])
+    assert r.exit_code == 2 and "--seq 2,048 is beyond GPT-2-10B's 1,024 positions" in r.output
+    r = CliRunner().invoke(main, ["memory", "-m", "gpt2-10b", "-H", "dgx-a100", "--seq", "512"])
+    assert r.exit_code == 0 and "beyond" not in r.output
