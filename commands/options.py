@@ -11,8 +11,9 @@ from tierlab.sim.strategy import PRECISIONS
 
 model_option = click.option(
     "--model", "-m", default=DEFAULT_MODEL, show_default=True,
-    help="Model profile name (see `tierlab profiles models`), a profile YAML, or a Hugging Face "
-         "config.json path.")
+    help="Model profile name (see `tierlab profiles models`), a Hugging Face id with a shipped "
+         "profile (meta-llama/Llama-3.1-8B; profiles/hf_ids.yaml), a profile YAML, or a Hugging "
+         "Face config.json path.")
 hardware_option = click.option(
     "--hardware", "-H", default=DEFAULT_HARDWARE, show_default=True,
     help="System profile name (see `tierlab profiles hardware`) or YAML path.")

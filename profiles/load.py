@@ -9,6 +9,7 @@ import dataclasses
 import difflib
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -451,11 +452,29 @@ def model_from_hf_config(data: Any, where: str, name: str | None = None) -> Mode
         raise ConfigError(f"{where}: {e}") from None
 
 
+HF_IDS_FILE = ROOT / "hf_ids.yaml"
+"""Hugging Face model ids -> the shipped model profile of the same architecture."""
+
+
+def hf_id_profile(name: str) -> str | None:
+    """The model profile a Hugging Face id ('meta-llama/Llama-3.1-8B', any case) names, or None
+    (a path that exists, or a name that is not an id: looked up as given)."""
+    if Path(name).expanduser().exists() or not re.fullmatch(r"[\w.-]+/[\w.-]+", name):
+        return None
+    ids = {k.lower(): v for k, v in read_data(HF_IDS_FILE).items()}
+    if name.lower() not in ids:
+        close = difflib.get_close_matches(name.lower(), ids, n=3, cutoff=0.6)
+        raise ConfigError(f"{name}: no such file, and not a Hugging Face id tierlab ships a "
+                          f"profile for" + (f" (closest: {', '.join(close)})" if close else "")
+                          + "; pass the model's config.json path instead")
+    return ids[name.lower()]
+
+
 def load_model(name: str, *, seq_len: int | None = None) -> Model:
     """A model profile by name, a profile YAML path, or a Hugging Face config.json path."""
     from dataclasses import replace
 
-    path = _find(MODELS_DIR, ".yaml", name, "model")
+    path = _find(MODELS_DIR, ".yaml", hf_id_profile(name) or name, "model")
     data = read_data(path)
     try:
         if path.suffix == ".json":

@@ -45,3 +45,20 @@ def test_seq_beyond_the_models_positions():
     assert r.exit_code == 2 and "--seq 2,048 is beyond GPT-2-10B's 1,024 positions" in r.output
     r = CliRunner().invoke(main, ["memory", "-m", "gpt2-10b", "-H", "dgx-a100", "--seq", "512"])
     assert r.exit_code == 0 and "beyond" not in r.output
+
+
+def test_hugging_face_ids_resolve_to_the_shipped_profiles():
+    from click.testing import CliRunner
+
+    from tierlab.cli import main
+    from tierlab.profiles.load import HF_IDS_FILE, MODELS_DIR, load_model, read_data
+
+    ids = read_data(HF_IDS_FILE)
+    assert len(ids) >= 20 and all((MODELS_DIR / f"{p}.yaml").is_file() for p in ids.values())
+    assert load_model("meta-llama/Llama-3.1-8B") == load_model("llama-3.1-8b")
+    assert load_model("TINYLLAMA/tinyllama-1.1b-chat-v1.0").name == "TinyLlama-1.1B"  # any case
+    r = CliRunner().invoke(main, ["memory", "-m", "mistralai/Mistral-7B-v0.3", "--seq", "1024"])
+    assert r.exit_code == 0 and r.output.startswith("Mistral-7B")
+    r = CliRunner().invoke(main, ["memory", "-m", "meta-llama/Llama-3.1-7B"])
+    assert r.exit_code == 2 and "not a Hugging Face id" in r.output
+    assert "closest: meta-llama/llama-3.1-8b" in r.output and len(r.output.splitlines()) == 1
