@@ -64,12 +64,12 @@ def parse_range(entry: Any, value_text: Any, value: float, dimension: str,
     return low, high
 
 
-def read_data(path: Path) -> Any:
-    """Read a YAML or JSON file; a missing, non-UTF-8, malformed or non-finite (NaN/1e400) file is
-    a one-line ConfigError (tierlab.safeio, the one input layer)."""
+def read_data(path: Path, *, finite: bool = True) -> Any:
+    """Read a YAML or JSON file; a missing, non-UTF-8, malformed or (unless `finite` is off)
+    non-finite (NaN/1e400) file is a one-line ConfigError (tierlab.safeio, the one input layer)."""
     from tierlab.safeio import read_data as read
 
-    return read(path)
+    return read(path, finite=finite)
 
 
 class _Reader:
@@ -475,7 +475,9 @@ def load_model(name: str, *, seq_len: int | None = None) -> Model:
     from dataclasses import replace
 
     path = _find(MODELS_DIR, ".yaml", hf_id_profile(name) or name, "model")
-    data = read_data(path)
+    # a config.json is judged as transformers judges it: its model_type first, then the fields
+    # tierlab reads (each bounded); a non-finite value in a field it does not read is no concern
+    data = read_data(path, finite=path.suffix != ".json")
     try:
         if path.suffix == ".json":
             model = model_from_hf_config(data, str(path))

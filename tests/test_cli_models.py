@@ -62,3 +62,26 @@ def test_hugging_face_ids_resolve_to_the_shipped_profiles():
     r = CliRunner().invoke(main, ["memory", "-m", "meta-llama/Llama-3.1-7B"])
     assert r.exit_code == 2 and "not a Hugging Face id" in r.output
     assert "closest: meta-llama/llama-3.1-8b" in r.output and len(r.output.splitlines()) == 1
+
+
+def test_a_config_json_is_judged_by_its_model_type_and_the_fields_read(tmp_path):
+    """Infinity in a field tierlab does not read is no concern (transformers loads it); an
+    unknown model_type is refused as such, not as 'not finite'; a non-finite field it reads is
+    refused naming it (issue 30)."""
+    import json
+
+    from tierlab.errors import ConfigError
+    from tierlab.profiles.load import load_model
+
+    base = json.loads(open("tests/data/hf_configs/llama-3.1-8b.json").read())
+    for name, change, expect in (
+            ("ok", {"some_unrelated_threshold": float("inf")}, None),
+            ("arch", {"model_type": "no_such_arch", "x": float("inf")}, "model_type 'no_such_arch'"),
+            ("hidden", {"hidden_size": float("inf")}, "hidden_size")):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({**base, **change}))
+        if expect is None:
+            assert load_model(str(path)).n_params == load_model("llama-3.1-8b").n_params
+        else:
+            with pytest.raises(ConfigError, match=expect):
+                load_model(str(path))
