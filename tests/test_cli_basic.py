@@ -88,3 +88,20 @@ def test_console_script_help():
     out = run("memory", "--help")
     for opt in ("--model", "--hardware", "--ds-config", "--set", "--micro-batch", "--seq", "--json"):
         assert opt in out.output
+
+
+def test_profiles_json_lists_what_the_table_lists(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from tierlab.cli import main
+
+    table = CliRunner().invoke(main, ["profiles", "models"])
+    data = json.loads(CliRunner().invoke(main, ["profiles", "models", "--json"]).output)
+    assert list(data) == ["models"] and data["models"]
+    names = [row["name"] for row in data["models"]]
+    assert names == [ln.split()[0] for ln in table.output.splitlines()[1:] if ln.startswith("  ")]
+    assert "tinyllama-1.1b" in names and not any(row["own"] for row in data["models"])
+    every = json.loads(CliRunner().invoke(main, ["profiles", "--json"]).output)
+    assert list(every) == ["hardware", "models", "configs"]
