@@ -237,6 +237,16 @@ def resolve(model: Any = DEFAULT_MODEL, hardware: Any = DEFAULT_HARDWARE,
 
 
 
+def get_dotted(cfg: Mapping, key: str, default: Any = None) -> Any:
+    """cfg['a']['b']['c'] for key 'a.b.c', or `default` where a block or the key is missing."""
+    node: Any = cfg
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return default
+        node = node[part]
+    return node
+
+
 def set_dotted(cfg: dict, key: str, value) -> None:
     """cfg['a']['b']['c'] = value for key 'a.b.c' (missing blocks created)."""
     node = cfg

@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping
 from tierlab.errors import ConfigError
 from tierlab.planner.search import Search, add_ranges, format_plan, plan
 from tierlab.planner.trainer import trainer_native
+from tierlab.scenario import get_dotted
 from tierlab.planner.variants import (Candidate, Placement, PlanResult, Request, Variant,
                                    base_ds_config, placements)
 
@@ -253,12 +254,7 @@ def _set(out: dict, base: Mapping, key: str, value: Any) -> None:
 
 
 def _get(cfg: Mapping, key: str) -> Any:
-    node: Any = cfg
-    for part in key.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return None
-        node = node[part]
-    return node
+    return get_dotted(cfg, key)
 
 
 def _hf_fill(key: str, hidden: int | None) -> Any:

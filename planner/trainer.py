@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Mapping
 
-from tierlab.scenario import set_dotted
+from tierlab.scenario import get_dotted, set_dotted
 
 TRAINER_FILLED = ("train_batch_size", "train_micro_batch_size_per_gpu",
                   "gradient_accumulation_steps", "gradient_clipping",
@@ -29,12 +29,10 @@ PRECISION_FLAGS = {"bf16": "--bf16", "fp16": "--fp16", "fp32": None}
 
 
 def _present(cfg: Mapping, key: str) -> bool:
-    node: Any = cfg
-    for part in key.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return False
-        node = node[part]
-    return True
+    return get_dotted(cfg, key, _MISSING) is not _MISSING
+
+
+_MISSING = object()
 
 
 BATCH_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
