@@ -7,6 +7,7 @@ import click
 
 from tierlab.commands.common import (SCENARIO_KEYS, finite, interrupted, save_figure,
                                      signals_raise, writable)
+from tierlab.commands.seams import seam
 from tierlab.commands.options import RUNNER_KEYS, runner_options, scenario_options
 from tierlab.errors import Interrupted, require
 from tierlab.profiles.load import PRESET_LADDER
@@ -64,7 +65,8 @@ def compare(ctx, variants, uncapped_baseline, timeout_s, budget_s, out_dir, over
         with signals_raise():
             rows = run_comparison(planned, preflight=not kw["skip_preflight"],
                                   timeout_s=timeout_s, budget_s=budget_s,
-                                  say=lambda text: click.echo(text, err=True))
+                                  say=lambda text: click.echo(text, err=True),
+                                  train=seam(ctx, "train"), check=seam(ctx, "preflight"))
     except Interrupted as e:                # the finished rows are kept (runner.compare)
         rows, signum = e.partial, e.signum
     click.echo(format_table(rows))

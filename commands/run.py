@@ -8,6 +8,7 @@ import click
 
 from tierlab.commands.common import (SCENARIO_KEYS, echo_problems, echo_warnings, interrupted,
                                      progress_bar, signals_raise, writable)
+from tierlab.commands.seams import seam
 from tierlab.commands.options import (RUNNER_KEYS, no_progress_option, quiet_option,
                                       runner_options, scenario_options)
 from tierlab.errors import ConfigError, Interrupted, require
@@ -93,7 +94,8 @@ def _run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_prog
         m = load_measurement(out_dir)
     else:
         with progress_bar("run", "step", no_progress, total=spec.steps) as bar:
-            m = run_training(spec, on_step=lambda rec: bar.update(1))
+            m = run_training(spec, on_step=lambda rec: bar.update(1),
+                             setup=seam(ctx, "setup_engine"))
     s = m.summary or {}
     st = (s.get("step_time_s") or {})
     click.echo(f"{m.status}{': ' + m.reason if m.reason else ''}")

@@ -39,6 +39,10 @@ class HardwareField:
     """The value when an optional key is absent (None: the field's own default / left out)."""
     sweep: str | None = ""
     """Its `--vary` key: '' = PART.KEY ('system': KEY), None = not a sweep key."""
+    exact: bool = False
+    """A count or a capacity: no default range (profiles/ranges; a stated range is honoured)."""
+    steady: bool = True
+    """It enters the steady step's time (False: a recorded fact or memory only; sim/ranges)."""
 
     @property
     def sweep_key(self) -> str | None:
@@ -56,32 +60,36 @@ class HardwareField:
 _BANDWIDTHS = ("h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable")
 
 HARDWARE_FIELDS: tuple[HardwareField, ...] = (
-    HardwareField("system", "dram", "dram_bytes", "bytes"),
-    HardwareField("gpu", "hbm", "hbm_bytes", "bytes"),
+    HardwareField("system", "dram", "dram_bytes", "bytes", exact=True),
+    HardwareField("gpu", "hbm", "hbm_bytes", "bytes", exact=True),
     HardwareField("gpu", "hbm_bandwidth", "hbm_bandwidth_Bps", "bytes/s"),
     HardwareField("gpu", "nvlink_bandwidth", "nvlink_bandwidth_Bps", "bytes/s", False, 0.0),
-    HardwareField("gpu", "cuda_context", "cuda_context_bytes", "bytes"),
+    HardwareField("gpu", "cuda_context", "cuda_context_bytes", "bytes", steady=False),
     *(HardwareField("gpu", f"peak_flops.{d}", f"peak_flops.{d}", "flop/s", d == "fp32")
       for d in PEAK_FLOPS_DTYPES),
-    HardwareField("cpu", "cores", "cores", "count"),
-    HardwareField("cpu", "sockets", "sockets", "count"),
+    HardwareField("cpu", "cores", "cores", "count", exact=True),
+    HardwareField("cpu", "sockets", "sockets", "count", exact=True),
     HardwareField("cpu", "dram_bandwidth", "dram_bandwidth_Bps", "bytes/s"),
     HardwareField("cpu", "adam_throughput", "adam_params_per_s", "params/s"),
-    HardwareField("cpu", "module_call", "module_call_s", "seconds", False, sweep=None),
-    HardwareField("system", "nvme_drives", "nvme_drives", "count", False, 0, sweep="nvme.drives"),
+    HardwareField("cpu", "module_call", "module_call_s", "seconds", False, sweep=None,
+                  steady=False),
+    HardwareField("system", "nvme_drives", "nvme_drives", "count", False, 0, sweep="nvme.drives",
+                  exact=True),
     HardwareField("nvme", "read_bandwidth", "read_bandwidth_Bps", "bytes/s"),
     HardwareField("nvme", "write_bandwidth", "write_bandwidth_Bps", "bytes/s"),
-    HardwareField("nvme", "capacity", "capacity_bytes", "bytes"),
+    HardwareField("nvme", "capacity", "capacity_bytes", "bytes", exact=True),
     HardwareField("nvme", "latency", "latency_s", "seconds"),
     *(HardwareField("pcie", k, f"{k}_Bps", "bytes/s") for k in _BANDWIDTHS),
     HardwareField("pcie", "switch_uplink", "switch_uplink_Bps", "bytes/s", False),
     HardwareField("pcie", "latency", "latency_s", "seconds"),
-    HardwareField("pcie", "gpus_per_switch", "gpus_per_switch", "count", False, 1),
-    HardwareField("pcie", "nvme_per_switch", "nvme_per_switch", "count", False, 0),
+    HardwareField("pcie", "gpus_per_switch", "gpus_per_switch", "count", False, 1, exact=True),
+    HardwareField("pcie", "nvme_per_switch", "nvme_per_switch", "count", False, 0, exact=True),
     HardwareField("network", "nic_bandwidth", "nic_bandwidth_Bps", "bytes/s"),
     HardwareField("network", "latency", "latency_s", "seconds"),
-    HardwareField("system", "gpus_per_node", "gpus_per_node", "count", sweep=None),  # --gpus
-    HardwareField("system", "nodes", "nodes", "count", False, 1, sweep=None),       # --nodes
+    HardwareField("system", "gpus_per_node", "gpus_per_node", "count", sweep=None,  # --gpus
+                  exact=True),
+    HardwareField("system", "nodes", "nodes", "count", False, 1, sweep=None,  # --nodes
+                  exact=True),
 )
 """Every number of a hardware profile, in the order `tierlab sweep --list-keys` lists them."""
 
@@ -119,6 +127,8 @@ class SoftwareTerm:
     CPU profile's deepspeed_host_costs, which override the software profile's value."""
     fitted: Callable[[float], str] | None = None
     """validate/fit.py fits it: the quantity string the fit writes its value as; None: not fitted."""
+    steady: bool = True
+    """It enters the steady step's time (False: step 1 or memory only; sim/ranges)."""
 
 
 def _ms(decimals: int) -> Callable[[float], str]:
@@ -137,11 +147,11 @@ SOFTWARE_TERMS: tuple[SoftwareTerm, ...] = (
                  _ms(4)),
     SoftwareTerm("multi_rank_sync", "multi_rank_sync_s", "seconds", False, False, _ms(1)),
     SoftwareTerm("first_step_fixed", "first_step_fixed_s", "seconds", True, False,
-                 lambda s: f"{s:.3f} s"),
+                 lambda s: f"{s:.3f} s", steady=False),
     SoftwareTerm("first_touch_rate", "first_touch_Bps", "bytes/s", True, False,
-                 lambda bps: f"{bps / 1e9:.3f} GB/s"),
+                 lambda bps: f"{bps / 1e9:.3f} GB/s", steady=False),
     SoftwareTerm("process_baseline", "process_baseline_bytes", "bytes", True, False,
-                 lambda b: f"{b / 1e9:.3f} GB"),
+                 lambda b: f"{b / 1e9:.3f} GB", steady=False),
     # measured by `tierlab calibrate` (runner/calibrate_ds.py) or left at the profile's value
     SoftwareTerm("host_dispatch_bwd_per_module", "host_dispatch_bwd_s_per_module", "seconds",
                  False, True),
@@ -175,6 +185,13 @@ on a host (runner/calibrate_ds.py) into its CPU profile's `deepspeed_host_costs`
 override the software profile's values for that host (sim/host_costs.py)."""
 FITTED_TERMS = tuple(t for t in SOFTWARE_TERMS if t.fitted is not None)
 """The terms validate/fit.py fits, in the order it reports them."""
+
+
+EXACT_FIELDS = frozenset(f.field for f in HARDWARE_FIELDS if f.exact)
+"""Hardware fields with no default range (profiles/ranges; a stated range is still honoured)."""
+NOT_STEADY = frozenset({f.field for f in HARDWARE_FIELDS if not f.steady}
+                       | {t.field for t in SOFTWARE_TERMS if not t.steady})
+"""Fields that do not enter the steady step (a recorded fact, memory, step 1 only; sim/ranges)."""
 
 
 def software_term(field: str) -> SoftwareTerm:

@@ -18,10 +18,8 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable
 
-EXACT_FIELDS = frozenset({"hbm_bytes", "dram_bytes", "capacity_bytes", "sockets", "cores",
-                          "gpus_per_node", "nvme_drives", "nodes", "gpus_per_switch",
-                          "nvme_per_switch"})
-"""Fields with no default range (a stated range in the profile is still honoured)."""
+from tierlab.profiles.fields import EXACT_FIELDS
+
 
 CURVES = frozenset({"matmul_efficiency", "aio_points"})
 """Measured curves: their range is a factor on every point (1.0 = the curve as measured)."""

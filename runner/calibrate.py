@@ -109,9 +109,10 @@ def apply_sweep_overrides(plan: SweepPlan, items: list[str]) -> SweepPlan:
 # host facts and the --nvme-path check
 
 
-def check_nvme_path(path: str | Path) -> Path:
+def check_nvme_path(path: str | Path, open_file: Callable[..., int] = os.open) -> Path:
     """The --nvme-path must be an existing writable directory on a filesystem that takes O_DIRECT
-    and is a drive, not RAM; anything else is a one-line ConfigError naming the path and the fix."""
+    and is a drive, not RAM; anything else is a one-line ConfigError naming the path and the fix.
+    `open_file` opens the O_DIRECT probe (`os.open`; a caller may pass a filesystem's refusal)."""
     p = Path(path).expanduser()
     fix = "point --nvme-path at a directory on the NVMe drive, e.g. /var/tmp/tierlab-cal"
     if not p.exists():
@@ -127,7 +128,8 @@ def check_nvme_path(path: str | Path) -> Path:
                           f"memory): {fix}")
     probe = p / f".tierlab-odirect-probe-{os.getpid()}"
     try:
-        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_DIRECT", 0), 0o600)
+        fd = open_file(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_DIRECT", 0),
+                       0o600)
     except OSError as e:
         raise ConfigError(f"--nvme-path {p}: the filesystem ({fstype}) refuses O_DIRECT "
                           f"({e.strerror}), which DeepSpeed's aio needs; {fix}") from None
@@ -505,13 +507,15 @@ class Calibration:
 def calibrate(*, name: str, base: str, nvme_path: str | Path | None, plan: SweepPlan,
               skip: set[str] = frozenset(), date: str | None = None,
               progress: Callable[[list[Task]], Any] | None = None,
-              save_raw: Callable[[dict], None] | None = None) -> Calibration:
+              save_raw: Callable[[dict], None] | None = None,
+              tasks_of: Callable[..., tuple[list[Task], dict]] | None = None) -> Calibration:
     """Measure what this host has, fill the rest from the `base` system profile.
 
     `save_raw` receives the raw record after every benchmark (`complete: false`, with the tasks
     done so far) and once more, complete, before the profile is built: a calibration that is
     killed, or whose profile cannot be built, keeps every point it measured (rebuild with
-    `calibrate --from-raw`)."""
+    `calibrate --from-raw`). `tasks_of(plan, **facts)` lists the benchmarks
+    (`calibration_tasks`; a caller may pass its own)."""
     import datetime
 
     import torch
@@ -535,9 +539,9 @@ def calibrate(*, name: str, base: str, nvme_path: str | Path | None, plan: Sweep
         if Path(nvme_path).is_dir():       # a bad path is refused by check_nvme_path below
             facts["nvme_model"] = block_device_model(Path(nvme_path))
             facts["nvme_capacity_bytes"] = shutil.disk_usage(nvme_path).total
-    tasks, skipped = calibration_tasks(plan, nvme_path=Path(nvme_path) if nvme_path else None,
-                                       skip=set(skip), cuda=cuda, n_gpus=facts["n_gpus"],
-                                       facts=facts)
+    tasks, skipped = (tasks_of or calibration_tasks)(
+        plan, nvme_path=Path(nvme_path) if nvme_path else None, skip=set(skip), cuda=cuda,
+        n_gpus=facts["n_gpus"], facts=facts)
     results: dict[str, list] = {}
     elapsed: dict[str, float] = {}
 

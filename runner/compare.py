@@ -128,17 +128,24 @@ MIN_VARIANT_S = 30.0
 
 def run_comparison(planned: Iterable[Planned], *, preflight: bool = True,
                    timeout_s: float | None = None, budget_s: float | None = None,
-                   say: Callable[[str], None] = lambda text: None) -> list[dict]:
+                   say: Callable[[str], None] = lambda text: None,
+                   train: Callable[[RunSpec, float | None], Measurement] | None = None,
+                   check: Callable[..., list] | None = None) -> list[dict]:
     """Run the variants one after another (never two trainings at once), each after its
     pre-flight check, within `timeout_s` each and `budget_s` for all; one row per variant
     (`row`), a failed pre-flight or a spent budget a row too. `say` gets progress lines.
     Ctrl-C or SIGTERM (as `Interrupted`) stops the running variant's worker, which closes its
     record, and raises `Interrupted` with every row so far as `partial` (the stopped variant's
-    row, the rest "skipped"), so the caller still writes the table."""
+    row, the rest "skipped"), so the caller still writes the table. `train(spec, limit_s)`
+    trains one variant (`run_variant`: a worker process) and `check(hardware, model, strategy,
+    ...)` is its pre-flight (`runner.preflight.run_preflight`); a caller may pass its own."""
+    from tierlab.runner.preflight import run_preflight
+
     planned = list(planned)
     rows: list[dict] = []
     try:
-        _run_all(planned, rows, preflight, timeout_s, budget_s, say)
+        _run_all(planned, rows, (check or run_preflight) if preflight else None, timeout_s,
+                 budget_s, say, train or run_variant)
     except (KeyboardInterrupt, Interrupted) as exc:
         signum = getattr(exc, "signum", signal.SIGINT)
         m = getattr(exc, "partial", None)
@@ -151,16 +158,14 @@ def run_comparison(planned: Iterable[Planned], *, preflight: bool = True,
     return rows
 
 
-def _run_all(planned: list[Planned], rows: list[dict], preflight: bool, timeout_s, budget_s,
-             say) -> None:
-    from tierlab.runner.preflight import run_preflight
-
+def _run_all(planned: list[Planned], rows: list[dict], check, timeout_s, budget_s, say,
+             train) -> None:
     t_start = time.monotonic()
     for p in planned:
         sc = p.scenario
-        problems = run_preflight(sc.hardware, sc.model, sc.strategy,
-                                 gpu_mem_cap_bytes=p.spec.gpu_mem_cap_bytes,
-                                 check_memory_plan=False) if preflight else []
+        problems = check(sc.hardware, sc.model, sc.strategy,
+                         gpu_mem_cap_bytes=p.spec.gpu_mem_cap_bytes,
+                         check_memory_plan=False) if check else []
         for problem in problems:
             say(problem.line())
         if any(x.severity == "error" for x in problems):
@@ -175,7 +180,7 @@ def _run_all(planned: list[Planned], rows: list[dict], preflight: bool, timeout_
                 continue
             limit = min(limit or left, left)
         say(f"running {p.label} ...")
-        m = run_variant(p.spec, limit)
+        m = train(p.spec, limit)
         rows.append(row(p.label, m))
         say(f"  {p.label}: {rows[-1]['status']} step {rows[-1]['step_time_s']} s "
             f"{m.reason}".rstrip())

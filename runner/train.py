@@ -408,10 +408,15 @@ def host_speed(cuda: bool) -> dict:
                                   f"{points[0]['calls']} calls, {PROBE_BEFORE_INIT}"}
 
 
-def run(spec: RunSpec, on_step: Callable[[StepRecord], None] | None = None) -> Measurement:
+def run(spec: RunSpec, on_step: Callable[[StepRecord], None] | None = None, *,
+        setup: Callable[[RunSpec, int], tuple[Any, int]] | None = None,
+        speed: Callable[[bool], dict] | None = None) -> Measurement:
     """Train per `spec` in this process and return the closed Measurement (never raises for a
     training fault: OOM, DeepSpeed assertion, disk full and SIGINT/SIGTERM become a status).
-    `on_step(record)` is called after each step is written (a progress bar's update)."""
+    `on_step(record)` is called after each step is written (a progress bar's update).
+    `setup(spec, local_rank) -> (engine, n_params)` builds the engine (`setup_engine`: the model
+    under deepspeed.initialize) and `speed(cuda)` probes the host first (`host_speed`); a caller
+    may pass its own (a test stands in for DeepSpeed's engine so)."""
     from tierlab.runner.launch import ensure_dist_env
 
     ensure_dist_env()
@@ -445,11 +450,11 @@ def run(spec: RunSpec, on_step: Callable[[StepRecord], None] | None = None) -> M
         applied = apply_gpu_mem_cap(spec.gpu_mem_cap_bytes, local_rank)
         if cuda is not None:
             cuda.set_device(local_rank)
-        speed = host_speed(cuda is not None)
-        engine, n_params = setup_engine(spec, local_rank)
+        probed = (speed or host_speed)(cuda is not None)
+        engine, n_params = (setup or setup_engine)(spec, local_rank)
         writer.update_header(run={**m.run, **applied, "n_params": n_params,
                                   "init_s": time.time() - m.started_unix},
-                             host={**m.host, **speed})
+                             host={**m.host, **probed})
         gc_clock.start()
         train_steps(engine, make_spec_batches(spec), steps=spec.steps,
                     grad_accum=spec.grad_accum, breakdown=spec.breakdown, on_step=recorder)

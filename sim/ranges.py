@@ -30,6 +30,7 @@ import copy
 import math
 from dataclasses import dataclass, replace
 
+from tierlab.profiles.fields import NOT_STEADY
 from tierlab.profiles.ranges import CURVES, field_class
 from tierlab.profiles.schema import Hardware, Model, Software
 from tierlab.sim import host_costs
@@ -40,9 +41,6 @@ from tierlab.sim.strategy import Strategy
 PARTS = ("gpu", "cpu", "pcie", "nvme", "network")
 """Hardware parts whose ranged fields can move the step time."""
 
-NOT_STEADY = frozenset({"module_call_s", "cuda_context_bytes", "process_baseline_bytes",
-                        "first_step_fixed_s", "first_touch_Bps"})
-"""Ranged fields that do not enter the steady step (a recorded fact, memory, step 1 only)."""
 
 TOLERANCE = 0.005
 """A bracket narrower than this fraction of the step is taken as exact (no re-simulation)."""
@@ -143,7 +141,7 @@ def perturbed(hw: Hardware, software: Software | None, name: str, value: float
 # ----------------------------------------------------------------------------------------------
 # brackets, re-simulation, combination
 
-def _kinds(ops, on_path: set[int]) -> list[tuple[object, int, int]]:
+def op_kinds(ops, on_path: set[int]) -> list[tuple[object, int, int]]:
     """(a representative op, ops of its kind, of them on the critical path) per distinct op kind
     (what the engine's timer caches by): a bracket times each kind once."""
     kinds: dict[tuple, list] = {}
@@ -154,7 +152,7 @@ def _kinds(ops, on_path: set[int]) -> list[tuple[object, int, int]]:
     return [tuple(k) for k in kinds.values()]
 
 
-def _retimed(timer, hw: Hardware, software: Software | None):
+def retimed(timer, hw: Hardware, software: Software | None):
     """The engine's timer on perturbed inputs; its GPU block/head times (a FLOP count per layer,
     the costly part) are kept when the GPU is the same."""
     if hw.gpu is not timer.hw.gpu:
@@ -180,7 +178,7 @@ def step_range(hw: Hardware, model: Model, strategy: Strategy, software: Softwar
     `software` (the hardware's measured host costs applied); `budget`: the steady-step
     re-simulations allowed."""
     eff = host_costs.with_host_costs(software, hw) if software is not None else None
-    kinds = _kinds(steady.workload.ops, {rec.op.id for rec in steady.chain()})
+    kinds = op_kinds(steady.workload.ops, {rec.op.id for rec in steady.chain()})
     timer = Timer(hw, model, strategy, eff)
     base = [timer.seconds(op) for op, _, _ in kinds]
     point = steady.step_s
@@ -191,7 +189,7 @@ def step_range(hw: Hardware, model: Model, strategy: Strategy, software: Softwar
         for side, value in ((0, lo), (1, hi)):
             h2, s2 = perturbed(hw, software, name, value)
             e2 = host_costs.with_host_costs(s2, h2) if s2 is not None else None
-            d_cp, d_busy = _bracket(kinds, base, _retimed(timer, h2, e2))
+            d_cp, d_busy = _bracket(kinds, base, retimed(timer, h2, e2))
             ends[name, side] = d_cp
             width[name, side] = (d_busy - d_cp) if d_cp >= 0 else -d_cp
     error = software.ranges.get("simulator_error") if software is not None else None
@@ -208,7 +206,7 @@ def step_range(hw: Hardware, model: Model, strategy: Strategy, software: Softwar
         h2, s2 = perturbed(hw, software, name, lo_hi[side])
         e2 = s2 and host_costs.with_host_costs(s2, h2)
         ends[key] = step_seconds(h2, model, strategy, workload=steady.workload, software=e2,
-                                 timer=_retimed(timer, h2, e2)) - point
+                                 timer=retimed(timer, h2, e2)) - point
         exact.add(key)
     return combine(point, inputs, ends, exact, len(exact))
 

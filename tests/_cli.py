@@ -4,9 +4,10 @@ from click.testing import CliRunner
 from tierlab.cli import main
 
 
-def run(*args, env=None):
-    """`tierlab ARGS` in-process; `env`: environment variables set for the call."""
-    return CliRunner().invoke(main, list(args), env=env)
+def run(*args, env=None, obj=None):
+    """`tierlab ARGS` in-process; `env`: environment variables set for the call; `obj`: the
+    seams a verb takes from click's context object (commands/common.seam)."""
+    return CliRunner().invoke(main, list(args), env=env, obj=obj)
 
 
 def assert_user_error(result, *fragments):

@@ -48,11 +48,9 @@ def setup_engine(spec, local_rank: int = 0):
 
 def main() -> None:
     from tierlab.cli import main as cli
-    from tierlab.runner import train
 
-    train.setup_engine = setup_engine
     sys.argv[0] = "tierlab"
-    cli()
+    cli(obj={"setup_engine": setup_engine})      # the run verb's seam (commands/common.seam)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,8 @@ def disk_dir():
 
 @pytest.fixture(scope="module")
 def calibrated(tmp_path_factory, disk_dir):
-    """One quick calibration into a copy of the shipped hardware folder (loader patched to it)."""
+    """One quick calibration into a copy of the shipped hardware folder (read back through
+    $TIERLAB_PROFILES, as a user's own profiles folder is)."""
     hw = tmp_path_factory.mktemp("profiles") / "hardware"
     shutil.copytree(load.HARDWARE_DIR, hw)
     out = hw / "systems" / "ci-box.yaml"
@@ -45,7 +46,7 @@ def calibrated(tmp_path_factory, disk_dir):
                  "--raw", str(raw), "--name", "ci-box")
     assert result.exit_code == 0, result.output
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(load, "HARDWARE_DIR", hw)
+        mp.setenv(load.PROFILES_ENV, str(hw.parent))
         hardware = load.load_hardware(str(out))
     return {"out": out, "hw": hw, "raw": json.loads(raw.read_text()), "hardware": hardware,
             "output": result.output, "disk": disk_dir}
@@ -129,17 +130,14 @@ def test_missing_nvme_path_is_exit_2(tmp_path):
     assert_user_error(out, str(missing), "mkdir -p")
 
 
-def test_odirect_refusal_names_the_path(disk_dir, monkeypatch):
-    real_open = os.open
-
-    def refusing(path, flags, *a, **kw):
+def test_odirect_refusal_names_the_path(disk_dir):
+    def refusing(path, flags, *a, **kw):     # what a filesystem without O_DIRECT answers
         if flags & os.O_DIRECT:
             raise OSError(errno.EINVAL, "Invalid argument")
-        return real_open(path, flags, *a, **kw)
+        return os.open(path, flags, *a, **kw)
 
-    monkeypatch.setattr(os, "open", refusing)
     with pytest.raises(ConfigError, match="refuses O_DIRECT") as e:
-        cal.check_nvme_path(disk_dir)
+        cal.check_nvme_path(disk_dir, open_file=refusing)
     assert str(disk_dir) in str(e.value) and "\n" not in str(e.value)
 
 
@@ -353,7 +351,7 @@ def test_bad_layer_time_is_one_line():
         gpu_from_data(doc, "gpus/h200.yaml")
 
 
-def test_raw_record_is_saved_after_every_benchmark_and_survives_a_failure(monkeypatch):
+def test_raw_record_is_saved_after_every_benchmark_and_survives_a_failure():
     """A benchmark that dies mid-calibration (a crash, a kill) leaves the raw record of every
     benchmark before it, marked incomplete; a complete run ends with `complete: true`."""
     saved = []
@@ -363,10 +361,10 @@ def test_raw_record_is_saved_after_every_benchmark_and_survives_a_failure(monkey
     def tasks(plan, **kw):
         return [ok, ok, boom], {"nccl": "test"}
 
-    monkeypatch.setattr(cal, "calibration_tasks", tasks)
     with pytest.raises(RuntimeError, match="killed"):
         cal.calibrate(name="t", base="h200-host", nvme_path=None, plan=cal.quick_plan(),
-                      save_raw=lambda rec: saved.append(json.loads(json.dumps(rec))))
+                      save_raw=lambda rec: saved.append(json.loads(json.dumps(rec))),
+                      tasks_of=tasks)
     assert [r["tasks_done"] for r in saved] == [1, 2]
     assert all(r["complete"] is False and r["tasks_total"] == 3 for r in saved)
     assert len(saved[-1]["results"]["memcpy"]) == 2 and saved[-1]["skipped"] == {"nccl": "test"}

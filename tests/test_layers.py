@@ -128,3 +128,42 @@ def test_no_private_name_crosses_a_module():
                 crossing.append(f"{MODULES[module].relative_to(ROOT)}:{node.lineno}: "
                                 f"{node.value.id}.{node.attr}")
     assert not crossing, "\n".join(crossing)
+
+
+def _tierlab_names(tree: ast.AST) -> set[str]:
+    """Names a test file binds to tierlab modules or objects (import ... as X, from ... import X)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "tierlab":
+            out |= {a.asname or a.name for a in node.names}
+        elif isinstance(node, ast.Import):
+            out |= {a.asname or a.name.split(".")[0] for a in node.names
+                    if a.name.split(".")[0] == "tierlab"}
+    return out
+
+
+def test_no_test_patches_the_product():
+    """Issue 28 item 6: tests use the seams the library offers (parameters such as
+    runner.train.run(setup=...), compare's train=/check=, calibrate's tasks_of=, and the verbs'
+    click context object, commands/seams.py), never monkeypatch.setattr on tierlab's modules."""
+    patched = []
+    for path in sorted((ROOT / "tests").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        ours = _tierlab_names(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr in ("setattr", "delattr") and node.args:
+                target = node.args[0]
+                root = target
+                while isinstance(root, ast.Attribute):
+                    root = root.value
+                if (isinstance(root, ast.Name) and root.id in ours) or (
+                        isinstance(target, ast.Constant) and str(target.value).startswith("tierlab")):
+                    patched.append(f"{path.name}:{node.lineno}")
+        for node in ast.walk(tree):       # assignment into a tierlab module: train.setup_engine = f
+            if isinstance(node, ast.Assign):
+                for t in node.targets:
+                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) \
+                            and t.value.id in ours and t.value.id[0].islower():
+                        patched.append(f"{path.name}:{node.lineno}")
+    assert not patched, f"tests patch tierlab internals at {patched}"

@@ -300,16 +300,16 @@ def test_retimed_timer_agrees_with_a_fresh_one():
     gives must equal a freshly built timer's for every input of a ZeRO-3 NVMe scenario."""
     from tierlab.sim.engine import Timer, run_step
     from tierlab.sim.host_costs import software_for
-    from tierlab.sim.ranges import _kinds, _retimed
+    from tierlab.sim.ranges import op_kinds, retimed
 
     hw, m, s = scenario("zero3-nvme")
     sw = software_for(hw)
     run = run_step(hw, m, s, software=sw)
-    kinds = _kinds(run.workload.ops, set())
+    kinds = op_kinds(run.workload.ops, set())
     timer = Timer(hw, m, s, sw)
     for name, _, lo, hi in uncertain_inputs(hw, sw):
         h2, s2 = perturbed(hw, sw, name, hi)
-        fresh, reused = Timer(h2, m, s, s2), _retimed(timer, h2, s2)
+        fresh, reused = Timer(h2, m, s, s2), retimed(timer, h2, s2)
         assert [reused.seconds(op) for op, _, _ in kinds] == \
             [fresh.seconds(op) for op, _, _ in kinds], name
 

@@ -28,7 +28,7 @@ def ok(spec, limit):
                                 "steps_total": 3})
 
 
-def test_every_variant_is_a_row_and_preflight_errors_stop_only_theirs(tmp_path, monkeypatch):
+def test_every_variant_is_a_row_and_preflight_errors_stop_only_theirs(tmp_path):
     ok.limits = []
     said = []
 
@@ -37,27 +37,24 @@ def test_every_variant_is_a_row_and_preflight_errors_stop_only_theirs(tmp_path, 
             return [pf.Problem("memory", "host needs 9 GiB of 8 GiB", "offload less")]
         return []
 
-    monkeypatch.setattr(compare, "run_variant", ok)
-    monkeypatch.setattr(pf, "run_preflight", preflight)
     rows = compare.run_comparison(planned(tmp_path, "no-offload", "zero3-cpu"), timeout_s=60,
-                                  say=said.append)
+                                  say=said.append, train=ok, check=preflight)
     assert [(r["variant"], r["status"]) for r in rows] == [("no-offload", "ok"),
                                                             ("zero3-cpu", "preflight")]
     assert rows[0]["step_time_s"] == 0.5 and "host needs 9 GiB" in rows[1]["reason"]
     assert ok.limits == [60] and any("error: [memory]" in s for s in said)
     skipped = compare.run_comparison(planned(tmp_path, "zero3-cpu"), preflight=False,
-                                     say=said.append)
+                                     say=said.append, train=ok, check=preflight)
     assert skipped[0]["status"] == "ok"
 
 
-def test_budget_limits_each_variant_and_skips_what_cannot_start(tmp_path, monkeypatch):
+def test_budget_limits_each_variant_and_skips_what_cannot_start(tmp_path):
     ok.limits = []
-    monkeypatch.setattr(compare, "run_variant", ok)
     rows = compare.run_comparison(planned(tmp_path, "no-offload"), preflight=False,
-                                  budget_s=100)
+                                  budget_s=100, train=ok)
     assert rows[0]["status"] == "ok" and 0 < ok.limits[0] <= 100 - compare.BUDGET_MARGIN_S
     rows = compare.run_comparison(planned(tmp_path, "no-offload"), preflight=False,
-                                  budget_s=compare.MIN_VARIANT_S)
+                                  budget_s=compare.MIN_VARIANT_S, train=ok)
     assert rows == [{"variant": "no-offload", "status": "skipped", "reason": "budget spent"}]
 
 
@@ -73,25 +70,25 @@ def test_compare_refuses_an_existing_comparison_unless_overwrite(tmp_path, monke
         return MeasurementWriter(spec.out_dir, Measurement(run_id=spec.label)).close(
             "ok", samples=[])
     ok.limits = []
-    monkeypatch.setattr(compare, "run_variant", recorded)
+    seams = {"train": recorded}           # the verb's worker (commands/common.seam)
     out = tmp_path / "cmp"
     args = ["compare", "-m", TINY, "--micro-batch", "1", "--seq", "64", "--steps", "3",
             "--warmup-steps", "1", "--variants", "no-offload", "--skip-preflight"]
-    first = run(*args, "--out", str(out))
+    first = run(*args, "--out", str(out), obj=seams)
     assert first.exit_code == 0, first.output
     table = (out / "compare.csv").read_text()
-    assert_user_error(run(*args, "--out", str(out)), f"--out {out}: holds a comparison already",
+    assert_user_error(run(*args, "--out", str(out), obj=seams), f"--out {out}: holds a comparison already",
                       "compare.csv", "no-offload/measurement.json", "--overwrite")
     assert (out / "compare.csv").read_text() == table            # untouched
     # another variant into the same folder: the table would be replaced, so refused too
     assert_user_error(run(*args[:-3], "--variants", "zero3-cpu", "--skip-preflight",
-                          "--out", str(out)), "compare.csv")
-    again = run(*args, "--out", str(out), "--overwrite")
+                          "--out", str(out), obj=seams), "compare.csv")
+    again = run(*args, "--out", str(out), "--overwrite", obj=seams)
     assert again.exit_code == 0, again.output
     assert not [p for p in out.rglob("*") if ".tmp" in p.name]
     # the default folder: runs/compare-<time>, a new one each time
     monkeypatch.chdir(tmp_path)
     for _ in range(2):
-        assert run(*args).exit_code == 0
+        assert run(*args, obj=seams).exit_code == 0
     assert len(list((tmp_path / "runs").glob("compare-*/compare.csv"))) == 2
     assert compare.earlier_outputs(tmp_path / "nothing", ["no-offload"]) == []

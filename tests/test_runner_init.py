@@ -203,7 +203,7 @@ def test_compare_checks_runs_recorded_before_the_check(tmp_path):
         "ok", Measurement(run_id="o", status="ok", model=MODEL, steps=steps(10.8)))["warnings"]
 
 
-def test_an_interrupted_comparison_keeps_its_finished_rows(tmp_path, monkeypatch):
+def test_an_interrupted_comparison_keeps_its_finished_rows(tmp_path):
     from test_runner_compare import ok, planned
 
     ok.limits = []
@@ -215,10 +215,9 @@ def test_an_interrupted_comparison_keeps_its_finished_rows(tmp_path, monkeypatch
             raise Interrupted(2, partial=stopped)      # what run_variant raises on Ctrl-C
         return ok(spec, limit)
 
-    monkeypatch.setattr(compare, "run_variant", variant)
     with pytest.raises(Interrupted) as e:
         compare.run_comparison(planned(tmp_path, "no-offload", "zero3-cpu", "zero3-nvme"),
-                               preflight=False)
+                               preflight=False, train=variant)
     rows = e.value.partial
     assert [(r["variant"], r["status"]) for r in rows] == [
         ("no-offload", "ok"), ("zero3-cpu", "interrupted"), ("zero3-nvme", "skipped")]

@@ -115,19 +115,16 @@ def test_run_probes_the_host_before_deepspeed_initialize(tmp_path, monkeypatch):
     for key in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK"):
         monkeypatch.delenv(key, raising=False)     # run() sets them; undone after the test
     calls = []
-    monkeypatch.setattr(train, "host_speed", lambda cuda: calls.append("probe") or {})
 
     def setup(spec, local_rank):
         calls.append("initialize")
         raise RuntimeError("stop here")
-
-    monkeypatch.setattr(train, "setup_engine", setup)
     model = load_model("tinyllama-1.1b", seq_len=64)
     cfg, _ = load_ds_config("zero3-cpu")
     strategy, _ = parse_ds_config(cfg, Flags(micro_batch=1, precision="bf16", hidden=model.hidden))
     spec = train.spec_from_strategy(model, strategy, out_dir=str(tmp_path / "m"), steps=2,
                                     warmup_steps=1)
-    m = train.run(spec)
+    m = train.run(spec, setup=setup, speed=lambda cuda: calls.append("probe") or {})
     assert calls == ["probe", "initialize"]
     assert m.status == "failed" and "stop here" in m.reason
 
