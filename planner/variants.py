@@ -11,6 +11,7 @@ from typing import Any, Callable, Mapping
 
 from tierlab.errors import ConfigError
 from tierlab.planner.trainer import launch_line, trainer_args, trainer_native
+from tierlab.sim.layout import param_buffer_numel_needed, pipelined_buffer_count
 
 log = logging.getLogger(__name__)
 
@@ -133,10 +134,7 @@ def ds_config_dict(v: Variant, req: Request) -> dict:
     if p.param != "none":
         zero["offload_param"] = {"device": p.param, "pin_memory": True}
     if p.param == "nvme":
-        # every parameter partition must fit one swap buffer ("buffer nbytes != file bytes")
-        from tierlab.profiles.layout import largest_matrix_numel
-        largest = largest_matrix_numel(model)
-        per_rank = -(-largest // hw.world_size)
+        per_rank = param_buffer_numel_needed(model, hw.world_size)
         zero["offload_param"].update(buffer_count=5, buffer_size=max(100_000_000, per_rank),
                                      max_in_cpu=1e9)
     for dev, key in ((p.param, "offload_param"), (p.optimizer, "offload_optimizer")):
@@ -154,7 +152,7 @@ def ds_config_dict(v: Variant, req: Request) -> dict:
     if p.optimizer == "nvme":
         read, write = "read" in pipe, "write" in pipe
         zero["offload_optimizer"].update(pipeline_read=read, pipeline_write=write,
-                                         buffer_count=4 * (1 + read + write))
+                                         buffer_count=pipelined_buffer_count(read, write))
     for key, value in knobs.items():
         set_dotted(cfg, key, int(value) if isinstance(value, float) and value.is_integer() else value)
     return cfg
@@ -344,8 +342,7 @@ def base_ds_config(v: Variant, req: Request) -> dict:
             block["nvme_path"] = req.nvme_path
         zero[key] = block
     if p.param == "nvme":       # every partition must fit one swap buffer
-        from tierlab.profiles.layout import largest_matrix_numel
-        per_rank = -(-largest_matrix_numel(req.model) // hw.world_size)
+        per_rank = param_buffer_numel_needed(req.model, hw.world_size)
         if zero["offload_param"].get("buffer_size", 100_000_000) < per_rank:
             zero["offload_param"]["buffer_size"] = per_rank
     if p.optimizer == "nvme" and "sub_group_size" not in zero:
@@ -358,7 +355,7 @@ def base_ds_config(v: Variant, req: Request) -> dict:
     if pipe is not None and p.optimizer == "nvme":
         read, write = "read" in pipe, "write" in pipe
         zero["offload_optimizer"].update(pipeline_read=read, pipeline_write=write,
-                                         buffer_count=4 * (1 + read + write))
+                                         buffer_count=pipelined_buffer_count(read, write))
     for key, value in knobs.items():
         set_dotted(cfg, key, int(value) if isinstance(value, float) and value.is_integer()
                    else value)

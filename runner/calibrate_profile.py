@@ -26,6 +26,25 @@ from tierlab.runner.microbench import best, block_device_model, mount_of, usable
 from tierlab.units import GiB, KiB, MiB, parse_quantity
 from tierlab.sim.devices import ADAM_DRAM_BYTES_PER_PARAM
 
+# The YAML keys the writer fills, read off the field table (profiles/fields.py spells them)
+SOCKETS = yaml_key("cpu", "sockets")
+CORES = yaml_key("cpu", "cores")
+DRAM_BW = yaml_key("cpu", "dram_bandwidth_Bps")
+ADAM = yaml_key("cpu", "adam_params_per_s")
+MODULE_CALL = yaml_key("cpu", "module_call_s")
+HBM = yaml_key("gpu", "hbm_bytes")
+HBM_BW = yaml_key("gpu", "hbm_bandwidth_Bps")
+NVLINK = yaml_key("gpu", "nvlink_bandwidth_Bps")
+CUDA_CONTEXT = yaml_key("gpu", "cuda_context_bytes")
+PEAK_FLOPS = yaml_key("gpu", "peak_flops.fp32").split(".")[0]
+CAPACITY = yaml_key("nvme", "capacity_bytes")
+NVME_LATENCY = yaml_key("nvme", "latency_s")
+PCIE_LATENCY = yaml_key("pcie", "latency_s")
+GPUS_PER_NODE = yaml_key("system", "gpus_per_node")
+DRAM = yaml_key("system", "dram_bytes")
+NVME_DRIVES = yaml_key("system", "nvme_drives")
+NODES = yaml_key("system", "nodes")
+
 PARTS = ("gpus", "cpus", "nvme")
 
 
@@ -95,18 +114,18 @@ def cpu_document(results: dict, facts: dict, base: dict, m: str) -> dict:
     usable = facts.get("cores_usable") or usable_cores()
     doc: dict[str, Any] = {
         "kind": "cpu", "name": facts["cpu_model"],
-        "sockets": {"value": facts["sockets"], "source": f"{m}: distinct 'physical id' in /proc/cpuinfo"},
-        "cores": {"value": cores, "source": f"{m}: psutil.cpu_count(logical=False) "
+        SOCKETS: {"value": facts["sockets"], "source": f"{m}: distinct 'physical id' in /proc/cpuinfo"},
+        CORES: {"value": cores, "source": f"{m}: psutil.cpu_count(logical=False) "
                                             f"({usable} usable by this process)"}}
     mc = best(results.get("memcpy", []), "Bps")
     if mc:
         copy_how = (f"torch uint8 tensor copy_ of {_fmt_size(mc['nbytes'])} with {mc['threads']} "
                     f"threads, counting source read + destination read-for-ownership + write (3 "
                     f"x {_fmt_size(mc['nbytes'])} per copy), best of {_reps(results['memcpy'])}")
-        doc["dram_bandwidth"] = measured_entry(mc["Bps"], "GB/s", f"{m}: {copy_how}",
+        doc[DRAM_BW] = measured_entry(mc["Bps"], "GB/s", f"{m}: {copy_how}",
                                                results["memcpy"], "Bps", mc)
     else:
-        doc["dram_bandwidth"] = copy.deepcopy(base_cpu["dram_bandwidth"])
+        doc[DRAM_BW] = copy.deepcopy(base_cpu[DRAM_BW])
     ad = best(results.get("adam", []), "params_per_s", optimizer="deepspeed")
     if mc and ad and ad["params_per_s"] * ADAM_DRAM_BYTES_PER_PARAM > mc["Bps"]:
         # both sustain DRAM traffic: the copy benchmark is only a lower bound when CPU Adam's
@@ -115,28 +134,28 @@ def cpu_document(results: dict, facts: dict, base: dict, m: str) -> dict:
         traffic = ad["params_per_s"] * ADAM_DRAM_BYTES_PER_PARAM
         reps = [{**p, "Bps": p["params_per_s"] * ADAM_DRAM_BYTES_PER_PARAM}
                 for p in results["adam"]]          # the range from CPU Adam's repeats
-        doc["dram_bandwidth"] = measured_entry(traffic, "GB/s", (
+        doc[DRAM_BW] = measured_entry(traffic, "GB/s", (
             f"{m}: DeepSpeedCPUAdam's measured {ad['params_per_s'] / 1e9:.2f} G params/s x "
             f"{ADAM_DRAM_BYTES_PER_PARAM} B of DRAM traffic per parameter (sim/devices.py), "
             f"above the copy benchmark's {mc['Bps'] / 1e9:.1f} GB/s ({copy_how})"), reps, "Bps",
             {**ad, "Bps": traffic})
     if ad:
         per_t = _adam_summary(results["adam"])
-        doc["adam_throughput"] = measured_entry(ad["params_per_s"], "Gparams/s", (
+        doc[ADAM] = measured_entry(ad["params_per_s"], "Gparams/s", (
             f"{m}: DeepSpeedCPUAdam.step on {ad['n_params'] / 2**20:g} Mi fp32 params, best at "
             f"{ad['threads']} threads (threads: params/s {per_t}); torch Adam in the raw data"),
             results["adam"], "params_per_s", ad)
     else:
-        doc["adam_throughput"] = copy.deepcopy(base_cpu["adam_throughput"])
+        doc[ADAM] = copy.deepcopy(base_cpu[ADAM])
     calls = results.get("dispatch", [])
     if calls:
         fastest = min(calls, key=lambda p: p["seconds_per_call"])
-        doc["module_call"] = measured_entry(fastest["seconds_per_call"], "us", (
+        doc[MODULE_CALL] = measured_entry(fastest["seconds_per_call"], "us", (
             f"{m}: forward of a hooked 64x64 nn.Linear on {fastest['device']}, autograd on, "
             f"{fastest['calls']} calls per rep, fastest of {_reps(calls)} reps "
             f"(runner/calibrate.py module_call_time)"), calls, "seconds_per_call", fastest)
-    elif "module_call" in base_cpu:
-        doc["module_call"] = copy.deepcopy(base_cpu["module_call"])
+    elif MODULE_CALL in base_cpu:
+        doc[MODULE_CALL] = copy.deepcopy(base_cpu[MODULE_CALL])
     return doc
 
 
@@ -186,7 +205,7 @@ def nvme_document(results: dict, facts: dict, m: str, base: dict) -> dict | None
                        p["single_submit"], p["overlap_events"]) for p in aio})
     for op in ("read", "write"):
         b = best(aio, "Bps", op=op)
-        doc[f"{op}_bandwidth"] = measured_entry(b["Bps"], "GB/s", (
+        doc[yaml_key("nvme", f"{op}_bandwidth_Bps")] = measured_entry(b["Bps"], "GB/s", (
             f"{m}: DeepSpeed aio {'pread' if op == 'read' else 'pwrite'} O_DIRECT, block "
             f"{_fmt_size(b['block_size'])}, qd {b['queue_depth']}, intra_op "
             f"{b['intra_op_parallelism']}, single_submit {str(b['single_submit']).lower()}, "
@@ -198,14 +217,14 @@ def nvme_document(results: dict, facts: dict, m: str, base: dict) -> dict | None
     if capacity is None and path.exists():
         capacity = shutil.disk_usage(path).total
     if capacity is not None:
-        doc["capacity"] = {"value": _q(capacity, "GiB"),
+        doc[CAPACITY] = {"value": _q(capacity, "GiB"),
                            "source": f"{m}: size of the {fstype} filesystem at {mnt} (statvfs)"}
     elif "nvme" in base:          # --from-raw of a record without it: the base drive's figure
-        doc["capacity"] = copy.deepcopy(base["nvme"][1]["capacity"])
+        doc[CAPACITY] = copy.deepcopy(base["nvme"][1][CAPACITY])
     lat = results.get("aio_latency")
     if lat:
         med = statistics.median(p["seconds"] for p in lat)
-        doc["latency"] = {"value": _q(med, "us"), "source": (
+        doc[NVME_LATENCY] = {"value": _q(med, "us"), "source": (
             f"{m}: median of {len(lat)} DeepSpeed aio sync_pread 4 KiB O_DIRECT reads at queue "
             f"depth 1, random offsets of a 64 MiB file on {path} (includes ~10 us of Python call)")}
     return doc
@@ -227,38 +246,38 @@ def gpu_document(results: dict, facts: dict, base: dict, m: str) -> dict | None:
     sd = copy.deepcopy(sheet[1]) if sheet else {}
     sheet_name = sheet[0] if sheet else None
     doc: dict[str, Any] = {"kind": "gpu", "name": sd.get("name", info["name"]),
-                           "hbm": {"value": _q(info["total_memory_bytes"], "GiB"), "source": (
+                           HBM: {"value": _q(info["total_memory_bytes"], "GiB"), "source": (
                                f"{m}: torch.cuda.get_device_properties().total_memory of "
                                f"{info['name']}")}}
     hbm = best(results.get("hbm", []), "Bps")
-    if "hbm_bandwidth" in sd:
-        doc["hbm_bandwidth"] = sd["hbm_bandwidth"]
+    if HBM_BW in sd:
+        doc[HBM_BW] = sd[HBM_BW]
     else:
-        doc["hbm_bandwidth"] = {"value": _q(hbm["Bps"], "GB/s"), "source": (
+        doc[HBM_BW] = {"value": _q(hbm["Bps"], "GB/s"), "source": (
             f"{m}: device-to-device copy_ of {_fmt_size(hbm['nbytes'])}, read + write counted "
             f"(achievable, not the datasheet peak: no datasheet profile names this GPU)")}
     gemm = results.get("gemm", [])
     dtypes = facts.get("gemm_dtypes", ["bf16"])
-    if "peak_flops" in sd:
-        doc["peak_flops"] = sd["peak_flops"]
+    if PEAK_FLOPS in sd:
+        doc[PEAK_FLOPS] = sd[PEAK_FLOPS]
     else:
-        doc["peak_flops"] = {d: {"value": _q(best(gemm, "flops_per_s", dtype=d)["flops_per_s"],
+        doc[PEAK_FLOPS] = {d: {"value": _q(best(gemm, "flops_per_s", dtype=d)["flops_per_s"],
                                              "TFLOP/s"),
                                  "source": f"{m}: best {d} GEMM of the sweep (no datasheet profile "
                                            f"names {info['name']}: efficiencies are relative to it)"}
                              for d in dtypes if best(gemm, "flops_per_s", dtype=d)}
         fp32 = best(results.get("gemm_fp32", []), "flops_per_s")
         if fp32:
-            doc["peak_flops"]["fp32"] = {"value": _q(fp32["flops_per_s"], "TFLOP/s"),
+            doc[PEAK_FLOPS]["fp32"] = {"value": _q(fp32["flops_per_s"], "TFLOP/s"),
                                          "source": f"{m}: fp32 GEMM 4096^3 without TF32"}
     nccl = best(results.get("nccl", []), "busbw_Bps", op="all_gather")
     if nccl:
-        doc["nvlink_bandwidth"] = {"value": _q(nccl["busbw_Bps"], "GB/s"), "source": (
+        doc[NVLINK] = {"value": _q(nccl["busbw_Bps"], "GB/s"), "source": (
             f"{m}: NCCL all_gather_into_tensor bus bandwidth over {nccl['world']} GPUs, "
             f"{_fmt_size(nccl['nbytes'])} gathered (nccl-tests busbw = algbw x (n-1)/n)")}
-    elif "nvlink_bandwidth" in sd:
-        doc["nvlink_bandwidth"] = sd["nvlink_bandwidth"]
-    doc["cuda_context"] = {"value": _q(max(info["context_bytes"], 1), "GiB"), "source": (
+    elif NVLINK in sd:
+        doc[NVLINK] = sd[NVLINK]
+    doc[CUDA_CONTEXT] = {"value": _q(max(info["context_bytes"], 1), "GiB"), "source": (
         f"{m}: cudaMemGetInfo used - torch reserved after CUDA init and a first cuBLAS matmul")}
     main_dtype = next((d for d in dtypes if d in _peaks(doc)), None)
     if gemm and main_dtype:
@@ -301,7 +320,7 @@ def _layer_fields(points: list[dict], doc: dict, m: str) -> dict:
 
 
 def _peaks(doc: dict) -> dict[str, float]:
-    return {d: parse_quantity(e["value"], "flop/s", d) for d, e in doc["peak_flops"].items()}
+    return {d: parse_quantity(e["value"], "flop/s", d) for d, e in doc[PEAK_FLOPS].items()}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -321,13 +340,13 @@ def system_document(name: str, results: dict, facts: dict, base: dict, parts: di
         elif key in doc:
             not_measured.append(key)
     if facts.get("n_gpus"):
-        doc["gpus_per_node"] = {"value": facts["n_gpus"], "source": f"{m}: torch.cuda.device_count()"}
+        doc[GPUS_PER_NODE] = {"value": facts["n_gpus"], "source": f"{m}: torch.cuda.device_count()"}
     else:
-        not_measured.append("gpus_per_node")
-    doc["dram"] = {"value": _q(facts.get("ram_bytes") or ram_bytes(), "GiB"),
+        not_measured.append(GPUS_PER_NODE)
+    doc[DRAM] = {"value": _q(facts.get("ram_bytes") or ram_bytes(), "GiB"),
                    "source": f"{m}: psutil.virtual_memory().total"}
     if parts.get("nvme"):
-        doc["nvme_drives"] = {"value": 1, "source": (
+        doc[NVME_DRIVES] = {"value": 1, "source": (
             f"{m}: the filesystem at {facts['nvme_path']} is measured as one drive")}
     pcie_doc = doc.setdefault("pcie", {})
     pcie = results.get("pcie", [])
@@ -340,8 +359,8 @@ def system_document(name: str, results: dict, facts: dict, base: dict, parts: di
     doc["description"] = (f"{name}: calibrated {date} by tierlab calibrate on "
                           f"{socket.gethostname()}; not measured, from {base['systems_name']}: "
                           f"{', '.join(not_measured)}")
-    order = ["kind", "name", "description", "gpu", "gpus_per_node", "cpu", "dram", "nvme",
-             "nvme_drives", "pcie", "network", "nodes"]
+    order = ["kind", "name", "description", "gpu", GPUS_PER_NODE, "cpu", DRAM, "nvme",
+             NVME_DRIVES, "pcie", "network", NODES]
     return {k: doc[k] for k in order if k in doc} | {k: v for k, v in doc.items() if k not in order}
 
 
@@ -351,14 +370,14 @@ def _pcie_entries(pcie_doc: dict, pcie: list[dict], m: str) -> None:
     for direction in ("h2d", "d2h"):
         for memory in ("pinned", "pageable"):
             b = best(pcie, "Bps", direction=direction, memory=memory)
-            pcie_doc[f"{direction}_{memory}"] = measured_entry(b["Bps"], "GB/s", (
+            pcie_doc[yaml_key("pcie", f"{direction}_{memory}_Bps")] = measured_entry(b["Bps"], "GB/s", (
                 f"{m}: torch copy_ {direction.upper()} with {memory} host memory, best at "
                 f"{_fmt_size(b['nbytes'])} over {span} (best of {_reps(pcie)} reps; curve in the "
                 f"raw data)"), pcie, "Bps", b)
     small = [p for p in pcie if p["nbytes"] == sizes[0] and p["memory"] == "pinned"]
     peak = {d: best(pcie, "Bps", direction=d, memory="pinned")["Bps"] for d in ("h2d", "d2h")}
     lat = min(p["seconds"] - p["nbytes"] / peak[p["direction"]] for p in small)
-    pcie_doc["latency"] = {"value": _q(max(lat, 1e-7), "us"), "source": (
+    pcie_doc[PCIE_LATENCY] = {"value": _q(max(lat, 1e-7), "us"), "source": (
         f"{m}: fastest pinned {_fmt_size(sizes[0])} copy minus its size / best bandwidth "
         f"(launch + DMA setup + synchronize)")}
 
@@ -375,8 +394,8 @@ def build_documents(name: str, date: str, results: dict, facts: dict, base: dict
     parts = {"cpus": cpu_document(results, facts, base, m),
              "nvme": nvme_document(results, facts, m, base),
              "gpus": gpu_document(results, facts, base, m)}
-    if parts["nvme"] is not None and "latency" not in parts["nvme"]:
-        parts["nvme"]["latency"] = copy.deepcopy(base["nvme"][1]["latency"])
+    if parts["nvme"] is not None and NVME_LATENCY not in parts["nvme"]:
+        parts["nvme"][NVME_LATENCY] = copy.deepcopy(base["nvme"][1][NVME_LATENCY])
     docs = {k: v for k, v in parts.items() if v is not None}
     docs["systems"] = system_document(name, results, facts, base, docs, m, date)
     if results.get("deepspeed") and "cpus" in docs:

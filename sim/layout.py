@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
+from tierlab.profiles.layout import largest_matrix_numel
 from tierlab.profiles.schema import Model
 from tierlab.sim.modules import Module, modules
 from tierlab.sim.strategy import Strategy
@@ -213,7 +214,20 @@ def optimizer_buffers_needed(strategy: Strategy, sub_groups: int | None = None) 
     oo = strategy.zero.offload_optimizer
     if sub_groups is not None and sub_groups < 2:
         return OPT_STATE_TENSORS + 1
-    return (OPT_STATE_TENSORS + 1) * (1 + int(oo.pipeline_read) + int(oo.pipeline_write))
+    return pipelined_buffer_count(oo.pipeline_read, oo.pipeline_write)
+
+
+def pipelined_buffer_count(pipeline_read: bool, pipeline_write: bool) -> int:
+    """offload_optimizer.buffer_count for a pipeline choice with several sub-groups: 4 per
+    sub-group in flight (optimizer_buffers_needed), 4 x (1 + read + write)."""
+    return (OPT_STATE_TENSORS + 1) * (1 + int(pipeline_read) + int(pipeline_write))
+
+
+def param_buffer_numel_needed(model: Model, world_size: int) -> int:
+    """Elements offload_param.buffer_size must hold at least: every swapped partition fits one
+    buffer (partitioned_param_swapper.py `get_buffer` asserts "buffer nbytes != file bytes"),
+    the largest being the largest matrix's partition, ceil(numel / world_size)."""
+    return -(-largest_matrix_numel(model) // world_size)
 
 
 def swapped_params(lay: ParamLayout, strategy: Strategy) -> list[int]:

@@ -151,7 +151,8 @@ def test_swap_buffer_rule_is_written_once():
         text = path.read_text(encoding="utf-8")
         for needle in ("io_aligned_numel(max(sum(g)", "io_aligned_numel(op.buffer_size",
                        "io_aligned_numel(\n            op.buffer_size",
-                       "int(oo.pipeline_read) + int(oo.pipeline_write)"):
+                       "int(pipeline_read) + int(pipeline_write)", "4 * (1 + read + write)",
+                       "largest_matrix_numel(model) // ", "largest_matrix_numel(req.model)"):
             if needle in text:
                 found.append(f"{path.relative_to(ROOT)}: {needle}")
     assert sorted({f.split(":")[0] for f in found}) == ["sim/layout.py"], found
@@ -194,3 +195,26 @@ def test_range_classes_are_columns_of_the_field_table():
                                   "nvme_per_switch"}
     assert table.NOT_STEADY == {"module_call_s", "cuda_context_bytes", "process_baseline_bytes",
                                 "first_step_fixed_s", "first_touch_Bps"}
+
+
+def test_calibrates_writer_spells_no_hardware_key():
+    """runner/calibrate_profile.py writes hardware YAML through the field table's keys
+    (yaml_key), not keys of its own: none of the table's keys is a string literal there, beyond
+    the raw record's own keys (facts, results) and the names the table lookups take."""
+    import ast
+
+    keys = {f.key.split(".")[0] for f in table.HARDWARE_FIELDS}
+    fields = {f.field for f in table.HARDWARE_FIELDS}
+    tree = ast.parse((ROOT / "runner" / "calibrate_profile.py").read_text(encoding="utf-8"))
+    lookups = {id(a) for n in ast.walk(tree) if isinstance(n, ast.Call)
+               and getattr(n.func, "id", "") == "yaml_key" for a in ast.walk(n)}
+    records = ("facts", "results")             # the raw record's own keys, not profile keys
+    facts = {id(n.slice) for n in ast.walk(tree) if isinstance(n, ast.Subscript)
+             and getattr(n.value, "id", "") in records}
+    facts |= {id(a) for n in ast.walk(tree) if isinstance(n, ast.Call)
+              and getattr(n.func, "attr", "") == "get"
+              and getattr(n.func.value, "id", "") in records for a in n.args}
+    spelled = sorted((n.lineno, n.value) for n in ast.walk(tree)
+                     if isinstance(n, ast.Constant) and n.value in keys - fields
+                     and id(n) not in lookups | facts)
+    assert not spelled, spelled
