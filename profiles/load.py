@@ -10,12 +10,15 @@ import difflib
 import math
 import os
 import re
+import stat
+import time
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-
 from tierlab.bounds import check_quantity
 from tierlab.errors import ConfigError
+from tierlab.safeio import read_data as safe_read_data
 from tierlab.units import parse_quantity, unit_of
 from tierlab.profiles.fields import SOFTWARE_TERMS, HardwareField, part_fields
 from tierlab.profiles.schema import CPU, GPU, Hardware, Model, Network, NVMe, PCIe, Software
@@ -64,12 +67,74 @@ def parse_range(entry: Any, value_text: Any, value: float, dimension: str,
     return low, high
 
 
-def read_data(path: Path, *, finite: bool = True) -> Any:
-    """Read a YAML or JSON file; a missing, non-UTF-8, malformed or (unless `finite` is off)
-    non-finite (NaN/1e400) file is a one-line ConfigError (tierlab.safeio, the one input layer)."""
-    from tierlab.safeio import read_data as read
+DOCUMENT_CACHE_SIZE = 256
+"""Parsed profile files `read_data` keeps (least recently used dropped): every file a process
+resolves, many times over in a sweep or a plan, is parsed once (issue 32). A file over
+DOCUMENT_CACHE_MAX_BYTES (no profile is near it) is parsed each time it is read."""
+DOCUMENT_CACHE_MAX_BYTES = 2**20
 
-    return read(path, finite=finite)
+_documents: OrderedDict[tuple, Any] = OrderedDict()
+
+
+def clear_document_cache() -> None:
+    """Forget every parsed file (benchmarks time a cold resolve with it)."""
+    _documents.clear()
+
+
+SETTLED_NS = 2_000_000_000
+"""A file modified less than 2 s ago is parsed again each time, never cached: a rewrite within the
+file system's timestamp granularity (1-2 s on some) may leave mtime and size as they were (git's
+'racy' index entries, the same rule)."""
+
+
+def _stamp(path: Path) -> tuple | None:
+    """(resolved path, device, inode, mtime_ns, size) of a regular file settled for SETTLED_NS,
+    or None (missing, special, unreadable: the parser says why; just written or large: read
+    uncached)."""
+    try:
+        real = os.path.realpath(path)
+        st = os.stat(real)
+    except (OSError, ValueError):
+        return None
+    if not stat.S_ISREG(st.st_mode) or st.st_size > DOCUMENT_CACHE_MAX_BYTES \
+            or time.time_ns() - st.st_mtime_ns < SETTLED_NS:
+        return None
+    return real, st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size
+
+
+def _copied(data: Any) -> Any:
+    """A fresh copy of parsed YAML/JSON data: its dicts, lists and sets new, the scalars (str,
+    numbers, dates, bytes: immutable) shared, so a caller never edits the cached document."""
+    if isinstance(data, dict):
+        return {k: _copied(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_copied(v) for v in data]
+    if isinstance(data, set):
+        return set(data)
+    return data
+
+
+def read_data(path: Path, *, finite: bool = True,
+              parse: Callable[..., Any] = safe_read_data) -> Any:
+    """Read a YAML or JSON file; a missing, non-UTF-8, malformed or (unless `finite` is off)
+    non-finite (NaN/1e400) file is a one-line ConfigError (tierlab.safeio, the one input layer).
+
+    Parsed once per (resolved path, inode, mtime_ns, size, finite) and process: a later call
+    returns a copy of the cached document (an edited file, with a new mtime or size, is read
+    again; one modified in the last SETTLED_NS is never cached).
+    `parse(path, finite=)`: the parser (tierlab.safeio.read_data; a test counts its calls). A
+    file that changes while it is read is not cached."""
+    before = _stamp(Path(path))
+    key = None if before is None else (*before, finite)
+    if key is not None and key in _documents:
+        _documents.move_to_end(key)
+        return _copied(_documents[key])
+    data = parse(path, finite=finite)
+    if key is not None and _stamp(Path(path)) == before:
+        _documents[key] = _copied(data)
+        if len(_documents) > DOCUMENT_CACHE_SIZE:
+            _documents.popitem(last=False)
+    return data
 
 
 class _Reader:
