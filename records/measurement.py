@@ -11,6 +11,7 @@ and every step that finished before the fault is kept.
 """
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -198,24 +199,70 @@ def loss_warnings(model: Mapping[str, Any], run: Mapping[str, Any],
     return out
 
 
+RESERVE_FILE = ".reserve"
+RESERVE_BYTES = 128 << 10
+"""Space the writer holds from the start and gives back when the disk fills, so the record can
+still be closed: measurement.json (~6 KB, lab/cases) written beside its old copy, plus
+summary.json (~3 KB) need ~15 KB; 128 KiB leaves room for what else wrote meanwhile."""
+
+
+class DiskFull(OSError):
+    """ENOSPC while writing the record, naming the file (a write's own OSError names none)."""
+
+    def __init__(self, path: str | Path):
+        super().__init__(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+
 class MeasurementWriter:
     """Writes one Measurement directory as the run goes: header first (status "running"), one
-    JSONL line per step flushed at once, header + samples + summary at close."""
+    JSONL line per step written whole at once, samples + summary + header at close. A full disk
+    raises DiskFull (a step's line cut by it is taken back); `close` gives back the space
+    reserved at the start (RESERVE_BYTES) for the summary and header, so a failed record is
+    still closed."""
 
-    def __init__(self, out_dir: str | Path, measurement: Measurement):
+    def __init__(self, out_dir: str | Path, measurement: Measurement,
+                 reserve_bytes: int = RESERVE_BYTES):
         self.dir = Path(out_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.m = measurement
-        for stale in (STEPS_FILE, SAMPLES_FILE, SUMMARY_FILE):
+        for stale in (STEPS_FILE, SAMPLES_FILE, SUMMARY_FILE, RESERVE_FILE):
             (self.dir / stale).unlink(missing_ok=True)
-        self._write_header()
-        self._steps = open(self.dir / STEPS_FILE, "a", buffering=1)
+        try:
+            self._reserve(reserve_bytes)
+            self._write_header()
+            self._steps = open(self.dir / STEPS_FILE, "ab", buffering=0)   # no buffer to lose
+        except BaseException:
+            self._release()
+            raise
+        self._steps_bytes = 0
         self.closed = False
 
+    def _reserve(self, nbytes: int) -> None:
+        """Hold `nbytes` of real blocks (zeros, not a sparse file) in RESERVE_FILE."""
+        if nbytes > 0:
+            self._write(RESERVE_FILE, b"\0" * nbytes, atomic=False)
+
+    def _release(self) -> None:
+        (self.dir / RESERVE_FILE).unlink(missing_ok=True)
+
+    def _write(self, name: str, data: bytes, atomic: bool = True) -> None:
+        """Write `name` whole (through a temp file renamed over it when `atomic`); on ENOSPC
+        remove what was half written and raise DiskFull naming the file."""
+        dest = self.dir / name
+        tmp = self.dir / (name + ".tmp") if atomic else dest
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+            if atomic:
+                tmp.replace(dest)
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            if e.errno == errno.ENOSPC:
+                raise DiskFull(dest) from None
+            raise
+
     def _write_json(self, name: str, obj: Any) -> None:
-        tmp = self.dir / (name + ".tmp")
-        tmp.write_text(json.dumps(obj, indent=2, default=str) + "\n")
-        tmp.replace(self.dir / name)
+        self._write(name, (json.dumps(obj, indent=2, default=str) + "\n").encode())
 
     def _write_header(self) -> None:
         self._write_json(MEASUREMENT_FILE, self.m.header())
@@ -227,13 +274,26 @@ class MeasurementWriter:
         self._write_header()
 
     def append(self, record: StepRecord) -> None:
+        """Append the step's line to steps.jsonl and the step to the record, both or neither:
+        a line a full disk cut is truncated away (DiskFull)."""
+        line = (json.dumps(asdict(record)) + "\n").encode()
+        view = memoryview(line)
+        try:
+            while view:
+                view = view[self._steps.write(view):]
+        except OSError as e:
+            self._steps.truncate(self._steps_bytes)
+            if e.errno != errno.ENOSPC:
+                raise
+            raise DiskFull(self.dir / STEPS_FILE) from None
+        self._steps_bytes += len(line)
         self.m.steps.append(record)
-        self._steps.write(json.dumps(asdict(record)) + "\n")
-        self._steps.flush()
 
     def close(self, status: Status, reason: str = "", failure_kind: FailureKind = "",
               samples: list[dict] | None = None, warmup_steps: int = 0) -> Measurement:
-        """Close the record once; later calls are ignored (a signal during close)."""
+        """Close the record once; later calls are ignored (a signal during close). On a full
+        disk the samples are dropped (samples.jsonl not written), and the summary and header
+        are written in the reserved space; DiskFull if even that is not enough."""
         if self.closed:
             return self.m
         self.closed = True
@@ -242,13 +302,16 @@ class MeasurementWriter:
         self.m.finished_unix = time.time()
         self.m.samples = list(samples or [])
         if self.m.samples:
-            with open(self.dir / SAMPLES_FILE, "w") as f:
-                for s in self.m.samples:
-                    f.write(json.dumps(s) + "\n")
+            try:
+                self._write(SAMPLES_FILE, "".join(json.dumps(s) + "\n"
+                                                  for s in self.m.samples).encode())
+            except DiskFull:
+                self.m.samples = []
         self.m.summary = summarize(self.m.steps, min(warmup_steps, max(len(self.m.steps) - 1, 0)),
                                    self.m.samples)
         self.m.summary.update(status=status, reason=reason, failure_kind=failure_kind)
         self.m.summary["warnings"] = loss_warnings(self.m.model, self.m.run, self.m.steps)
+        self._release()                   # the summary and header get the reserved space
         self._write_json(SUMMARY_FILE, self.m.summary)
         self._write_header()
         return self.m

@@ -365,11 +365,13 @@ def _build_activity() -> tuple[list[Path], str]:
 
 
 def stale_build_locks(root: Path | None = None, grace_s: float = LOCK_GRACE_S) -> list[Path]:
-    """`ROOT/*/<op>/lock` files (torch's FileBaton of a JIT op build) that no live process
-    holds: older than `grace_s`, and no process works in or names the op's build folder. A build
+    """`ROOT/<py_cu_tag>/<op>/lock` files (torch's FileBaton of a JIT op build; `ROOT/<op>/lock`
+    under $TORCH_EXTENSIONS_DIR, which torch uses without the tag) that no live process holds:
+    older than `grace_s`, and no process works in or names the op's build folder. A build
     killed mid-way leaves one, and every later load of the op waits on it forever."""
     root = torch_extensions_dir() if root is None else root
-    locks = [p for p in root.glob("*/*/lock") if p.is_file() and not p.is_symlink()
+    locks = [p for p in [*root.glob("*/lock"), *root.glob("*/*/lock")]
+             if p.is_file() and not p.is_symlink()
              and time.time() - p.stat().st_mtime > grace_s]
     if not locks:
         return []

@@ -15,6 +15,7 @@ import logging
 import os
 import shutil
 import signal
+import stat
 import sys
 import tempfile
 import time
@@ -26,8 +27,8 @@ from typing import Any, Callable, Iterator
 from tierlab.errors import ConfigError
 from tierlab.runner import ds_config as dsc
 from tierlab.runner import probes
-from tierlab.records.measurement import (FailureKind, Measurement, MeasurementWriter, Status,
-                                        StepRecord, new_run_id)
+from tierlab.records.measurement import (DiskFull, FailureKind, Measurement, MeasurementWriter,
+                                        Status, StepRecord, new_run_id)
 
 log = logging.getLogger(__name__)
 
@@ -125,11 +126,14 @@ def classify(exc: BaseException, steps_done: int, swap_free_bytes: dict | None =
             or "can't allocate memory" in low or "cannot allocate memory" in low):
         return "failed", "oom", _cut(f"{msg} {done}")
     if (isinstance(exc, OSError) and exc.errno == errno.ENOSPC) or "no space left" in low:
-        return "failed", "disk_full", _cut(f"{msg} {done}")
+        what = (f"no space left on the device of {exc.filename}"
+                if isinstance(exc, OSError) and exc.filename else msg)
+        return "failed", "disk_full", _cut(f"disk full: {what} {done}")
     full = [p for p, free in (swap_free_bytes or {}).items() if free is not None and free < 64 << 20]
     if full:
-        return "failed", "disk_full", _cut(f"{msg}{_where(exc)} {done}; swap path {full[0]} is "
-                                           f"full ({swap_free_bytes[full[0]]} bytes free)")
+        return "failed", "disk_full", _cut(f"disk full: swap path {full[0]} "
+                                           f"({swap_free_bytes[full[0]]} bytes free): "
+                                           f"{msg}{_where(exc)} {done}")
     if isinstance(exc, AssertionError):
         return "failed", "assertion", _cut(f"{msg}{_where(exc)} {done}")
     return "failed", "error", _cut(f"{msg}{_where(exc)} {done}")
@@ -250,10 +254,10 @@ class _Recorder:
             disk_read_bytes=disk[0] - self.disk0[0] if disk and self.disk0 else None,
             disk_written_bytes=disk[1] - self.disk0[1] if disk and self.disk0 else None,
             time_unix=time.time(), **gc_time, **phases)
-        self.steps_done += 1
-        if self.writer is not None:
-            with self.gate.hold():     # the step is in steps.jsonl and the summary, or in neither
-                self.writer.append(rec)
+        with self.gate.hold():     # the step is in steps.jsonl and the summary, or in neither
+            if self.writer is not None:
+                self.writer.append(rec)        # a full disk: DiskFull, the step not counted
+            self.steps_done += 1
         if self.on_step is not None:
             self.on_step(rec)
 
@@ -317,12 +321,16 @@ def _restore_signal_handlers(old: dict) -> None:
 
 
 def setup_engine(spec: RunSpec, local_rank: int = 0):
-    """deepspeed.initialize on a freshly built model; returns (engine, n_params)."""
+    """deepspeed.initialize on a freshly built model; returns (engine, n_params). The ops it
+    loads that this machine has not built yet are built first, said on stderr (runner.jit_ops)."""
     import deepspeed
 
     from tierlab.profiles.schema import Model
+    from tierlab.runner import jit_ops
     from tierlab.runner.model import build_model, count_params
 
+    jit_ops.build_missing(jit_ops.builders(jit_ops.ops_needed(spec.ds_config)),
+                          say=jit_ops.say_stderr if local_rank == 0 else lambda text: None)
     deepspeed.init_distributed()
     net = build_model(Model(**spec.model), ds_config=spec.ds_config, precision=spec.precision,
                       model_path=spec.model_path, checkpointing=spec.checkpointing,
@@ -342,11 +350,35 @@ def make_spec_batches(spec: RunSpec) -> Iterator:
                         seed=spec.seed + int(os.environ.get("RANK", "0")))
 
 
+def check_swap_root(path: str | Path) -> None:
+    """Refuse (ConfigError) a swap root that another local user could have planted: a symlink,
+    a folder owned by someone other than this user or root, or one anyone may write in without
+    the sticky bit (/var/tmp/tierlab-swap is a fixed name in a world-writable folder: whoever
+    makes it first owns it, and could swap this run's folder for theirs). A root not there yet
+    is fine: own_swap makes it, mode 0700."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise ConfigError(f"--swap-dir / nvme_path {path}: cannot read it: {e.strerror or e}"
+                          ) from None
+    why = ("is a symlink" if stat.S_ISLNK(st.st_mode)
+           else f"is owned by another user (uid {st.st_uid})" if st.st_uid not in (os.geteuid(), 0)
+           else "is writable by every user (no sticky bit)"
+           if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX else "")
+    if why:
+        raise ConfigError(f"--swap-dir / nvme_path {path}: {why}, so another user could read or "
+                          "replace the swap files; pass --swap-dir DIR (a folder of your own)")
+
+
 def own_swap(ds_config: dict) -> tuple[dict, list[Path]]:
     """(a copy of `ds_config` whose every NVMe `nvme_path` is a new folder of this process's
     own inside the given one, those folders). The folder is made by mkdtemp (a unique name,
     mode 0700): two runs sharing a --swap-dir never see, nor delete, each other's swap files,
-    and nothing another user planted there is used. A nvme_path that is a file: ConfigError."""
+    and nothing another user planted there is used. The given root is checked first
+    (check_swap_root) and, when this run makes it, made mode 0700. A nvme_path that is a file:
+    ConfigError."""
     cfg = copy.deepcopy(ds_config)
     zero = cfg.get("zero_optimization") or {}
     made: dict[str, Path] = {}
@@ -357,17 +389,26 @@ def own_swap(ds_config: dict) -> tuple[dict, list[Path]]:
             continue
         given = str(block["nvme_path"])
         if given not in made:
-            base = Path(given)
-            if os.path.lexists(base) and not base.is_dir():
-                raise ConfigError(f"--swap-dir / nvme_path {given}: is a file, not a folder")
-            try:
-                base.mkdir(parents=True, exist_ok=True)
-                made[given] = Path(tempfile.mkdtemp(prefix="tierlab-run-", dir=base))
-            except OSError as e:
-                raise ConfigError(f"--swap-dir / nvme_path {given}: cannot create a folder in "
-                                  f"it: {e.strerror or e}") from None
+            made[given] = _own_folder(Path(given))
         block["nvme_path"] = str(made[given])
     return cfg, list(made.values())
+
+
+def _own_folder(base: Path) -> Path:
+    """A new mode-0700 folder of this run's inside the swap root `base` (made 0700 if new)."""
+    check_swap_root(base)
+    if os.path.lexists(base) and not base.is_dir():
+        raise ConfigError(f"--swap-dir / nvme_path {base}: is a file, not a folder")
+    try:
+        if not os.path.lexists(base):
+            base.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileExistsError):     # another process made it just now
+                base.mkdir(mode=0o700)                     # only this user may enter it
+        check_swap_root(base)           # again: whoever made it, it is still one of ours
+        return Path(tempfile.mkdtemp(prefix="tierlab-run-", dir=base))
+    except OSError as e:
+        raise ConfigError(f"--swap-dir / nvme_path {base}: cannot create a folder in it: "
+                          f"{e.strerror or e}") from None
 
 
 def remove_swap(folders: list[Path]) -> list[str]:
@@ -434,9 +475,12 @@ def run(spec: RunSpec, on_step: Callable[[StepRecord], None] | None = None, *,
     old = _install_signal_handlers(gate)
     try:
         writer = MeasurementWriter(out_dir, m)
-    except BaseException:
+    except BaseException as exc:
         _restore_signal_handlers(old)
         remove_swap(own)
+        if isinstance(exc, OSError):        # a full or read-only --out: nothing to close yet
+            raise ConfigError(f"--out {out_dir}: cannot write the measurement: "
+                              f"{exc.strerror or exc}") from None
         raise
     spec = replace(spec, ds_config=own_cfg)      # DeepSpeed swaps into the run's own folders
     cuda = _cuda()
@@ -469,9 +513,19 @@ def run(spec: RunSpec, on_step: Callable[[StepRecord], None] | None = None, *,
         samples = sampler.stop()
         if not spec.keep_swap:
             m.run["swap_removed"] = remove_swap(own)
-    closed = writer.close(status, reason, kind, samples=samples, warmup_steps=spec.warmup_steps)
+    closed = _close(writer, status, reason, kind, samples, spec.warmup_steps)
     _restore_signal_handlers(old)
     return closed
+
+
+def _close(writer: MeasurementWriter, status, reason, kind, samples, warmup_steps) -> Measurement:
+    """writer.close; a disk still too full for the closing record even with the writer's
+    reserve given back leaves measurement.json at "running" (its steps kept): said, not raised."""
+    try:
+        return writer.close(status, reason, kind, samples=samples, warmup_steps=warmup_steps)
+    except DiskFull as e:
+        log.error("could not close the record: %s", e)
+        return writer.m
 
 
 EXIT_CODES = {"ok": 0, "failed": 1, "interrupted": 130}
@@ -499,7 +553,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.local_rank is not None:
         os.environ.setdefault("LOCAL_RANK", str(args.local_rank))
     spec = RunSpec.from_json(Path(args.spec).read_text())
-    m = run(spec)
+    try:
+        m = run(spec)
+    except ConfigError as e:            # refused before training (swap root, --out): one line
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(f"tierlab run: {m.status} {m.reason}".rstrip(), file=sys.stderr)
     return exit_code(m)
 

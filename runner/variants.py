@@ -9,8 +9,9 @@ from typing import Any, Mapping, Sequence
 
 from tierlab.errors import ConfigError
 from tierlab.profiles.load import PRESET_LADDER
+from tierlab.runner import ds_config as dsc
 from tierlab.runner.compare import Planned, earlier_outputs
-from tierlab.runner.train import RunSpec, spec_from_strategy
+from tierlab.runner.train import RunSpec, check_swap_root, spec_from_strategy
 from tierlab.scenario import resolve
 from tierlab.units import fmt_gib
 
@@ -46,18 +47,33 @@ def runner_scenario(scenario: Mapping[str, Any], opts: RunnerOptions, ds_config=
         if not cfg_json.is_file():
             raise ConfigError(f"--model-path {opts.model_path}: no config.json there")
         model = str(cfg_json)
-    return resolve(**{**scenario, "model": model, "ds_config": ds_config or scenario["ds_config"],
-                      "gpus": scenario["gpus"] or 1, "nodes": scenario["nodes"] or 1},
-                   gpu_mem_cap=gpu_mem_cap, swap_dir=opts.swap_dir, judge="deepspeed")
+    sc = resolve(**{**scenario, "model": model, "ds_config": ds_config or scenario["ds_config"],
+                    "gpus": scenario["gpus"] or 1, "nodes": scenario["nodes"] or 1},
+                 gpu_mem_cap=gpu_mem_cap, swap_dir=opts.swap_dir, judge="deepspeed")
+    check_dense(sc.model)
+    return sc
+
+
+def check_dense(model) -> None:
+    """Refuse (ConfigError) a Mixture-of-Experts model: the runner builds a dense Llama
+    (runner/model.py), which would train the wrong parameter count under the MoE model's name."""
+    if model.moe is not None:
+        raise ConfigError(f"model {model.name}: a Mixture-of-Experts model ({model.moe.n_experts} "
+                          f"experts, top-{model.moe.experts_per_token}); the runner trains dense "
+                          "decoder models only (simulate, memory and plan model MoE)")
 
 
 def runner_spec(sc, opts: RunnerOptions, out_dir, label: str, **extra) -> RunSpec:
-    """The RunSpec of a scenario with the runner options."""
-    return spec_from_strategy(sc.model, sc.strategy, out_dir=str(out_dir), steps=opts.steps,
+    """The RunSpec of a scenario with the runner options; a swap root that another user could
+    have planted is refused now (ConfigError), before anything runs (runner.train check_swap_root)."""
+    spec = spec_from_strategy(sc.model, sc.strategy, out_dir=str(out_dir), steps=opts.steps,
                               warmup_steps=opts.warmup_steps, model_path=opts.model_path,
                               dataset=opts.dataset, tokenizer=opts.tokenizer,
                               gpu_mem_cap_bytes=sc.gpu_mem_cap_bytes, seed=opts.seed,
                               label=label, **extra)
+    for path in dsc.swap_paths(spec.ds_config):
+        check_swap_root(path)
+    return spec
 
 
 def plan_variants(scenario: Mapping[str, Any], opts: RunnerOptions, out_dir: str | Path, *,
