@@ -68,12 +68,12 @@ def main() -> int:
                     if ex.gpu or not ex.expected or not ex.commands:
                         continue
                     r = None
-                    for cmd in ex.commands:
-                        r = CliRunner().invoke(cli, cmd)
+                    for env, cmd in ex.commands:       # (environment, arguments), as test_docs
+                        r = CliRunner().invoke(cli, cmd, env=env)
                     new, bad = refreshed(ex.expected, r.output)
                     for line in bad:
                         print(f"{ex.where}: no unique line of this shape in the output of "
-                              f"`tierlab {shlex.join(ex.commands[-1])}`:\n  {line}")
+                              f"`tierlab {shlex.join(ex.commands[-1][1])}`:\n  {line}")
                     if new != ex.expected:
                         start = int(ex.where.rsplit(":", 1)[1])     # the ```bash line
                         i = next(k for k in range(start, len(lines)) if lines[k] == "```text")
