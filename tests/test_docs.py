@@ -4,10 +4,15 @@ block must be in the last command's output: its lines in order, `...` standing f
 
 A `<!-- gpu -->` line right before a block skips it (it trains or measures for real); a
 `<!-- exit: N -->` line says the commands exit with N. Lines of a bash block that are not
-`tierlab` commands (make, pip) are install steps and are not run.
+`tierlab` commands (make, pip) are install steps and are not run, except in a block marked
+`<!-- script -->`: there each `.venv/bin/python PATH.py ARGS` line (a bench or lab script that
+prints figures the doc quotes) is run from the repository root with this interpreter, so the
+figures a doc quotes are the script's output today, not hand copies (issue 28).
 """
 import re
 import shlex
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +26,7 @@ DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 OWN_DOCS = [REPO / "README.md"] + [REPO / "docs" / f"{n}.md" for n in
                                    ("usage", "simulator", "profiles", "calibration", "accuracy",
                                     "extending")]
-MARKER = re.compile(r"<!--\s*(gpu|exit:\s*(\d+))\s*-->")
+MARKER = re.compile(r"<!--\s*(gpu|script|exit:\s*(\d+))\s*-->")
 
 
 @dataclass
@@ -32,6 +37,17 @@ class Example:
     exit_code: int = 0
     gpu: bool = False
     expected: list[str] = field(default_factory=list)
+    scripts: list[list[str]] = field(default_factory=list)
+    """`<!-- script -->` blocks: each python script line's PATH and ARGS."""
+
+
+def _scripts(lines: list[str]) -> list[list[str]]:
+    out = []
+    for line in "\n".join(lines).replace("\\\n", " ").splitlines():
+        args = shlex.split(line, comments=True)
+        if len(args) >= 2 and args[0].endswith("python") and args[1].endswith(".py"):
+            out.append(args[1:])
+    return out
 
 
 def _commands(lines: list[str]) -> list[tuple[dict, list[str]]]:
@@ -60,13 +76,15 @@ def examples(path: Path) -> list[Example]:
             if marker:
                 ex.gpu = marker.group(1) == "gpu"
                 ex.exit_code = int(marker.group(2) or 0)
+                if marker.group(1) == "script":
+                    ex.scripts = _scripts(lines[i + 1:end])
             j = end + 1
             while j < len(lines) and not lines[j].strip():
                 j += 1
             if j < len(lines) and lines[j].strip() == "```text":
                 stop = next(k for k in range(j + 1, len(lines)) if lines[k].startswith("```"))
                 ex.expected = lines[j + 1:stop]
-            if ex.commands:
+            if ex.commands or ex.scripts:
                 out.append(ex)
             i = end
         i += 1
@@ -109,6 +127,15 @@ def test_examples_run_and_match(path, tmp_path, monkeypatch):
     monkeypatch.delenv("TIERLAB_PROFILES")
     for ex in examples(path):
         if ex.gpu:
+            continue
+        if ex.scripts:
+            for args in ex.scripts:
+                done = subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True,
+                                      text=True, timeout=600)
+                assert done.returncode == ex.exit_code, (f"{ex.where}: {shlex.join(args)} exited "
+                                                         f"{done.returncode}:\n{done.stderr}")
+            if ex.expected:
+                check_output(ex.expected, done.stdout, f"{ex.where}: {shlex.join(args)}")
             continue
         for env, args in ex.commands:
             r = CliRunner().invoke(main, args, env=env)
