@@ -30,6 +30,7 @@ from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import Any, Iterable, Sequence
 
+from tierlab import bounds
 from tierlab.errors import ConfigError
 from tierlab.profiles.fields import HARDWARE_FIELDS
 from tierlab.safeio import first_non_finite
@@ -215,7 +216,8 @@ def parse_value(key: str, raw: Any) -> Any:
         load_profile(key, text)           # unknown profile -> ConfigError now, not one error row each
         return text
     if kind == "batch":
-        return _as_int(parse_json(text) if isinstance(text, str) else text, where, minimum=1)
+        value = _as_int(parse_json(text) if isinstance(text, str) else text, where, minimum=1)
+        return bounds.check(value, bounds.FLAGS[key], where) if key in bounds.FLAGS else value
     if kind == "flag":
         if key == "checkpointing":
             return _as_bool(text, where)
@@ -234,6 +236,7 @@ def parse_value(key: str, raw: Any) -> Any:
             raise ConfigError(f"{where}: expected a quantity")
         if not math.isfinite(number):
             raise ConfigError(f"{where}: not a finite number")
+        bounds.check_quantity(number, dim, where)   # a profile's bound and rate floor, as loaded
         if typ is int:
             return _as_int(number, where)
         if number < 0:
@@ -243,7 +246,10 @@ def parse_value(key: str, raw: Any) -> Any:
         typ = _model_fields()[key]
         value = parse_json(text) if isinstance(text, str) else text
         if typ is int:
-            return _as_int(value, where, minimum=1)
+            value = _as_int(value, where, minimum=1)
+            field = key.removeprefix("model.")
+            return bounds.check(value, bounds.MODEL[field], where) if field in bounds.MODEL \
+                else value
         if typ is bool:
             return _as_bool(value, where)
         return str(value)
@@ -257,6 +263,8 @@ def parse_value(key: str, raw: Any) -> Any:
         value = coerce(value, default, where)
     if first_non_finite(value):
         raise ConfigError(f"{where}: not a finite number")
+    if key in bounds.DS_CONFIG and value != "auto":
+        bounds.check(value, bounds.DS_CONFIG[key], where)
     return value
 
 
