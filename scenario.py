@@ -13,6 +13,7 @@ directory.
 from __future__ import annotations
 
 import copy
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -203,10 +204,8 @@ def resolve(model: Any = DEFAULT_MODEL, hardware: Any = DEFAULT_HARDWARE,
     hold equal to DeepSpeed's own verdicts, so no simulation imports torch (~2 s); 'deepspeed' or
     'auto' (DeepSpeed when importable), for the verbs that train or probe with it anyway.
     A Strategy as `ds_config` keeps its own activation checkpointing. Raises ConfigError."""
-    from tierlab.dsconfig.read import with_swap_dir
     from tierlab.sim.host_costs import software_for
-    from tierlab.sim.strategy import (Flags, Strategy, apply_overrides, check_precision,
-                                      parse_ds_config)
+    from tierlab.sim.strategy import Flags, Strategy, apply_overrides, check_precision
 
     _check_counts(micro_batch=micro_batch, grad_accum=grad_accum)
     check_precision(precision)
@@ -220,21 +219,50 @@ def resolve(model: Any = DEFAULT_MODEL, hardware: Any = DEFAULT_HARDWARE,
     cfg = apply_overrides(cfg, _overrides(overrides))
     for key, value in (ds_keys or {}).items():
         set_dotted(cfg, key, value)
-    check_ds_config(cfg, where)
-    if swap_dir:      # every NVMe offload's nvme_path, here and nowhere else
-        cfg = with_swap_dir(cfg, swap_dir)
     # --precision as given; the GPU's default only fills "auto" the config leaves open, and a
     # message never names it as a flag the user passed (sim/strategy._precision)
     flags = Flags(micro_batch=micro_batch, grad_accum=grad_accum, world_size=hw.world_size,
                   precision=precision, default_precision=default_precision(hw),
                   activation_checkpointing=bool(checkpointing), hidden=mdl.hidden)
-    strategy, warnings = parse_ds_config(cfg, flags, where=where, judge=judge or "table")
+    strategy, warnings = _strategy(cfg, flags, where, judge or "table", swap_dir)
     return Scenario(hardware=hw, model=mdl, strategy=strategy, software=software_for(hw, software),
                     warnings=tuple(warnings), notes=notes, config_where=where,
                     config_name=Path(found).stem if isinstance(ds_config, str) else "custom",
                     gpu_mem_cap_bytes=cap, swap_dir=swap_dir or None)
 
 
+
+
+STRATEGY_CACHE_SIZE = 256
+"""Parsed ds_configs `resolve` keeps (least recently used dropped): a sweep or a plan resolves
+the same config with the same flags for many points (only the hardware differs), and it is
+checked and judged once."""
+
+_strategies: OrderedDict[tuple, tuple[Any, tuple[str, ...]]] = OrderedDict()
+
+
+def _strategy(cfg: dict, flags, where: str, judge: str, swap_dir: str | None):
+    """check_ds_config + with_swap_dir + parse_ds_config -> (Strategy, warnings), once per
+    (the config's repr, flags, where, judge, swap_dir). The repr tells apart what the parse
+    tells apart (1 / 1.0 / True, -0.0, a tuple from a list, key order, which orders the
+    warnings). A Strategy is frozen and its `raw` only read, so a kept one is shared; an error
+    is raised each time, never kept."""
+    from tierlab.dsconfig.read import with_swap_dir
+    from tierlab.sim.strategy import parse_ds_config
+
+    key = (repr(cfg), flags, where, judge, swap_dir)
+    hit = _strategies.get(key)
+    if hit is not None:
+        _strategies.move_to_end(key)
+        return hit
+    check_ds_config(cfg, where)
+    if swap_dir:      # every NVMe offload's nvme_path, here and nowhere else
+        cfg = with_swap_dir(cfg, swap_dir)
+    strategy, warnings = parse_ds_config(cfg, flags, where=where, judge=judge)
+    _strategies[key] = (strategy, tuple(warnings))
+    if len(_strategies) > STRATEGY_CACHE_SIZE:
+        _strategies.popitem(last=False)
+    return strategy, tuple(warnings)
 
 
 def get_dotted(cfg: Mapping, key: str, default: Any = None) -> Any:

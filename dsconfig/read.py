@@ -438,11 +438,18 @@ def read(cfg: Mapping[str, Any], where: str = "ds_config", prefer: str = "auto")
 # files and paths
 
 def load_ds_config(name: str) -> tuple[dict, str]:
-    """A ds_config preset by name or a JSON/hjson file path -> (dict, where it came from)."""
-    from tierlab.profiles.load import find_config
-    from tierlab.safeio import check_finite, read_text
+    """A ds_config preset by name or a JSON/hjson file path -> (dict, where it came from).
+    Parsed once per file and process (profiles/load.cached_document): a sweep over presets
+    parses each once."""
+    from tierlab.profiles.load import cached_document, find_config
 
     path = find_config(name)
+    return cached_document(path, lambda: _parse_file(path), ("ds_config",)), str(path)
+
+
+def _parse_file(path) -> dict:
+    from tierlab.safeio import check_finite, read_text
+
     # hjson, as DeepSpeedConfig reads a config path: comments, trailing commas, a BOM; a
     # duplicate key is refused
     text = read_text(path)
@@ -454,7 +461,7 @@ def load_ds_config(name: str) -> tuple[dict, str]:
         raise
     except ValueError as e:           # an integer of more than 4300 digits
         raise ConfigError(f"{path}: malformed JSON: {e}") from None
-    return dict(data), str(path)
+    return dict(data)
 
 
 def with_swap_dir(ds_config: Mapping[str, Any], directory: str) -> dict:

@@ -68,7 +68,7 @@ def parse_range(entry: Any, value_text: Any, value: float, dimension: str,
 
 
 DOCUMENT_CACHE_SIZE = 256
-"""Parsed profile files `read_data` keeps (least recently used dropped): every file a process
+"""Parsed files `cached_document` keeps (least recently used dropped): every file a process
 resolves, many times over in a sweep or a plan, is parsed once (issue 32). A file over
 DOCUMENT_CACHE_MAX_BYTES (no profile is near it) is parsed each time it is read."""
 DOCUMENT_CACHE_MAX_BYTES = 2**20
@@ -114,27 +114,33 @@ def _copied(data: Any) -> Any:
     return data
 
 
-def read_data(path: Path, *, finite: bool = True,
-              parse: Callable[..., Any] = safe_read_data) -> Any:
-    """Read a YAML or JSON file; a missing, non-UTF-8, malformed or (unless `finite` is off)
-    non-finite (NaN/1e400) file is a one-line ConfigError (tierlab.safeio, the one input layer).
-
-    Parsed once per (resolved path, inode, mtime_ns, size, finite) and process: a later call
-    returns a copy of the cached document (an edited file, with a new mtime or size, is read
-    again; one modified in the last SETTLED_NS is never cached).
-    `parse(path, finite=)`: the parser (tierlab.safeio.read_data; a test counts its calls). A
-    file that changes while it is read is not cached."""
+def cached_document(path: str | Path, parse: Callable[[], Any], tag: tuple = ()) -> Any:
+    """`parse()` of the file at `path`, parsed once per (resolved path, inode, mtime_ns, size,
+    `tag`) and process: a later call returns a copy of the cached document (an edited file, with
+    a new mtime or size, is parsed again; one modified in the last SETTLED_NS, a special file or
+    one over DOCUMENT_CACHE_MAX_BYTES is never cached, nor a file that changes while it is
+    parsed). `tag` names the reading (a parser and its options: the same file read as YAML data
+    and as a ds_config are two documents). Errors are raised, never cached."""
     before = _stamp(Path(path))
-    key = None if before is None else (*before, finite)
+    key = None if before is None else (*before, *tag)
     if key is not None and key in _documents:
         _documents.move_to_end(key)
         return _copied(_documents[key])
-    data = parse(path, finite=finite)
+    data = parse()
     if key is not None and _stamp(Path(path)) == before:
         _documents[key] = _copied(data)
         if len(_documents) > DOCUMENT_CACHE_SIZE:
             _documents.popitem(last=False)
     return data
+
+
+def read_data(path: Path, *, finite: bool = True,
+              parse: Callable[..., Any] = safe_read_data) -> Any:
+    """Read a YAML or JSON file; a missing, non-UTF-8, malformed or (unless `finite` is off)
+    non-finite (NaN/1e400) file is a one-line ConfigError (tierlab.safeio, the one input layer).
+    Parsed once per file and process (`cached_document`). `parse(path, finite=)`: the parser
+    (tierlab.safeio.read_data; a test counts its calls)."""
+    return cached_document(path, lambda: parse(path, finite=finite), ("data", finite))
 
 
 class _Reader:
@@ -503,11 +509,11 @@ def _config_name(where: str) -> str:
 
 def model_from_hf_config(data: Any, where: str, name: str | None = None) -> Model:
     """A Hugging Face config.json -> Model; the architecture readers are in hf_arch.py."""
-    from tierlab.profiles.hf_arch import ARCHITECTURES, model_fields
+    from tierlab.profiles.hf_arch import family as hf_family, model_fields
 
     fields = model_fields(data, where)
     seq = fields["max_seq_len"]
-    family = ARCHITECTURES[data["model_type"]][0]
+    family = hf_family(data, where)
     try:
         return Model(name=name or str(data.get("_name_or_path") or _config_name(where)),
                      seq_len=seq, source=f"Hugging Face config {where} ({family})", **fields)

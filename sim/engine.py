@@ -146,6 +146,7 @@ class _Run:
     step_s: float
     _chain: list[_Rec] | None = field(default=None, repr=False)
     _spans: list[devices.Span] | None = field(default=None, repr=False)
+    _sums: tuple[dict, dict, dict, dict] | None = field(default=None, repr=False)
 
     @property
     def spans(self) -> list[devices.Span]:
@@ -156,8 +157,19 @@ class _Run:
     def chain(self) -> list[_Rec]:
         """critical_chain(self.recs), worked out once."""
         if self._chain is None:
-            self._chain = critical_chain(self.recs)
+            self._chain = critical_chain(self.recs, shape_of(self.workload).previous)
         return self._chain
+
+    def sums(self) -> tuple[dict, dict, dict, dict]:
+        """(busy, exposed, phases, bytes moved) per resource or phase, worked out once (a run
+        reused from the schedule cache is summed once); copies, so a SimResult owns its dicts."""
+        if self._sums is None:
+            busy = dict.fromkeys(RESOURCES, 0.0)
+            for span in self.spans:
+                busy[span.resource] += span.end_s - span.start_s
+            self._sums = (busy, critical_path(self.recs, self.chain()), phase_times(self),
+                          _bytes_moved(self))
+        return tuple(dict(d) for d in self._sums)        # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -172,6 +184,11 @@ class Shape:
     """Each op's index in RESOURCES."""
     contended: bool
     """Some op queues for a shared device (the NVMe drives) or waits for swap buffers."""
+    previous: tuple[int, ...] = ()
+    """Each op's previous op on its resource, -1 for the first (critical_chain)."""
+    marks: tuple[tuple[int, int, bool, bool], ...] = ()
+    """(op index, micro-step, ends the micro-step's backward, ends its forward compute) of each
+    op named 'm<m>.' (phase_times, read off the names once per workload)."""
 
 
 SHAPE_CACHE_SIZE = 128
@@ -198,8 +215,12 @@ def shape_of(wl: Workload) -> Shape:
         lane.append(_ORDER[op.resource])
         contended = contended or (op.resource in SHARED_QUEUE or bool(op.take_buffers)
                                   or bool(op.give_buffers))
+    n = wl.micro_steps
+    marks = tuple((i, m, op.resource != "nvme_write",
+                   op.resource == "gpu_compute" and op.phase == "forward")
+                  for i, op in enumerate(wl.ops) if (m := _micro_index(op.name, n)) is not None)
     shape = Shape(kinds=tuple(kinds), kind_of=tuple(kind_of), lane=tuple(lane),
-                  contended=contended)
+                  contended=contended, previous=_previous_on_resource(lane), marks=marks)
     _shapes[id(wl)] = (wl, shape)
     if len(_shapes) > SHAPE_CACHE_SIZE:
         _shapes.popitem(last=False)
@@ -514,6 +535,41 @@ def durations(wl: Workload, timer: Timer) -> list[float]:
     return [per_kind[k] for k in shape.kind_of]
 
 
+SCHEDULE_CACHE_SIZE = 32
+"""Step schedules `run_step` keeps (least recently used dropped), by what a schedule depends on:
+the workload and the seconds of each of its op kinds. Points of a sweep that differ only in
+inputs the step's ops do not read (the NVMe drives of a config that swaps nothing, the CPU Adam
+rate of one that updates on the GPU) and a range's re-simulations of them are scheduled once. A
+kept run holds its records and spans (~0.3 MB for 2,000 ops): 32 stay small."""
+STEP_CACHE_SIZE = 1024
+"""Step times `step_seconds` keeps (a float each), keyed like the schedules."""
+
+_runs: OrderedDict[tuple, tuple[Workload, "_Run"]] = OrderedDict()
+_steps: OrderedDict[tuple, tuple[Workload, float]] = OrderedDict()
+
+
+def clear_schedule_cache() -> None:
+    """Forget every kept schedule and step time (benchmarks time a cold simulation with it)."""
+    _runs.clear()
+    _steps.clear()
+
+
+def _kept(cache: OrderedDict, key: tuple, wl: Workload):
+    """The value kept for `key` if it was kept for this very workload (ids are reused once a
+    workload is gone; the kept entry holds its workload, so a match is the same one), else None."""
+    hit = cache.get(key)
+    if hit is None or hit[0] is not wl:
+        return None
+    cache.move_to_end(key)
+    return hit[1]
+
+
+def _keep(cache: OrderedDict, key: tuple, wl: Workload, value, size: int) -> None:
+    cache[key] = (wl, value)
+    if len(cache) > size:
+        cache.popitem(last=False)
+
+
 def schedule(wl: Workload, seconds: list[float], *, with_events: bool | None = None
              ) -> tuple[list[_Rec], list[devices.Span]]:
     """(records, spans) of `wl` with these op durations, the same bit for bit however timed:
@@ -550,21 +606,41 @@ def run_step(hw: Hardware, model: Model, strategy: Strategy, *, first_step: bool
     not depend on the hardware's rates) and time it (with `timer`, made for these inputs, if
     given); raise ConfigError if it cannot finish."""
     wl = workload or build_workload(hw, model, strategy, first_step=first_step, software=software)
-    seconds = durations(wl, timer or Timer(hw, model, strategy, software))
-    recs, make_spans = _schedule(wl, seconds)
+    shape = shape_of(wl)
+    timer = timer or Timer(hw, model, strategy, software)
+    per_kind = tuple(timer.seconds(op) for op in shape.kinds)
+    key = (id(wl), per_kind)
+    run = _kept(_runs, key, wl)
+    if run is not None:       # the same ops with the same seconds: the same schedule
+        return run
+    recs, make_spans = _schedule(wl, [per_kind[k] for k in shape.kind_of])
     step = max((r.end_s for r in recs), default=0.0)
-    return _Run(workload=wl, recs=recs, make_spans=make_spans, step_s=step)
+    run = _Run(workload=wl, recs=recs, make_spans=make_spans, step_s=step)
+    _keep(_runs, key, wl, run, SCHEDULE_CACHE_SIZE)
+    return run
 
 
 def step_seconds(hw: Hardware, model: Model, strategy: Strategy, *, workload: Workload,
                  software: Software | None = None, timer: Timer | None = None) -> float:
     """`run_step(...).step_s` without the records and spans (a range's re-simulations)."""
     shape = shape_of(workload)
-    seconds = durations(workload, timer or Timer(hw, model, strategy, software))
+    timer = timer or Timer(hw, model, strategy, software)
+    per_kind = tuple(timer.seconds(op) for op in shape.kinds)
+    key = (id(workload), per_kind)
+    step = _kept(_steps, key, workload)
+    if step is None:
+        run = _kept(_runs, key, workload)
+        step = run.step_s if run is not None else _step_s(workload, shape, per_kind)
+        _keep(_steps, key, workload, step, STEP_CACHE_SIZE)
+    return step
+
+
+def _step_s(wl: Workload, shape: Shape, per_kind: tuple[float, ...]) -> float:
+    seconds = [per_kind[k] for k in shape.kind_of]
     if shape.contended:
-        recs, _ = _schedule(workload, seconds)
+        recs, _ = _schedule(wl, seconds)
         return max((r.end_s for r in recs), default=0.0)
-    return max(_in_order(workload, shape, seconds)[1], default=0.0)
+    return max(_in_order(wl, shape, seconds)[1], default=0.0)
 
 
 _ORDER = {name: i for i, name in enumerate(RESOURCES)}
@@ -578,7 +654,7 @@ def critical_path(recs: list[_Rec], chain: list[_Rec] | None = None) -> dict[str
     return exposed
 
 
-def critical_chain(recs: list[_Rec]) -> list[_Rec]:
+def critical_chain(recs: list[_Rec], prev: tuple[int, ...] | None = None) -> list[_Rec]:
     """The ops of the critical path, last first, walking back from the last op.
 
     An op started when the last of (its resource's previous op, its dependencies, the op that
@@ -587,23 +663,38 @@ def critical_chain(recs: list[_Rec]) -> list[_Rec]:
     chain: list[_Rec] = []
     if not recs:
         return chain
-    prev_on_res: dict[int, int] = {}
-    last_seen: dict[str, int] = {}
-    for r in recs:
-        if r.op.resource in last_seen:
-            prev_on_res[r.op.id] = last_seen[r.op.resource]
-        last_seen[r.op.resource] = r.op.id
-    cur = max(recs, key=lambda r: (r.end_s, r.op.id))
+    if prev is None:
+        prev = _previous_on_resource([r.op.resource for r in recs])
+    ends = [r.end_s for r in recs]
+    top = max(ends)
+    cur = recs[max(i for i, e in enumerate(ends) if e == top)]     # the latest end, last id
     while cur is not None:
         chain.append(cur)
-        cands = list(cur.op.deps)
-        if cur.op.id in prev_on_res:
-            cands.append(prev_on_res[cur.op.id])
-        if cur.buffer_from is not None:
-            cands.append(cur.buffer_from)
-        cands = [c for c in cands if recs[c].end_s <= cur.start_s + 1e-12]
-        cur = recs[max(cands, key=lambda c: (recs[c].end_s, c))] if cands else None
+        op = cur.op
+        limit = cur.start_s + 1e-12
+        best = -1
+        best_end = None
+        cands = op.deps
+        p = prev[op.id]
+        if p >= 0 or cur.buffer_from is not None:
+            cands = (*cands, *((p,) if p >= 0 else ()),
+                     *((cur.buffer_from,) if cur.buffer_from is not None else ()))
+        for c in cands:       # the candidate that ended last (the larger id on a tie)
+            e = ends[c]
+            if e <= limit and (best < 0 or e > best_end or (e == best_end and c > best)):
+                best, best_end = c, e
+        cur = recs[best] if best >= 0 else None
     return chain
+
+
+def _previous_on_resource(resources) -> tuple[int, ...]:
+    """Each op's previous op on its resource (issue order), -1 for the first."""
+    last: dict[str, int] = {}
+    out = []
+    for i, r in enumerate(resources):
+        out.append(last.get(r, -1))
+        last[r] = i
+    return tuple(out)
 
 
 def _micro_index(name: str, micro_steps: int) -> int | None:
@@ -625,20 +716,17 @@ def phase_times(run: _Run) -> dict[str, float]:
     n = run.workload.micro_steps
     ends: list = [None] * n
     fends: list = [None] * n
-    for r in run.recs:
-        m = _micro_index(r.op.name, n)
-        if m is None:
-            continue
-        e = r.end_s
-        # gradient swap-out writes are asynchronous aio writes (async_swapper.py
-        # `_swap_out_ready_buffers`): backward() returns without them and the optimizer's first
-        # swap-in waits for them, so they count to the optimizer phase; the blocking copies into
-        # the swap buffers, and a copy that first waited for the writes in flight (no free
-        # buffer), count to backward (sim/grad_swap.py)
-        if r.op.resource != "nvme_write" and (ends[m] is None or e > ends[m]):
+    recs = run.recs
+    # gradient swap-out writes are asynchronous aio writes (async_swapper.py
+    # `_swap_out_ready_buffers`): backward() returns without them and the optimizer's first
+    # swap-in waits for them, so they count to the optimizer phase; the blocking copies into
+    # the swap buffers, and a copy that first waited for the writes in flight (no free
+    # buffer), count to backward (sim/grad_swap.py): Shape.marks says which op ends what
+    for i, m, bwd, fwd in shape_of(run.workload).marks:
+        e = recs[i].end_s
+        if bwd and (ends[m] is None or e > ends[m]):
             ends[m] = e
-        if r.op.resource == "gpu_compute" and r.op.phase == "forward" \
-                and (fends[m] is None or e > fends[m]):
+        if fwd and (fends[m] is None or e > fends[m]):
             fends[m] = e
     fwd = bwd = 0.0
     start = 0.0
@@ -731,10 +819,7 @@ def summarize(hardware: Hardware, model: Model, strategy: Strategy, runs: StepRu
     """The SimResult of a simulation's step runs (with its range and margin, when computed)."""
     steady, plan = runs.steady, runs.plan
     first_s = runs.first.step_s + first_step_extra_s(hardware, model, strategy, runs.software)
-    busy = dict.fromkeys(RESOURCES, 0.0)
-    for span in steady.spans:
-        busy[span.resource] += span.end_s - span.start_s
-    exposed = critical_path(steady.recs, steady.chain())
+    busy, exposed, phases, moved = steady.sums()
     step = steady.step_s
     s = strategy
     tokens = (s.train_micro_batch_size_per_gpu * s.gradient_accumulation_steps * model.seq_len
@@ -743,12 +828,12 @@ def summarize(hardware: Hardware, model: Model, strategy: Strategy, runs: StepRu
                             s.gradient_accumulation_steps, s.activation_checkpointing)
     lower = max(busy.values())
     return SimResult(
-        step_time_s=step, first_step_time_s=first_s, phases=phase_times(steady),
+        step_time_s=step, first_step_time_s=first_s, phases=phases,
         busy_s=busy, exposed_s=exposed, bottleneck=max(RESOURCES, key=lambda r: exposed[r]),
         memory=plan, fits=plan.fits, binding_tier=plan.binding_tier,
         tokens_per_s=tokens / step if step else 0.0,
         tflops_per_gpu=work / step / 1e12 if step else 0.0,
         lower_bound_s=lower, efficiency=lower / step if step else 1.0,
-        bytes_moved=_bytes_moved(steady), spans=tuple(steady.spans),
+        bytes_moved=moved, spans=tuple(steady.spans),
         scenario=_scenario(hardware, model, strategy), step_range=step_range,
         memory_margin=memory_margin)

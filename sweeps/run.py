@@ -23,6 +23,7 @@ import json
 import logging
 import os
 from dataclasses import dataclass, field, fields, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -72,6 +73,11 @@ class Base:
 
     def identity(self) -> str:
         """A stable text of this base for point ids (objects by their dataclass repr)."""
+        return self._identity
+
+    @cached_property
+    def _identity(self) -> str:
+        """`identity`, worked out once (every point of a sweep names it in its id)."""
         def ident(v):
             if isinstance(v, Mapping):
                 return json.dumps(v, sort_keys=True, default=str)
@@ -253,24 +259,36 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+CHUNK_POINTS = 256
+"""Most points one worker task evaluates (a grid is cut into at least 8 tasks per worker, each
+of consecutive points): neighbours in a grid differ in its last keys, often hardware rates, and
+share their workload and often their schedule (sim/engine's caches), so a worker that gets them
+together builds each once; 256 points of a 100,000-point sweep are 390 tasks, each its rows
+journalled at once."""
+
+
 def run_points(points: Sequence[dict], evaluate: Callable[[dict], dict], *, jobs: int | None = None,
-               on_rows: Callable[[list[dict]], None] | None = None) -> list[dict]:
+               on_rows: Callable[[list[dict]], None] | None = None,
+               keep: bool = True) -> list[dict]:
     """Evaluate points (in a process pool when jobs > 1), calling `on_rows` as chunks finish.
 
-    Returns rows in the order of `points`."""
+    Returns rows in the order of `points`; with `keep` off, none (`on_rows` has had them all:
+    a long sweep holds no row it has handed on)."""
     jobs = default_jobs() if jobs is None else jobs
     if jobs < 1:
         raise ConfigError(f"--jobs must be >= 1, got {jobs}")
     if jobs == 1 or len(points) < 4:
         rows = []
         for p in points:
-            rows.append(evaluate(p))
+            row = evaluate(p)
+            if keep:
+                rows.append(row)
             if on_rows:
-                on_rows(rows[-1:])
+                on_rows([row])
         return rows
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-    size = max(1, min(16, len(points) // (jobs * 8)))
+    size = max(1, min(CHUNK_POINTS, len(points) // (jobs * 8)))
     chunks = [list(points[i:i + size]) for i in range(0, len(points), size)]
     results: dict[int, list[dict]] = {}
     pool = ProcessPoolExecutor(max_workers=min(jobs, len(chunks)), initializer=_worker_init)
@@ -280,27 +298,71 @@ def run_points(points: Sequence[dict], evaluate: Callable[[dict], dict], *, jobs
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in done:
                 i = pending.pop(fut)
-                results[i] = fut.result()
+                rows = fut.result()
+                if keep:
+                    results[i] = rows
                 if on_rows:
-                    on_rows(results[i])
+                    on_rows(rows)
     except BaseException:
         _stop(pool)
         raise
     pool.shutdown(wait=True)
-    return [row for i in range(len(chunks)) for row in results[i]]
+    return [row for i in range(len(chunks)) for row in results[i]] if keep else []
 
 
 def to_frame(rows: list[dict], keys: Sequence[str] = ()):
     """Rows -> DataFrame with point_id and the swept keys first, `error` last."""
     import pandas as pd
 
-    df = pd.DataFrame(rows)
+    return _ordered(pd.DataFrame(rows), keys)
+
+
+def _ordered(df, keys: Sequence[str] = ()):
+    """`to_frame`'s column order and types on a DataFrame of rows."""
     if df.empty:
         return df
     first = ["point_id", *[k for k in keys if k in df.columns]]
     rest = [c for c in df.columns if c not in first and c != "error"]
     df = df[first + rest + (["error"] if "error" in df.columns else [])]
     return _tidy(df)
+
+
+ROW_BLOCK = 256
+"""Rows a sweep keeps as dicts before it packs them into a DataFrame: a row dict of ~75 columns
+takes ~6 KB, a DataFrame row ~0.7 KB, so a 100,000-point sweep's rows take ~70 MB, not ~600 MB."""
+
+
+class _Rows:
+    """The rows a sweep computes, kept as DataFrames of ROW_BLOCK rows (in arrival order)."""
+
+    def __init__(self):
+        self.blocks: list = []
+        self.pending: list[dict] = []
+        self.count = 0
+
+    def add(self, rows: list[dict]) -> None:
+        self.pending.extend(rows)
+        self.count += len(rows)
+        if len(self.pending) >= ROW_BLOCK:
+            self._pack()
+
+    def _pack(self) -> None:
+        import pandas as pd
+
+        if self.pending:
+            self.blocks.append(pd.DataFrame(self.pending))
+            self.pending = []
+
+    def frame(self, keys: Sequence[str]):
+        """Every row as one DataFrame (to_frame's columns and types; rows in arrival order)."""
+        import pandas as pd
+
+        self._pack()
+        if not self.blocks:
+            return pd.DataFrame()
+        if len(self.blocks) > 1:
+            self.blocks = [pd.concat(self.blocks, ignore_index=True)]
+        return _ordered(self.blocks[0], keys)
 
 
 _INT_COLUMNS = ("n_params", "stage", "micro_batch_size", "grad_accum_steps", "seq_len",
@@ -347,20 +409,36 @@ def _csv_rows(path: Path):
     from tierlab.safeio import read_text
 
     text = read_text(path)
-    try:
-        records = list(csv.reader(io.StringIO(text)))
+    cut = not text.endswith(("\n", "\r"))
+    buf = io.StringIO()
+    write = csv.writer(buf).writerow
+    header, last, torn = None, None, 0
+    try:        # row by row: a 100,000-row file is never a list of 100,000 lists
+        for row in csv.reader(io.StringIO(text)):
+            if not row:
+                continue
+            if header is None:
+                header = row
+                write(row)
+                continue
+            if last is not None:
+                if len(last) == len(header):
+                    write(last)
+                else:
+                    torn += 1
+            last = row
     except csv.Error as e:
         raise ConfigError(f"{path}: malformed CSV: {e}") from None
-    records = [r for r in records if r]
-    if not records:
+    if header is None:
         return pd.DataFrame(), 0
-    header, body = records[0], records[1:]
-    cut = bool(body) and not text.endswith(("\n", "\r"))
-    good = [r for r in (body[:-1] if cut else body) if len(r) == len(header)]
-    torn = len(body) - len(good)
-    buf = io.StringIO()
-    csv.writer(buf).writerows([header, *good])
-    return pd.read_csv(io.StringIO(buf.getvalue()), keep_default_na=False, na_values=[""]), torn
+    if last is not None:
+        if cut or len(last) != len(header):
+            torn += 1
+        else:
+            write(last)
+    del text
+    buf.seek(0)
+    return pd.read_csv(buf, keep_default_na=False, na_values=[""]), torn
 
 
 def read_results_checked(path: str | Path):
@@ -483,16 +561,20 @@ def check_base(base: Base):
 def run_grid(base: Base, axes: Sequence[Axis], *, memory_only: bool = False,
              strict: bool = False, jobs: int | None = None, out: str | Path | None = None,
              on_rows: Callable[[list[dict]], None] | None = None,
-             on_start: Callable[[int, int], None] | None = None) -> SweepOutcome:
+             on_start: Callable[[int, int], None] | None = None,
+             ranges: bool = True) -> SweepOutcome:
     """The sweep driver of `tierlab sweep` and `tierlab.sweep()`: the base checked once
     (check_base), then every point of the grid simulated with its 80% range (columns
-    step_time_low_s / step_time_high_s, docs/ranges.md), or with `memory_only` its memory planned
-    only; resumed from and written to `out` as `run_sweep` does."""
+    step_time_low_s / step_time_high_s, docs/ranges.md), or with `ranges` off the point answer
+    only (about 2.5x faster: no range columns), or with `memory_only` its memory planned only;
+    resumed from and written to `out` as `run_sweep` does."""
+    from tierlab.sim.engine import simulate
     from tierlab.sim.ranges import simulate_ranged
 
     check_base(base)
-    return run_sweep(base, axes, simulator=None if memory_only else simulate_ranged,
-                     strict=strict, jobs=jobs, out=out, on_rows=on_rows, on_start=on_start)
+    simulator = None if memory_only else simulate_ranged if ranges else simulate
+    return run_sweep(base, axes, simulator=simulator, strict=strict, jobs=jobs, out=out,
+                     on_rows=on_rows, on_start=on_start)
 
 
 def _run_grid(base, axes, simulator, strict, jobs, out: Path | None, on_rows, on_start):
@@ -510,20 +592,31 @@ def _run_grid(base, axes, simulator, strict, jobs, out: Path | None, on_rows, on
     todo = [p for p, i in zip(grid, ids) if i not in done]
     if on_start:
         on_start(len(todo), len(grid) - len(todo))
-    new_rows: list[dict] = []
+    new_rows = _Rows()
+    assembled: list = []
 
     def assemble():
-        frame = _merge(previous, to_frame(new_rows, keys))
-        if frame.empty:
-            return frame
-        order = {i: n for n, i in enumerate(ids)}
-        rank = frame["point_id"].astype(str).map(order).fillna(len(ids) + frame.index.to_series())
-        return to_frame(frame.iloc[rank.argsort(kind="stable")].to_dict("records"), keys)
+        """This grid's rows in grid order, then the file's earlier rows not in it (once)."""
+        if assembled:
+            return assembled[0]
+        new = new_rows.frame(keys)
+        frame = _merge(previous, new)
+        if not frame.empty:
+            order = {i: n for n, i in enumerate(ids)}
+            rank = frame["point_id"].astype(str).map(order).fillna(len(ids)
+                                                                   + frame.index.to_series())
+            frame = frame.iloc[rank.argsort(kind="stable")]
+            if new.empty or previous.empty:     # one frame, typed already: only reordered
+                frame = _ordered(frame.reset_index(drop=True), keys)
+            else:                               # the file's rows and these, typed as one
+                frame = to_frame(frame.to_dict("records"), keys)
+        assembled.append(frame)
+        return frame
 
     journal = _open_journal(out) if out else None
 
     def collect(rows):
-        new_rows.extend(rows)
+        new_rows.add(rows)
         if journal is not None:
             journal.write("".join(json.dumps(r, default=_plain) + "\n" for r in rows))
             journal.flush()
@@ -532,18 +625,18 @@ def _run_grid(base, axes, simulator, strict, jobs, out: Path | None, on_rows, on
 
     stopped: BaseException | None = None
     try:
-        run_points(todo, evaluate, jobs=jobs, on_rows=collect)
+        run_points(todo, evaluate, jobs=jobs, on_rows=collect, keep=False)
     except (KeyboardInterrupt, Interrupted) as e:     # Ctrl-C / SIGTERM: keep the rows done
         stopped = e
     finally:
         if journal is not None:
             journal.close()
-            if new_rows or journalled or torn:
+            if new_rows.count or journalled or torn:
                 write_results(assemble(), out)
             journal_path(out).unlink(missing_ok=True)
     frame = assemble()
     errors = int((frame["error"] != "").sum()) if "error" in frame.columns else 0
-    outcome = SweepOutcome(frame=frame, computed=len(new_rows), skipped=len(grid) - len(todo),
+    outcome = SweepOutcome(frame=frame, computed=new_rows.count, skipped=len(grid) - len(todo),
                            errors=errors, torn=torn + torn_j, total=len(grid))
     if stopped is not None:
         stopped.partial = outcome

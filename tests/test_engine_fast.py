@@ -98,7 +98,7 @@ def test_workload_is_cached_by_what_it_reads():
     sw = software_for(hw, None)
     workload.clear_workload_cache()
     a = workload.build_workload(hw, m, s, software=sw)
-    _, _, s2 = scenario("zero3-cpu")                   # an equal Strategy, another object
+    s2 = replace(s)                                    # an equal Strategy, another object
     faster = replace(hw, cpu=replace(hw.cpu, adam_params_per_s=9e9))   # rates: not read
     assert s2 is not s and workload.build_workload(faster, m, s2, software=sw) is a
     assert workload.build_workload(hw, m, s, software=sw, first_step=True) is not a
@@ -188,3 +188,55 @@ def test_a_stuck_step_is_left_to_simpy_which_names_it():
     assert engine._timed_queued(starved, shape_of(starved), sec) is None
     with pytest.raises(ValueError, match="needs 4 buffers, only 3 exist"):
         schedule(starved, sec)
+
+
+# ----------------------------------------------------------------------------------------------
+# the schedule cache: a schedule depends only on the workload and each op kind's seconds
+
+def test_a_rate_no_op_reads_reuses_the_schedule_and_one_it_reads_does_not():
+    hw, m, s = scenario("no-offload")
+    sw = software_for(hw, None)
+    engine.clear_schedule_cache()
+    a = run_step(hw, m, s, software=sw)
+    slower_adam = replace(hw, cpu=replace(hw.cpu, adam_params_per_s=hw.cpu.adam_params_per_s / 3))
+    assert run_step(slower_adam, m, s, software=sw) is a          # no CPU Adam op: same run
+    slower_gpu = replace(hw, gpu=replace(hw.gpu, hbm_bandwidth_Bps=hw.gpu.hbm_bandwidth_Bps / 3))
+    b = run_step(slower_gpu, m, s, software=sw)
+    assert b is not a and b.step_s > a.step_s
+    engine.clear_schedule_cache()
+    fresh = run_step(hw, m, s, software=sw)
+    assert fresh is not a and _plain(fresh.recs, fresh.spans) == _plain(a.recs, a.spans)
+    assert fresh.step_s == a.step_s and fresh.sums() == a.sums()
+
+
+@pytest.mark.parametrize("preset,gas", [("zero3-cpu", 2), ("zero3-nvme", 3)])
+def test_step_seconds_cached_equals_the_run(preset, gas):
+    hw, m, s, sw, wl, _ = _timed(preset, gas)
+    engine.clear_schedule_cache()
+    cold = step_seconds(hw, m, s, workload=wl, software=sw)       # computed
+    warm = step_seconds(hw, m, s, workload=wl, software=sw)       # kept
+    assert cold == warm == run_step(hw, m, s, software=sw, workload=wl).step_s
+    engine.clear_schedule_cache()
+    run = run_step(hw, m, s, software=sw, workload=wl)
+    assert step_seconds(hw, m, s, workload=wl, software=sw) == run.step_s   # off the kept run
+
+
+def test_sums_are_copies_and_the_cache_is_bounded():
+    hw, m, s = scenario("zero2-cpu")
+    sw = software_for(hw, None)
+    engine.clear_schedule_cache()
+    run = run_step(hw, m, s, software=sw)
+    busy, *_ = run.sums()
+    busy["gpu_compute"] = -1.0
+    assert run.sums()[0]["gpu_compute"] > 0          # a SimResult owns its dicts
+    for k in range(engine.SCHEDULE_CACHE_SIZE + 3):
+        faster = replace(hw, pcie=replace(hw.pcie, h2d_pinned_Bps=hw.pcie.h2d_pinned_Bps * (2 + k)))
+        run_step(faster, m, s, software=sw)
+    assert len(engine._runs) == engine.SCHEDULE_CACHE_SIZE
+
+
+def test_critical_chain_with_and_without_the_shape_agree():
+    for preset, gas in (("zero3-nvme", 2), ("zero2-cpu", 3)):
+        hw, m, s = scenario(preset, grad_accum=gas)
+        run = run_step(hw, m, s, software=software_for(hw, None))
+        assert engine.critical_chain(run.recs) == run.chain()

@@ -105,3 +105,47 @@ def test_a_warm_resolve_parses_no_profile_again():
     assert parse.calls == 0
     assert load_hardware("workstation-rtx3070") == resolve(
         "tinyllama-1.1b", "workstation-rtx3070", "zero2-cpu").hardware
+
+
+# ----------------------------------------------------------------------------------------------
+# ds_config files go through the same cache; resolve judges a config once per flags
+
+def test_a_ds_config_file_is_parsed_once_and_reread_when_edited(tmp_path):
+    import json
+
+    from tierlab.dsconfig.read import load_ds_config
+    from tierlab.profiles.load import cached_document
+
+    f = tmp_path / "mine.json"
+    _write(f, json.dumps({"zero_optimization": {"stage": 2}, "train_batch_size": 8}))
+    first, where = load_ds_config(str(f))
+    first["zero_optimization"]["stage"] = 3                    # the caller's copy only
+    assert load_ds_config(str(f))[0]["zero_optimization"]["stage"] == 2 and where == str(f)
+    parse = Counting()
+    assert cached_document(f, lambda: parse(f), ("ds_config",))["train_batch_size"] == 8
+    assert parse.calls == 0                                    # load_ds_config's parse, kept
+    _write(f, json.dumps({"zero_optimization": {"stage": 1}, "train_batch_size": 8}), age_s=30)
+    assert load_ds_config(str(f))[0]["zero_optimization"]["stage"] == 1
+
+
+def test_one_file_read_two_ways_is_two_documents(tmp_path):
+    from tierlab.profiles.load import cached_document
+
+    f = tmp_path / "c.json"
+    _write(f, '{"a": 1}')
+    assert cached_document(f, lambda: "as text", ("text",)) == "as text"
+    assert read_data(f) == {"a": 1}
+    assert cached_document(f, lambda: "other", ("text",)) == "as text"
+
+
+def test_resolve_judges_a_config_once_per_flags_and_never_keeps_an_error():
+    kw = dict(model="tinyllama-1.1b", hardware="workstation-rtx3070", ds_config="zero3-cpu")
+    a, b = resolve(**kw, micro_batch=2), resolve(**kw, micro_batch=2)
+    assert a.strategy is b.strategy and a.warnings == b.warnings
+    c = resolve(**kw, micro_batch=4)
+    assert c.strategy.train_micro_batch_size_per_gpu == 4 and c.strategy is not a.strategy
+    d = resolve(**kw, micro_batch=2, overrides=["zero_optimization.sub_group_size=1e8"])
+    assert d.strategy.zero.sub_group_size == 1e8 != a.strategy.zero.sub_group_size
+    for _ in range(2):
+        with pytest.raises(ConfigError, match="stage"):
+            resolve(**kw, overrides=["zero_optimization.stage=7"])

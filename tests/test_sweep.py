@@ -245,3 +245,38 @@ def test_a_sweep_whose_every_row_failed_exits_2_and_keeps_its_rows(tmp_path):
     result = CliRunner().invoke(main, ["sweep", "-c", "zero3-nvme", "--vary", "nvme.drives=0..1",
                                        "--out", str(tmp_path / "t.csv")])
     assert result.exit_code == 0 and "1 with an error" in result.output
+
+
+# ----------------------------------------------------------------------------------------------
+# long sweeps (issue 32): rows packed as they come, none kept twice, point answers on request
+
+def test_rows_packed_in_blocks_equal_one_frame_of_every_row():
+    from tierlab.sweeps.run import ROW_BLOCK, run_points, to_frame
+
+    axes = [parse_vary(f"micro_batch=1..{ROW_BLOCK + 40}"), parse_vary("nvme.drives=1,2")]
+    got = run_sweep(BASE, axes, simulator=fakesim.simulate, jobs=1).frame
+    rows = run_points(make_grid(axes), Evaluator(BASE, fakesim.simulate), jobs=1)
+    assert len(got) == 2 * (ROW_BLOCK + 40) and got.equals(to_frame(rows, [a.key for a in axes]))
+
+
+def test_run_points_can_hand_rows_on_without_keeping_them():
+    from tierlab.sweeps.run import run_points
+
+    seen = []
+    points = make_grid([parse_vary("micro_batch=1,2,4,8,16")])
+    for jobs in (1, 2):
+        seen.clear()
+        kept = run_points(points, Evaluator(BASE, fakesim.simulate), jobs=jobs, keep=False,
+                          on_rows=seen.extend)
+        assert kept == [] and sorted(r["micro_batch"] for r in seen) == [1, 2, 4, 8, 16]
+
+
+def test_run_grid_point_answers_without_ranges(tmp_path):
+    from tierlab.sweeps.run import run_grid
+
+    axes = [parse_vary("nvme.drives=1,2")]
+    ranged = run_grid(BASE, axes, jobs=1).frame
+    point = run_grid(BASE, axes, jobs=1, ranges=False, out=tmp_path / "p.csv").frame
+    assert "step_time_low_s" in ranged.columns and "step_time_low_s" not in point.columns
+    assert list(point["step_time_s"]) == list(ranged["step_time_s"])
+    assert list(read_results(tmp_path / "p.csv")["step_time_s"]) == list(point["step_time_s"])
