@@ -50,3 +50,23 @@ def sets(*items: str) -> list[str]:
     for item in items:
         out += ["--set", item]
     return out
+
+
+def mini_llama(name: str) -> str:
+    """A 0.1 M-parameter Llama profile (YAML text) named `name`: a real model the runner trains
+    in seconds on the CPU (the signal and fault tests write it to a file)."""
+    return f"""kind: model
+name: {name}
+source: "tierlab runner test model: 0.1 M parameters"
+n_layers: 1
+hidden: 64
+ffn: 128
+n_heads: 2
+n_kv_heads: 2
+vocab: 256
+seq_len: 32
+max_seq_len: 64
+gated_mlp: true
+tie_embeddings: false
+norm: rmsnorm
+"""

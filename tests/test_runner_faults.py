@@ -17,7 +17,7 @@ import pytest
 
 from _cli import assert_user_error, run as cli
 from _fastengine import setup_engine as fast_engine
-from _runnerhelp import REPO
+from _runnerhelp import REPO, mini_llama
 from tierlab.errors import ConfigError
 from tierlab.records.measurement import MeasurementWriter, Measurement, load_measurement
 from tierlab.runner import ds_config as dsc
@@ -26,21 +26,7 @@ from tierlab.runner.variants import RunnerOptions, runner_scenario, runner_spec
 
 HF = REPO / "tests" / "data" / "hf_configs"
 FAST = {"setup_engine": fast_engine}
-MINI = """kind: model
-name: mini-llama-faults
-source: "tierlab fault test model: 0.1 M parameters"
-n_layers: 1
-hidden: 64
-ffn: 128
-n_heads: 2
-n_kv_heads: 2
-vocab: 256
-seq_len: 32
-max_seq_len: 64
-gated_mlp: true
-tie_embeddings: false
-norm: rmsnorm
-"""
+MINI = mini_llama("mini-llama-faults")
 
 
 @pytest.fixture

@@ -19,26 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from _runnerhelp import REPO
+from _runnerhelp import REPO, mini_llama
 from tierlab.records.measurement import load_measurement
 
 pytestmark = pytest.mark.slow
 
-MINI = """kind: model
-name: mini-llama-test
-source: "tierlab signal test model: 0.1 M parameters"
-n_layers: 1
-hidden: 64
-ffn: 128
-n_heads: 2
-n_kv_heads: 2
-vocab: 256
-seq_len: 32
-max_seq_len: 64
-gated_mlp: true
-tie_embeddings: false
-norm: rmsnorm
-"""
+MINI = mini_llama("mini-llama-test")
 
 
 def _env() -> dict:
