@@ -4,7 +4,8 @@ Each reader maps the keys transformers' own config class reads onto Model's gene
 (profiles/schema.py; the tensors they imply are listed in profiles/layout.py). A missing
 optional key takes the default of the transformers config class (transformers 5.x
 `configuration_<arch>.py`); a missing dimension key, a wrong type or an unknown `model_type` is a
-ConfigError naming it — never a silent dense guess. `meta_param_count` builds the model with
+ConfigError naming it — never a silent dense guess. A model_type without a reader is built
+by transformers and read off its modules (profiles/hf_build.py). `meta_param_count` builds the model with
 transformers on the meta device (no weights, no network) for the tests to compare against.
 """
 from __future__ import annotations
@@ -272,11 +273,34 @@ def model_fields(data: Any, where: str) -> dict:
     if kind is None:
         raise ConfigError(f"{where}: missing key 'model_type' (the architecture; supported: "
                           f"{', '.join(ARCHITECTURES)})")
-    if kind not in ARCHITECTURES:
-        raise ConfigError(f"{where}: model_type {kind!r} is not a supported architecture; "
-                          f"supported: {', '.join(ARCHITECTURES)}")
     _refuse_expert_parallel(data, where)
+    if kind not in ARCHITECTURES:
+        return _built_fields(data, where, kind)
     return ARCHITECTURES[kind][1](_Cfg(data, where))
+
+
+def _built_fields(data: Mapping, where: str, kind: Any) -> dict:
+    """A model_type without a reader: built by transformers when installed (profiles/hf_build.py)."""
+    from tierlab.profiles import hf_build
+
+    version = hf_build.transformers_version() if isinstance(kind, str) else None
+    if version is None:
+        hint = "; install tierlab[runner] (transformers) to read it" if isinstance(kind, str) else ""
+        raise ConfigError(f"{where}: model_type {kind!r} is not a supported architecture; "
+                          f"supported: {', '.join(ARCHITECTURES)}{hint}")
+    return hf_build.fields_of(data, where)
+
+
+def family(data: Mapping, where: str) -> str:
+    """The family named in a Model's `source`: the reader's, or for a model built by
+    transformers its config class and what the simulation leaves out (hf_build.notes)."""
+    kind = data["model_type"]
+    if kind in ARCHITECTURES:
+        return ARCHITECTURES[kind][0]
+    from tierlab.profiles import hf_build
+
+    return "; ".join((f"{kind}, built by transformers {hf_build.transformers_version()} on the "
+                      "meta device", *hf_build.notes(data, where)))
 
 
 def _refuse_expert_parallel(data: Mapping, where: str) -> None:
@@ -288,8 +312,9 @@ def _refuse_expert_parallel(data: Mapping, where: str) -> None:
 
 
 def meta_param_count(data: Mapping) -> int | None:
-    """transformers' own parameter count of the config, built on the meta device (no weights,
-    no network); None when transformers or torch is not importable."""
+    """transformers' own parameter count of the config (of its text decoder, for a multimodal
+    one), built on the meta device (no weights, no network); None when transformers or torch is
+    not importable."""
     try:
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM
@@ -299,7 +324,7 @@ def meta_param_count(data: Mapping) -> int | None:
     kind = cfg.pop("model_type")
     for key in ("auto_map", "quantization_config", "_name_or_path", "architectures"):
         cfg.pop(key, None)
-    config = AutoConfig.for_model(kind, **cfg)
+    config = AutoConfig.for_model(kind, **cfg).get_text_config(decoder=True)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
     return sum(p.numel() for p in model.parameters())

@@ -1,0 +1,354 @@
+"""Hugging Face `config.json` -> `Model` fields for an architecture without a hand reader.
+
+transformers builds the model from its own config class on the meta device (no weights, no
+network, no remote code) and the fields are read off the real modules: the decoder layers, the
+input embedding (vocab x hidden), the attention projections (heads from the config object,
+checked against the shapes), the MLP or the experts (gated or not, widths, router, shared
+expert), the norms and the biases. Then tierlab's own count of the derived Model
+(profiles/layout.py) must equal transformers' within COUNT_TOLERANCE, total and active; if not,
+a one-line ConfigError names the file, the model_type, both counts and what is not modelled.
+transformers and torch are optional (tierlab[runner]): imported inside the functions.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from tierlab.errors import ConfigError
+
+COUNT_TOLERANCE = 5e-3
+"""tierlab's count of a built architecture may differ from transformers' by 0.5 % (issue 30):
+what tierlab does not model (attention sinks, router biases) stays below it."""
+
+DROPPED_KEYS = ("auto_map", "quantization_config", "_name_or_path", "architectures")
+"""config.json keys that are not the architecture (remote code, the checkpoint's quantization)."""
+
+TOP_K_KEYS = ("num_experts_per_tok", "num_experts_per_token", "experts_per_token", "moe_top_k",
+              "moe_topk", "top_k")
+"""Config attributes that hold the routed experts per token, first found wins."""
+
+_ATTENTION = ("self_attn", "attn", "attention", "self_attention", "mixer")
+_MLP = ("mlp", "feed_forward", "block_sparse_moe", "moe", "ffn")
+_SHARED = ("shared_expert", "shared_experts", "shared_mlp")
+
+
+class Unmodelled(Exception):
+    """A part of the built model that tierlab's Model cannot express (the message names it)."""
+
+
+def transformers_version() -> str | None:
+    """The installed transformers' version, None when transformers or torch is missing."""
+    try:
+        import torch  # noqa: F401
+        import transformers
+    except ImportError:
+        return None
+    return transformers.__version__
+
+
+def text_config(data: Mapping, where: str) -> Any:
+    """transformers' config object of the text decoder (a multimodal config's `text_config`)."""
+    from transformers import AutoConfig
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    kind = data["model_type"]
+    if kind not in CONFIG_MAPPING:
+        remote = " (its auto_map asks for trust_remote_code, which tierlab never runs)" \
+            if "auto_map" in data else ""
+        raise ConfigError(f"{where}: model_type {kind!r} is not known to transformers "
+                          f"{transformers_version()}{remote}; tierlab reads only architectures "
+                          "transformers builds itself")
+    cfg = {k: v for k, v in data.items() if k not in DROPPED_KEYS and k != "model_type"}
+    try:
+        config = AutoConfig.for_model(kind, **cfg)
+        text = config.get_text_config(decoder=True)
+    except Exception as e:      # transformers' own validation: one line, never a traceback
+        raise ConfigError(f"{where}: transformers rejects this {kind!r} config: "
+                          f"{_first_line(e)}") from None
+    if not hasattr(text, "model_type"):     # a text_config that the config class does not take
+        raise ConfigError(f"{where}: model_type {kind!r} ({type(config).__name__}) takes no "
+                          "text_config: the decoder's keys belong at the top level")
+    return text
+
+
+def build(config: Any, where: str) -> Any:
+    """The causal LM of `config` on the meta device (transformers' AutoModelForCausalLM)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    try:
+        with torch.device("meta"):
+            return AutoModelForCausalLM.from_config(config)
+    except Exception as e:
+        raise ConfigError(f"{where}: transformers cannot build a causal LM of model_type "
+                          f"{config.model_type!r}: {_first_line(e)}") from None
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"
+
+
+def notes(data: Mapping, where: str) -> tuple[str, ...]:
+    """What the simulation of a built config leaves out, for the Model's `source` text."""
+    config = text_config(data, where)
+    out = []
+    if isinstance(data.get("text_config"), Mapping):
+        towers = [k.removesuffix("_config") for k in data if k.endswith("_config")
+                  and k != "text_config" and isinstance(data[k], Mapping)
+                  and k != "quantization_config"]
+        out.append(f"text decoder only: the {'/'.join(towers) or 'vision'} tower is left out")
+    if _local_attention(config):
+        out.append("sliding-window/chunked attention timed as full attention")
+    return tuple(out)
+
+
+def _local_attention(config: Any) -> bool:
+    """Sliding-window or chunked (local) attention in any layer of the config."""
+    types = getattr(config, "layer_types", None) or ()
+    if any(t in ("sliding_attention", "chunked_attention") for t in types):
+        return True
+    if getattr(config, "attention_chunk_size", None):
+        return True
+    return bool(getattr(config, "sliding_window", None)) and \
+        getattr(config, "use_sliding_window", True) is not False and not types
+
+
+# ----------------------------------------------------------------------------------------------
+# reading the modules: each reader returns Model fields and the parameter names it explained
+
+
+def _child(module: Any, names: tuple[str, ...]) -> tuple[str, Any] | None:
+    return next(((n, c) for n, c in module.named_children() if n in names), None)
+
+
+def _is_norm(module: Any) -> bool:
+    return "norm" in type(module).__name__.lower()
+
+
+def _numel(module: Any) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+def _matrices(module: Any) -> dict[str, Any]:
+    """name -> parameter of the matrices (2-D/3-D, not a norm's, not a bias)."""
+    norms = {n for n, m in module.named_modules() if n and _is_norm(m)}
+    return {n: p for n, p in module.named_parameters()
+            if p.dim() >= 2 and "bias" not in n.rsplit(".", 1)[-1]
+            and n.rsplit(".", 1)[0] not in norms}
+
+
+def decoder_layers(model: Any, n_layers: int) -> Any:
+    """The ModuleList of the decoder blocks: the largest one with n_layers entries."""
+    lists = [m for m in model.modules() if type(m).__name__ == "ModuleList" and len(m) == n_layers]
+    if not lists:
+        raise Unmodelled(f"no list of {n_layers} decoder layers")
+    return max(lists, key=_numel)
+
+
+def attention_fields(attn: Any, config: Any, hidden: int) -> dict:
+    """Heads, kv heads and head width from the config object, checked against the projections;
+    fused or separate q/k/v; q/k norms ('head': head_dim wide, 'full': all heads)."""
+    heads = config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or hidden // heads
+    q = heads * head_dim
+    mats = _matrices(attn)
+    numel = sum(p.numel() for p in mats.values())
+    # kv heads: the config's, else multi-head (GPT-J has no num_key_value_heads)
+    kv = next((n for n in (getattr(config, "num_key_value_heads", None), heads)
+               if n and numel == 2 * hidden * (q + n * head_dim)), None)
+    if kv is None:
+        raise Unmodelled(f"attention projections of {numel:,} parameters in {type(attn).__name__} "
+                         f"(not {heads} heads of {head_dim} with "
+                         f"{getattr(config, 'num_key_value_heads', None) or heads} kv heads)")
+    widths = [w for w in (_numel(m) for n, m in attn.named_modules() if n and _is_norm(m)) if w]
+    if widths and max(widths) not in (head_dim, q):
+        raise Unmodelled(f"q/k norms {widths} wide in {type(attn).__name__}")
+    qk_norm = "none" if not widths else ("head" if max(widths) == head_dim else "full")
+    return dict(n_heads=heads, n_kv_heads=kv, attn_head_dim=head_dim if q != hidden else 0,
+                fused_qkv=len(mats) == 2, qk_norm=qk_norm)
+
+
+def linear_biases(module: Any) -> tuple[bool, bool]:
+    """(every projection of `module` has a bias, some has one); 3-D experts' `*_bias` count."""
+    flags = [m.bias is not None for m in module.modules() if type(m).__name__ == "Linear"]
+    flags += [True for n, _ in module.named_parameters() if n.endswith("_bias")]
+    return bool(flags) and all(flags), any(flags)
+
+
+def mlp_shape(module: Any, hidden: int, n: int = 1, fused_experts: bool = False) -> dict:
+    """Width and gating of one MLP (of `n` experts stored together): 3 matrices, or 2 named
+    gate_up (fused), is gated; 2 others are not (GPT: fc_in, fc_out)."""
+    mats = _matrices(module)
+    per = len(mats) if fused_experts else len(mats) / n
+    gated = per == 3 or (per == 2 and any("gate" in name for name in mats))
+    total = sum(p.numel() for p in mats.values()) // n
+    width, rest = divmod(total, (3 if gated else 2) * hidden)
+    if rest or per not in (2, 3):
+        raise Unmodelled(f"an MLP of {per:g} matrices and {total:,} parameters in "
+                         f"{type(module).__name__}")
+    return dict(ffn=width, gated_mlp=gated, fused_gate_up=gated and per == 2)
+
+
+def moe_fields(mlp: Any, config: Any, hidden: int) -> dict:
+    """Routed experts (one 3-D tensor per matrix, or a list of MLPs), router, shared expert(s)
+    and its gate; top-k from the config object."""
+    experts = _child(mlp, ("experts",))[1]
+    fused = type(experts).__name__ != "ModuleList"
+    n = next(iter(_matrices(experts).values())).shape[0] if fused else len(experts)
+    shape = mlp_shape(experts, hidden, n, fused)
+    shared = _child(mlp, _SHARED)
+    shared_ffn = mlp_shape(shared[1], hidden)["ffn"] if shared else 0
+    gate = sum(p.numel() for name, p in mlp.named_parameters()
+               if name.startswith("shared_expert_gate.") and p.dim() == 2)
+    inner = ("experts.",) + tuple(f"{s}." for s in _SHARED) + ("shared_expert_gate.",)
+    router = sum(p.numel() for name, p in _matrices(mlp).items() if not name.startswith(inner))
+    if router != hidden * n or gate not in (0, hidden):
+        raise Unmodelled(f"a router of {router:,} parameters for {n} experts in "
+                         f"{type(mlp).__name__}")
+    top_k = next((getattr(config, k) for k in TOP_K_KEYS if getattr(config, k, None)), None)
+    if not top_k:
+        raise Unmodelled(f"no experts-per-token key ({', '.join(TOP_K_KEYS)}) in the config")
+    return dict(n_experts=n, experts_per_token=top_k, expert_ffn=shape["ffn"],
+                shared_ffn=shared_ffn, shared_gate=bool(gate), gated_mlp=shape["gated_mlp"],
+                fused_gate_up=shape["fused_gate_up"])
+
+
+def layer_fields(layer: Any, config: Any, hidden: int) -> dict:
+    """One decoder block: attention (None when it has none tierlab models), dense MLP or MoE,
+    its norms, which projections carry biases, and the children left unread."""
+    attn, mlp = _child(layer, _ATTENTION), _child(layer, _MLP)
+    norms = [c for _, c in layer.named_children() if _is_norm(c)]
+    read = {n for n, _ in (attn, mlp) if n is not None} if attn and mlp else set()
+    other = [f"{n} ({type(c).__name__})" for n, c in layer.named_children()
+             if n not in read and not _is_norm(c) and _numel(c)]
+    out = dict(other=other, n_norms=len(norms), norms=norms, attn=None, mlp=None, moe=None)
+    if attn is None or mlp is None:
+        return out
+    out["attn"] = attention_fields(attn[1], config, hidden)
+    out["attn_bias"] = linear_biases(attn[1])
+    out["mlp_bias"] = linear_biases(mlp[1])[1]
+    if _child(mlp[1], ("experts",)):
+        out["moe"] = moe_fields(mlp[1], config, hidden)
+    else:
+        out["mlp"] = mlp_shape(mlp[1], hidden)
+    return out
+
+
+def _same(values: list, what: str) -> Any:
+    if any(v != values[0] for v in values):
+        raise Unmodelled(f"{what} differ between layers")
+    return values[0]
+
+
+def norm_kind(norms: list) -> str:
+    """'layernorm' when a norm carries a bias, 'rmsnorm' with a weight only, else
+    'nonparametric' (Model.norm: the same kind everywhere)."""
+    names = {n.rsplit(".", 1)[-1] for m in norms for n, _ in m.named_parameters()}
+    return "layernorm" if "bias" in names else ("rmsnorm" if names else "nonparametric")
+
+
+def block_fields(layers: list[dict]) -> dict:
+    """Model fields shared by the blocks: attention, MLP or MoE (+ dense layers), norms, biases."""
+    from tierlab.profiles.schema import MoE
+
+    attn = _same([l["attn"] for l in layers], "attention shapes")
+    dense = [l["mlp"] for l in layers if l["moe"] is None]
+    moes = [l["moe"] for l in layers if l["moe"] is not None]
+    fields = dict(attn, block_norms=_same([l["n_norms"] for l in layers], "norms per block"))
+    if moes:
+        moe = dict(_same(moes, "MoE layers"))
+        fields.update(gated_mlp=moe.pop("gated_mlp"), fused_gate_up=moe.pop("fused_gate_up"))
+        if dense and dense[0]["gated_mlp"] != fields["gated_mlp"]:
+            raise Unmodelled("gated and non-gated MLPs in one model")
+        # a fused gate_up in the experts only (GLM-4-MoE): same numel, split like the dense MLPs
+        fields["fused_gate_up"] &= not dense or dense[0]["fused_gate_up"]
+        fields["ffn"] = _same([d["ffn"] for d in dense], "dense MLP widths") if dense \
+            else moe["expert_ffn"]
+        fields["moe"] = MoE(**moe, dense_layers=tuple(i for i, l in enumerate(layers)
+                                                      if l["moe"] is None))
+    else:
+        fields.update(_same(dense, "MLP shapes"))
+    attn_all, attn_any = _same([l["attn_bias"] for l in layers], "attention biases")
+    bias = attn_all and all(l["mlp_bias"] for l in layers)
+    return dict(fields, bias=bias, qkv_bias=attn_any and not bias)
+
+
+def built_fields(model: Any, config: Any) -> tuple[dict, list[str]]:
+    """Model keyword arguments (without name, seq_len, source) read off a built model, and
+    what it holds that they do not express."""
+    emb, out = model.get_input_embeddings(), model.get_output_embeddings()
+    vocab, hidden = emb.weight.shape
+    layers = decoder_layers(model, config.num_hidden_layers)
+    read = [layer_fields(l, config, hidden) for l in layers]
+    missing = [i for i, l in enumerate(read) if l["attn"] is None]
+    problems = [f"{len(missing)} of {len(read)} layers have no attention and MLP tierlab models: "
+                f"{', '.join(sorted({o for i in missing for o in read[i]['other']}))} "
+                "(linear-attention/Mamba layers)"] if missing else []
+    problems += sorted({f"{o} in the blocks" for l in read if l["attn"] for o in l["other"]})
+    attn_layers = [l for l in read if l["attn"] is not None]
+    if not attn_layers:
+        raise Unmodelled(problems[0])
+    layer_ids = {id(p) for p in layers.parameters()}
+    final = [m for m in model.modules() if _is_norm(m) and not any(
+        id(p) in layer_ids for p in m.parameters())]
+    fields = dict(block_fields(attn_layers), n_layers=len(read), hidden=hidden, vocab=vocab,
+                  max_seq_len=getattr(config, "max_position_embeddings", None) or 2048,
+                  tie_embeddings=out is not None and out.weight is emb.weight,
+                  head_bias=out is not None and out.bias is not None,
+                  norm=norm_kind(final + [n for l in read for n in l["norms"]]))
+    return fields, problems
+
+
+def transformers_counts(model: Any, config: Any) -> tuple[int, int]:
+    """transformers' (total, active) parameters: active counts each MoE layer's routed experts
+    top-k of n (the layer's `experts` module)."""
+    total = sum(p.numel() for p in model.parameters())
+    idle = 0
+    for m in model.modules():
+        experts = _child(m, ("experts",))
+        if experts is not None and _child(m, ("experts",))[1] is not m:
+            n = len(experts[1]) if type(experts[1]).__name__ == "ModuleList" else \
+                next(iter(_matrices(experts[1]).values())).shape[0]
+            k = next((getattr(config, key) for key in TOP_K_KEYS if getattr(config, key, None)), n)
+            idle += sum(p.numel() for name, p in _matrices(experts[1]).items()) * (n - k) // n
+    return total, total - idle
+
+
+def fields_of(data: Mapping, where: str) -> dict:
+    """Model fields of a config.json whose model_type has no hand reader, built by transformers
+    and checked against its count; a one-line ConfigError when they cannot be matched."""
+    from tierlab.profiles.schema import Model
+
+    kind = data["model_type"]
+    config = text_config(data, where)
+    model = build(config, where)
+    theirs, theirs_active = transformers_counts(model, config)
+    try:
+        fields, problems = built_fields(model, config)
+        m = Model(name=kind, seq_len=fields["max_seq_len"], **fields)
+        ours, ours_active = m.n_params, m.active_params
+    except (Unmodelled, ValueError) as e:
+        fields, problems, ours, ours_active = None, [str(e)], None, None
+    off = ours is None or abs(ours - theirs) > COUNT_TOLERANCE * theirs \
+        or abs(ours_active - theirs_active) > COUNT_TOLERANCE * theirs_active
+    if off or any("linear-attention" in p for p in problems):
+        raise ConfigError(refusal(where, kind, config, (ours, ours_active),
+                                  (theirs, theirs_active), problems))
+    return fields
+
+
+def refusal(where: str, kind: str, config: Any, ours: tuple, theirs: tuple,
+            problems: list[str]) -> str:
+    """The one line that refuses a built architecture: file, model_type, both counts, why."""
+    def count(pair: tuple) -> str:
+        total, active = pair
+        if total is None:
+            return "nothing it can model"
+        return f"{total:,}" + (f" ({active:,} active)" if active != total else "")
+
+    what = "; ".join(problems) or "parameters outside what tierlab's layout lists"
+    ours_text = "tierlab cannot count it" if ours[0] is None else \
+        f"tierlab counts {count(ours)} parameters"
+    return (f"{where}: model_type {kind!r} is not a supported architecture: transformers "
+            f"{transformers_version()} builds it ({type(config).__name__}), {ours_text}, "
+            f"transformers {count(theirs)} (tolerance {COUNT_TOLERANCE:.1%}); not modelled: {what}")

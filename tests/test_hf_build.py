@@ -1,0 +1,143 @@
+"""Architectures without a hand reader, built by transformers on the meta device and read off the
+modules (profiles/hf_build.py): real configs of tests/data/hf_configs/built/ load through the
+public path and count within 0.5 % of transformers; what cannot be matched (linear attention,
+Mamba), a remote-code-only model_type and a core install without transformers are refused in one
+line."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests._cli import assert_user_error, run
+from tierlab.profiles.hf_arch import ARCHITECTURES, meta_param_count
+from tierlab.profiles.hf_build import COUNT_TOLERANCE
+from tierlab.profiles.load import load_model, model_from_hf_config
+
+BUILT = Path(__file__).parent / "data" / "hf_configs" / "built"
+SOURCES = json.loads((BUILT / "sources.json").read_text())
+CONFIGS = sorted(p for p in BUILT.glob("*.json") if p.name != "sources.json")
+LOADED = [p for p in CONFIGS if "refused" not in SOURCES.get(p.stem, {})]
+REMOTE = [p for p in CONFIGS if "refused" in SOURCES.get(p.stem, {})]
+
+# small configs of architectures no real file here covers (vocab 70000 keeps token ids in range)
+BASE = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
+            num_key_value_heads=2, vocab_size=70000, max_position_embeddings=32, head_dim=16,
+            pad_token_id=0)
+SYNTHETIC = {
+    "gemma3_text": {}, "cohere": {}, "cohere2": {}, "stablelm": {}, "olmo3": {}, "exaone4": {},
+    "glm4": {}, "gptj": dict(n_embd=64, n_layer=4, n_head=4, n_positions=32, rotary_dim=8),
+    "llama4_text": dict(num_local_experts=4, interleave_moe_layer_step=2,
+                        intermediate_size_mlp=96),
+    "glm4_moe": dict(n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                     first_k_dense_replace=1, n_group=1, topk_group=1),
+}
+
+
+def _synthetic(kind: str) -> dict:
+    cfg = {k: v for k, v in BASE.items() if kind != "gptj"}
+    return dict(cfg, model_type=kind, **SYNTHETIC[kind])
+
+
+def _near(ours: int, theirs: int) -> bool:
+    return abs(ours - theirs) <= COUNT_TOLERANCE * theirs
+
+
+def test_corpus_has_10_real_configs_with_sources():
+    assert len(CONFIGS) >= 10 and len(LOADED) >= 7
+    assert {p.stem for p in CONFIGS} == set(SOURCES)
+    assert all({"model", "repository", "path", "commit"} <= set(s) for s in SOURCES.values())
+    kinds = {json.loads(p.read_text())["model_type"] for p in CONFIGS}
+    assert not kinds & set(ARCHITECTURES)               # every one was refused before
+
+
+@pytest.mark.parametrize("path", LOADED, ids=lambda p: p.stem)
+def test_real_config_loads_and_counts_like_transformers(path):
+    pytest.importorskip("transformers")
+    data = json.loads(path.read_text())
+    model = load_model(str(path))
+    assert _near(model.n_params, meta_param_count(data)), (model.n_params, meta_param_count(data))
+    assert "built by transformers" in model.source
+
+
+@pytest.mark.parametrize("kind", sorted(SYNTHETIC))
+def test_small_config_counts_like_transformers(kind):
+    pytest.importorskip("transformers")
+    cfg = _synthetic(kind)
+    model = model_from_hf_config(cfg, f"{kind}.json")
+    assert _near(model.n_params, meta_param_count(cfg)), (model.n_params, meta_param_count(cfg))
+
+
+def test_moe_layers_and_active_params_are_read_off_the_modules():
+    pytest.importorskip("transformers")
+    llama4 = model_from_hf_config(_synthetic("llama4_text"), "l4.json")
+    # interleave_moe_layer_step 2: layers 1 and 3 are MoE, 0 and 2 dense (intermediate_size_mlp)
+    assert llama4.moe.dense_layers == (0, 2) and llama4.ffn == 96
+    assert llama4.moe.n_experts == 4 and llama4.moe.shared_ffn == 128
+    assert llama4.active_params < llama4.n_params
+
+
+def test_sliding_window_is_noted_in_the_source():
+    pytest.importorskip("transformers")
+    model = model_from_hf_config(_synthetic("gemma3_text"), "g3.json")
+    assert "sliding-window/chunked attention timed as full attention" in model.source
+
+
+def test_multimodal_config_simulates_the_text_decoder_and_says_so():
+    pytest.importorskip("transformers")
+    cfg = dict(model_type="gemma3", text_config=dict(_synthetic("gemma3_text")),
+               vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                  num_attention_heads=2, image_size=28, patch_size=14))
+    model = model_from_hf_config(cfg, "g3mm.json")
+    text = model_from_hf_config(_synthetic("gemma3_text"), "g3.json")
+    assert model.n_params == text.n_params
+    assert "text decoder only: the vision tower is left out" in model.source
+
+
+def _write(tmp_path, cfg: dict) -> str:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    return str(path)
+
+
+@pytest.mark.parametrize("kind, extra", [
+    ("qwen3_next", dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32)),
+    ("jamba", dict(num_experts=4, num_experts_per_tok=2, attn_layer_period=2,
+                   attn_layer_offset=1, expert_layer_period=2, expert_layer_offset=1))])
+def test_linear_attention_and_mamba_are_refused_in_one_line(tmp_path, kind, extra):
+    pytest.importorskip("transformers")
+    path = _write(tmp_path, dict(BASE, model_type=kind, **extra))
+    res = run("memory", "-m", path, "-H", "dgx-a100")
+    assert_user_error(res, path, f"model_type {kind!r} is not a supported architecture",
+                      "tierlab counts", "transformers", "linear-attention/Mamba layers")
+
+
+@pytest.mark.parametrize("path", REMOTE, ids=lambda p: p.stem)
+def test_real_remote_code_config_is_refused(path):
+    pytest.importorskip("transformers")
+    data = json.loads(path.read_text())
+    remote = ("trust_remote_code",) if "auto_map" in data else ()
+    assert_user_error(run("memory", "-m", str(path), "-H", "dgx-a100"),
+                      f"model_type {data['model_type']!r}", "not known to transformers", *remote)
+
+
+def test_remote_code_only_model_type_is_refused(tmp_path):
+    pytest.importorskip("transformers")
+    path = _write(tmp_path, dict(BASE, model_type="my_remote_lm",
+                                 auto_map={"AutoConfig": "configuration_my.MyConfig"}))
+    res = run("memory", "-m", path, "-H", "dgx-a100")
+    assert_user_error(res, "model_type 'my_remote_lm'", "not known to transformers",
+                      "trust_remote_code")
+
+
+def test_core_install_without_transformers_says_what_to_install(tmp_path):
+    path = _write(tmp_path, _synthetic("gemma3_text"))
+    code = ("import sys; sys.modules['transformers'] = None\n"
+            "from tierlab.errors import ConfigError\n"
+            "from tierlab.profiles.load import load_model\n"
+            f"try:\n    load_model({path!r})\nexcept ConfigError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=tmp_path, check=True).stdout
+    assert "model_type 'gemma3_text' is not a supported architecture" in out
+    assert "install tierlab[runner] (transformers) to read it" in out
