@@ -114,7 +114,7 @@ def _local_attention(config: Any) -> bool:
 
 
 # ----------------------------------------------------------------------------------------------
-# reading the modules: each reader returns Model fields and the parameter names it explained
+# reading the modules: each reader returns Model fields, or raises Unmodelled naming what it met
 
 
 def _child(module: Any, names: tuple[str, ...]) -> tuple[str, Any] | None:
@@ -189,13 +189,24 @@ def mlp_shape(module: Any, hidden: int, n: int = 1, fused_experts: bool = False)
     return dict(ffn=width, gated_mlp=gated, fused_gate_up=gated and per == 2)
 
 
+def experts_per_token(config: Any) -> int | None:
+    """Top-k of the config object (the first of TOP_K_KEYS it sets)."""
+    return next((getattr(config, k) for k in TOP_K_KEYS if getattr(config, k, None)), None)
+
+
+def n_experts(experts: Any) -> int:
+    """Routed experts of an `experts` module: a list of MLPs, or 3-D tensors (experts first)."""
+    if type(experts).__name__ == "ModuleList":
+        return len(experts)
+    return next(iter(_matrices(experts).values())).shape[0]
+
+
 def moe_fields(mlp: Any, config: Any, hidden: int) -> dict:
     """Routed experts (one 3-D tensor per matrix, or a list of MLPs), router, shared expert(s)
     and its gate; top-k from the config object."""
     experts = _child(mlp, ("experts",))[1]
-    fused = type(experts).__name__ != "ModuleList"
-    n = next(iter(_matrices(experts).values())).shape[0] if fused else len(experts)
-    shape = mlp_shape(experts, hidden, n, fused)
+    n = n_experts(experts)
+    shape = mlp_shape(experts, hidden, n, fused_experts=type(experts).__name__ != "ModuleList")
     shared = _child(mlp, _SHARED)
     shared_ffn = mlp_shape(shared[1], hidden)["ffn"] if shared else 0
     gate = sum(p.numel() for name, p in mlp.named_parameters()
@@ -205,7 +216,7 @@ def moe_fields(mlp: Any, config: Any, hidden: int) -> dict:
     if router != hidden * n or gate not in (0, hidden):
         raise Unmodelled(f"a router of {router:,} parameters for {n} experts in "
                          f"{type(mlp).__name__}")
-    top_k = next((getattr(config, k) for k in TOP_K_KEYS if getattr(config, k, None)), None)
+    top_k = experts_per_token(config)
     if not top_k:
         raise Unmodelled(f"no experts-per-token key ({', '.join(TOP_K_KEYS)}) in the config")
     return dict(n_experts=n, experts_per_token=top_k, expert_ffn=shape["ffn"],
@@ -304,13 +315,11 @@ def transformers_counts(model: Any, config: Any) -> tuple[int, int]:
     top-k of n (the layer's `experts` module)."""
     total = sum(p.numel() for p in model.parameters())
     idle = 0
-    for m in model.modules():
-        experts = _child(m, ("experts",))
-        if experts is not None and _child(m, ("experts",))[1] is not m:
-            n = len(experts[1]) if type(experts[1]).__name__ == "ModuleList" else \
-                next(iter(_matrices(experts[1]).values())).shape[0]
-            k = next((getattr(config, key) for key in TOP_K_KEYS if getattr(config, key, None)), n)
-            idle += sum(p.numel() for name, p in _matrices(experts[1]).items()) * (n - k) // n
+    for name, experts in model.named_modules():
+        if name.rsplit(".", 1)[-1] == "experts":
+            n = n_experts(experts)
+            k = experts_per_token(config) or n
+            idle += sum(p.numel() for p in _matrices(experts).values()) * (n - k) // n
     return total, total - idle
 
 
