@@ -11,7 +11,9 @@ transformers and torch are optional (tierlab[runner]): imported inside the funct
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+import warnings
+from contextlib import contextmanager
+from typing import Any, Iterator, Mapping
 
 from tierlab.errors import ConfigError
 
@@ -45,6 +47,22 @@ def transformers_version() -> str | None:
     return transformers.__version__
 
 
+@contextmanager
+def quiet() -> Iterator[None]:
+    """transformers' warnings and log lines about a config it builds (token ids out of a small
+    vocab, deprecated keys) held back: tierlab says in one line what matters."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        hf_logging.set_verbosity(level)
+
+
 def text_config(data: Mapping, where: str) -> Any:
     """transformers' config object of the text decoder (a multimodal config's `text_config`)."""
     from transformers import AutoConfig
@@ -59,7 +77,8 @@ def text_config(data: Mapping, where: str) -> Any:
                           "transformers builds itself")
     cfg = {k: v for k, v in data.items() if k not in DROPPED_KEYS and k != "model_type"}
     try:
-        config = AutoConfig.for_model(kind, **cfg)
+        with quiet():
+            config = AutoConfig.for_model(kind, **cfg)
         text = config.get_text_config(decoder=True)
     except Exception as e:      # transformers' own validation: one line, never a traceback
         raise ConfigError(f"{where}: transformers rejects this {kind!r} config: "
@@ -76,7 +95,7 @@ def build(config: Any, where: str) -> Any:
     from transformers import AutoModelForCausalLM
 
     try:
-        with torch.device("meta"):
+        with torch.device("meta"), quiet():
             return AutoModelForCausalLM.from_config(config)
     except Exception as e:
         raise ConfigError(f"{where}: transformers cannot build a causal LM of model_type "
@@ -129,6 +148,12 @@ def _numel(module: Any) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
+def _norm_width(norm: Any) -> int:
+    """Elements a norm normalises, read off its weight (0 without one)."""
+    weight = getattr(norm, "weight", None)
+    return weight.numel() if weight is not None else 0
+
+
 def _matrices(module: Any) -> dict[str, Any]:
     """name -> parameter of the matrices (2-D/3-D, not a norm's, not a bias)."""
     norms = {n for n, m in module.named_modules() if n and _is_norm(m)}
@@ -160,7 +185,8 @@ def attention_fields(attn: Any, config: Any, hidden: int) -> dict:
         raise Unmodelled(f"attention projections of {numel:,} parameters in {type(attn).__name__} "
                          f"(not {heads} heads of {head_dim} with "
                          f"{getattr(config, 'num_key_value_heads', None) or heads} kv heads)")
-    widths = [w for w in (_numel(m) for n, m in attn.named_modules() if n and _is_norm(m)) if w]
+    widths = [w for w in (_norm_width(m) for n, m in attn.named_modules() if n and _is_norm(m))
+              if w]
     if widths and max(widths) not in (head_dim, q):
         raise Unmodelled(f"q/k norms {widths} wide in {type(attn).__name__}")
     qk_norm = "none" if not widths else ("head" if max(widths) == head_dim else "full")
@@ -169,8 +195,10 @@ def attention_fields(attn: Any, config: Any, hidden: int) -> dict:
 
 
 def linear_biases(module: Any) -> tuple[bool, bool]:
-    """(every projection of `module` has a bias, some has one); 3-D experts' `*_bias` count."""
-    flags = [m.bias is not None for m in module.modules() if type(m).__name__ == "Linear"]
+    """(every projection of `module` has a bias, some has one): a Linear's or Conv1D's (GPT-2)
+    `bias`; 3-D experts' `*_bias` tensors count too."""
+    flags = [getattr(m, "bias", None) is not None for m in module.modules()
+             if not _is_norm(m) and getattr(m, "weight", None) is not None and m.weight.dim() == 2]
     flags += [True for n, _ in module.named_parameters() if n.endswith("_bias")]
     return bool(flags) and all(flags), any(flags)
 
@@ -284,30 +312,69 @@ def block_fields(layers: list[dict]) -> dict:
     return dict(fields, bias=bias, qkv_bias=attn_any and not bias)
 
 
-def built_fields(model: Any, config: Any) -> tuple[dict, list[str]]:
-    """Model keyword arguments (without name, seq_len, source) read off a built model, and
-    what it holds that they do not express."""
+RECURRENT = ("mamba", "mixer", "delta", "linear_attn", "linearattention", "lightning",
+             "recurrent", "lstm", "rwkv", "ssm")
+"""Words in a block's child names or classes that mark a linear-attention or state-space layer."""
+
+
+def missing_layers(read: list[dict]) -> list[str]:
+    """The blocks without the attention + MLP tierlab models, named by their children."""
+    missing = [l for l in read if l["attn"] is None]
+    if not missing:
+        return []
+    kids = sorted({o for l in missing for o in l["other"]})
+    text = " ".join(kids).lower()
+    why = ("linear-attention/Mamba layers" if any(w in text for w in RECURRENT) else
+           "encoder-decoder cross-attention" if "encoder_attn" in text else
+           "a block layout tierlab does not read")
+    return [f"{len(missing)} of {len(read)} layers have no attention and MLP tierlab models: "
+            f"{', '.join(kids)} ({why})"]
+
+
+def outside_blocks(model: Any, layers: Any, *read: Any) -> tuple[list, list[str]]:
+    """(norms outside the blocks: the final norm, the parameters none of the readers took)."""
+    taken = {id(p) for m in (layers, *read) if m is not None for p in m.parameters()}
+    norms = [m for m in model.modules() if _is_norm(m)
+             and not any(id(p) in taken for p in m.parameters())]
+    taken |= {id(p) for m in norms for p in m.parameters()}
+    left = [(n, p.numel()) for n, p in model.named_parameters() if id(p) not in taken]
+    if not left:
+        return norms, []
+    names = ", ".join(n for n, _ in left[:3]) + (", ..." if len(left) > 3 else "")
+    return norms, [f"{sum(k for _, k in left):,} parameters outside the blocks, the embedding "
+                   f"and the head ({names})"]
+
+
+def learned_positions(model: Any, layers: Any, emb: Any, hidden: int) -> Any:
+    """A position table beside the token embedding (GPT-2-style), or None."""
+    inside = {id(m) for m in layers.modules()}
+    tables = [m for m in model.modules() if type(m).__name__ == "Embedding" and m is not emb
+              and id(m) not in inside and m.weight.shape[-1] == hidden]
+    return tables[0] if len(tables) == 1 else None
+
+
+def built_fields(model: Any, config: Any) -> tuple[dict, list[str], bool]:
+    """Model keyword arguments (without name, seq_len, source) read off a built model, what it
+    holds that they do not express, and whether a block lacks what tierlab models."""
     emb, out = model.get_input_embeddings(), model.get_output_embeddings()
     vocab, hidden = emb.weight.shape
     layers = decoder_layers(model, config.num_hidden_layers)
     read = [layer_fields(l, config, hidden) for l in layers]
-    missing = [i for i, l in enumerate(read) if l["attn"] is None]
-    problems = [f"{len(missing)} of {len(read)} layers have no attention and MLP tierlab models: "
-                f"{', '.join(sorted({o for i in missing for o in read[i]['other']}))} "
-                "(linear-attention/Mamba layers)"] if missing else []
+    problems = missing_layers(read)
     problems += sorted({f"{o} in the blocks" for l in read if l["attn"] for o in l["other"]})
     attn_layers = [l for l in read if l["attn"] is not None]
     if not attn_layers:
         raise Unmodelled(problems[0])
-    layer_ids = {id(p) for p in layers.parameters()}
-    final = [m for m in model.modules() if _is_norm(m) and not any(
-        id(p) in layer_ids for p in m.parameters())]
+    pos = learned_positions(model, layers, emb, hidden)
+    final, left = outside_blocks(model, layers, emb, out, pos)
     fields = dict(block_fields(attn_layers), n_layers=len(read), hidden=hidden, vocab=vocab,
                   max_seq_len=getattr(config, "max_position_embeddings", None) or 2048,
                   tie_embeddings=out is not None and out.weight is emb.weight,
-                  head_bias=out is not None and out.bias is not None,
+                  head_bias=out is not None and getattr(out, "bias", None) is not None,
                   norm=norm_kind(final + [n for l in read for n in l["norms"]]))
-    return fields, problems
+    if pos is not None:
+        fields.update(learned_pos_emb=True, pos_emb_rows=pos.weight.shape[0])
+    return fields, problems + left, len(attn_layers) < len(read)
 
 
 def transformers_counts(model: Any, config: Any) -> tuple[int, int]:
@@ -333,14 +400,15 @@ def fields_of(data: Mapping, where: str) -> dict:
     model = build(config, where)
     theirs, theirs_active = transformers_counts(model, config)
     try:
-        fields, problems = built_fields(model, config)
+        fields, problems, partial = built_fields(model, config)
         m = Model(name=kind, seq_len=fields["max_seq_len"], **fields)
         ours, ours_active = m.n_params, m.active_params
-    except (Unmodelled, ValueError) as e:
-        fields, problems, ours, ours_active = None, [str(e)], None, None
+    except Exception as e:      # modules or config attributes of a kind tierlab does not read
+        what = str(e) if isinstance(e, (Unmodelled, ValueError)) else _first_line(e)
+        fields, problems, partial, ours, ours_active = None, [what], True, None, None
     off = ours is None or abs(ours - theirs) > COUNT_TOLERANCE * theirs \
         or abs(ours_active - theirs_active) > COUNT_TOLERANCE * theirs_active
-    if off or any("linear-attention" in p for p in problems):
+    if off or partial:
         raise ConfigError(refusal(where, kind, config, (ours, ours_active),
                                   (theirs, theirs_active), problems))
     return fields

@@ -32,11 +32,14 @@ SYNTHETIC = {
                         intermediate_size_mlp=96),
     "glm4_moe": dict(n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
                      first_k_dense_replace=1, n_group=1, topk_group=1),
+    "olmoe": dict(num_experts=4, num_experts_per_tok=2), "phimoe": dict(num_local_experts=4),
+    "granite": {}, "smollm3": {}, "helium": {}, "seed_oss": {}, "persimmon": {},
+    "openai-gpt": dict(n_embd=64, n_layer=4, n_head=4, n_positions=32),
 }
 
 
 def _synthetic(kind: str) -> dict:
-    cfg = {k: v for k, v in BASE.items() if kind != "gptj"}
+    cfg = {k: v for k, v in BASE.items() if kind not in ("gptj", "openai-gpt")}
     return dict(cfg, model_type=kind, **SYNTHETIC[kind])
 
 
@@ -76,6 +79,13 @@ def test_moe_layers_and_active_params_are_read_off_the_modules():
     assert llama4.moe.dense_layers == (0, 2) and llama4.ffn == 96
     assert llama4.moe.n_experts == 4 and llama4.moe.shared_ffn == 128
     assert llama4.active_params < llama4.n_params
+
+
+def test_learned_positions_and_layernorm_are_read_off_the_modules():
+    pytest.importorskip("transformers")
+    gpt = model_from_hf_config(_synthetic("openai-gpt"), "gpt.json")
+    assert gpt.learned_pos_emb and gpt.pos_emb_rows == 32 and gpt.norm == "layernorm"
+    assert gpt.bias and not gpt.gated_mlp and gpt.fused_qkv
 
 
 def test_sliding_window_is_noted_in_the_source():
@@ -120,6 +130,15 @@ def test_real_remote_code_config_is_refused(path):
     remote = ("trust_remote_code",) if "auto_map" in data else ()
     assert_user_error(run("memory", "-m", str(path), "-H", "dgx-a100"),
                       f"model_type {data['model_type']!r}", "not known to transformers", *remote)
+
+
+def test_encoder_blocks_are_refused_naming_their_layout(tmp_path):
+    pytest.importorskip("transformers")
+    path = _write(tmp_path, dict(BASE, model_type="bert"))
+    res = run("memory", "-m", path, "-H", "dgx-a100")
+    assert_user_error(res, "model_type 'bert' is not a supported architecture",
+                      "tierlab cannot count it", "intermediate (BertIntermediate)",
+                      "a block layout tierlab does not read")
 
 
 def test_remote_code_only_model_type_is_refused(tmp_path):
