@@ -62,7 +62,7 @@ def plot(ctx, kind, compare, gpu_mem_cap, measurement, results, x_key, by, title
             raise ConfigError("plot sweep needs --results FILE (written by `tierlab sweep --out`)")
         from tierlab.sweeps.run import read_results
 
-        df = read_results(results)
+        df = read_results(results, fix="--results takes the CSV or Parquet a sweep wrote")
         if df.empty:
             raise ConfigError(f"{results}: no such file or no rows")
         save_figure(sweep_figure(df, x_key, by, title), out)

@@ -441,7 +441,7 @@ def _csv_rows(path: Path):
     return pd.read_csv(buf, keep_default_na=False, na_values=[""]), torn
 
 
-def read_results_checked(path: str | Path):
+def read_results_checked(path: str | Path, fix: str = "choose another --out"):
     """(rows of a previous sweep, torn rows left out); empty if the file does not exist."""
     import pandas as pd
 
@@ -460,8 +460,7 @@ def read_results_checked(path: str | Path):
     except Exception as e:  # noqa: BLE001 - pandas raises many kinds
         raise ConfigError(f"{path}: cannot read previous sweep results: {e}") from None
     if not df.empty and "point_id" not in df.columns:
-        raise ConfigError(f"{path}: not a tierlab sweep file (no point_id column); "
-                          "choose another --out")
+        raise ConfigError(f"{path}: not a tierlab sweep file (no point_id column); {fix}")
     if not df.empty:
         ok = df["point_id"].astype(str).str.fullmatch(r"[0-9a-f]{16}")
         torn += int((~ok).sum())
@@ -469,9 +468,9 @@ def read_results_checked(path: str | Path):
     return (_tidy(df) if not df.empty else df), torn
 
 
-def read_results(path: str | Path):
+def read_results(path: str | Path, fix: str = "choose another --out"):
     """A previous sweep's rows (empty DataFrame if the file does not exist; torn rows left out)."""
-    return read_results_checked(path)[0]
+    return read_results_checked(path, fix)[0]
 
 
 def write_results(df, path: str | Path) -> None:

@@ -28,3 +28,12 @@ def test_vary_values_inside_the_bounds_still_run(tmp_path):
                  "--vary", "pcie.h2d_pinned=20GB/s,50GB/s", "--out", str(out))
     assert result.exit_code == 0, result.output
     assert len(out.read_text().splitlines()) == 1 + 4
+
+
+def test_plot_of_a_csv_that_is_no_sweep_names_the_results_option(tmp_path):
+    other = tmp_path / "r.csv"
+    other.write_text("a,b\n1,nan\n")
+    assert_user_error(run("plot", "sweep", "--results", str(other), "--out",
+                          str(tmp_path / "p.png")), str(other), "not a tierlab sweep file",
+                      "--results takes")
+    assert not (tmp_path / "p.png").exists()
