@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Mapping, get_args
 
+from tierlab import bounds
 from tierlab.errors import ConfigError
 from tierlab.safeio import first_non_finite
 from tierlab.dsconfig import optimizer as ds_optimizer
@@ -649,5 +650,8 @@ def apply_overrides(cfg: Mapping[str, Any], overrides: list[str]) -> dict:
         value = parse_value(text.strip())
         if first_non_finite(value):
             raise ConfigError(f"--set {item!r}: not a finite number")
+        bound = bounds.DS_CONFIG.get(".".join(keys))
+        if bound is not None and value != "auto":     # named as the flag, not as the file
+            bounds.check(value, bound, f"--set {path.strip()}={text.strip()}")
         node[keys[-1]] = value
     return out
