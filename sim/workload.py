@@ -19,7 +19,7 @@ swap_tensor/partitioned_optimizer_swapper.py and pipelined_optimizer_swapper.py.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from tierlab.errors import ConfigError
 from tierlab.profiles.schema import Hardware, Model, Software
@@ -434,17 +434,38 @@ def _host_terms(software: Software | None, strategy: Strategy) -> _HostTerms | N
         overflow_scan_s=overflow_scan_cost_s(software, strategy))
 
 
+TOKEN_FIELDS = ("seq_len",)
+"""Model fields a dense model's ops never read (its compute per micro-batch is the Timer's)."""
+BATCH_FIELDS = ("train_batch_size", "train_micro_batch_size_per_gpu", "raw")
+"""Strategy fields the ops never read for a dense model: the batch (the Timer's) and the raw
+ds_config (every key the simulator reads is a field)."""
+
+
+def _what_ops_read(model: Model, strategy: Strategy) -> tuple:
+    """The model and strategy as the workload cache keys them: whole for a MoE model (its tokens
+    route to experts), without TOKEN_FIELDS / BATCH_FIELDS for a dense one."""
+    if model.moe is not None:
+        return model, repr(strategy)
+    return (tuple(getattr(model, f.name) for f in fields(model) if f.name not in TOKEN_FIELDS),
+            repr(tuple(getattr(strategy, f.name) for f in fields(strategy)
+                       if f.name not in BATCH_FIELDS)))
+
+
 def build_workload(hw: Hardware, model: Model, strategy: Strategy, *,
                    first_step: bool = False, software: Software | None = None) -> Workload:
     """The ops of one optimizer step (gradient_accumulation_steps micro-steps + the step).
 
-    Cached by what it depends on: the model, the strategy (its repr: every field), the GPU
-    counts, step 1 or not, and the host terms the software profile gives it (never the
-    hardware's rates, which only `engine.Timer` reads). A Workload is frozen, so a cached one is
-    shared safely."""
+    Cached by what it depends on: the model, the strategy (every field), the GPU counts, step 1
+    or not, and the host terms the software profile gives it (never the hardware's rates, which
+    only `engine.Timer` reads). The tokens of a micro-batch (micro-batch x sequence length) are
+    read only to count the experts a MoE block routes them to (sim/modules._block): a dense
+    model's workload is keyed without them (a sweep over batch and sequence builds it once; the
+    Timer times its compute per micro-batch). A Workload is frozen, so a cached one is shared
+    safely."""
     check_supported(strategy)
     terms = _host_terms(software, strategy)
-    key = (model, repr(strategy), hw.world_size, hw.gpus_per_node, hw.nodes, first_step, terms)
+    key = (*_what_ops_read(model, strategy), hw.world_size, hw.gpus_per_node, hw.nodes,
+           first_step, terms)
     wl = _workloads.get(key)
     if wl is not None:
         _workloads.move_to_end(key)

@@ -115,10 +115,40 @@ def test_workload_is_cached_by_what_it_reads():
 def test_workload_cache_is_bounded():
     hw, m, s = scenario("zero2-cpu")
     workload.clear_workload_cache()
-    for mb in range(1, workload.WORKLOAD_CACHE_SIZE + 6):
-        workload.build_workload(hw, m, replace(s, train_micro_batch_size_per_gpu=mb,
-                                               train_batch_size=mb))
+    for gas in range(1, workload.WORKLOAD_CACHE_SIZE + 6):
+        workload.build_workload(hw, m, replace(s, gradient_accumulation_steps=gas,
+                                               train_batch_size=gas * s.train_micro_batch_size_per_gpu))
     assert len(workload._workloads) == workload.WORKLOAD_CACHE_SIZE
+
+
+@pytest.mark.parametrize("preset", ["zero2-cpu", "zero3-nvme"])
+def test_a_dense_models_workload_is_one_for_every_batch_and_sequence(preset):
+    """Only a MoE block reads the tokens (the experts they route to): a dense model's ops are
+    the same at any micro-batch and sequence length, built once and equal to a fresh build."""
+    hw, m, s = scenario(preset, micro_batch=1, seq=256)
+    sw = software_for(hw, None)
+    workload.clear_workload_cache()
+    a = workload.build_workload(hw, m, s, software=sw)
+    hw2, m2, s2 = scenario(preset, micro_batch=8, seq=2048)
+    assert (m2.seq_len, s2.train_micro_batch_size_per_gpu) == (2048, 8)
+    assert workload.build_workload(hw2, m2, s2, software=sw) is a
+    workload.clear_workload_cache()
+    assert workload.build_workload(hw2, m2, s2, software=sw) == a
+    _, _, s4 = scenario(preset, micro_batch=1, seq=256, grad_accum=4)   # what ops read: new
+    assert workload.build_workload(hw, m, s4, software=sw) != a
+
+
+def test_a_moe_models_workload_is_keyed_by_its_tokens():
+    from pathlib import Path
+
+    mixtral = str(Path(__file__).parent / "data" / "hf_configs" / "mixtral-8x7b.json")
+    hw, m, s = scenario("zero3-cpu", model=mixtral, hardware="dgx-a100", micro_batch=1, seq=2)
+    workload.clear_workload_cache()
+    few = workload.build_workload(hw, m, s)
+    hw2, m2, s2 = scenario("zero3-cpu", model=mixtral, hardware="dgx-a100", micro_batch=1,
+                           seq=4096)
+    many = workload.build_workload(hw2, m2, s2)
+    assert many is not few and many != few           # 2 tokens reach fewer of the 8 experts
 
 
 def test_shape_rejects_an_op_that_waits_for_a_later_one():
