@@ -28,7 +28,7 @@ TOP_K_KEYS = ("num_experts_per_tok", "num_experts_per_token", "experts_per_token
               "moe_topk", "top_k")
 """Config attributes that hold the routed experts per token, first found wins."""
 
-_ATTENTION = ("self_attn", "attn", "attention", "self_attention", "mixer")
+_ATTENTION = ("self_attn", "attn", "attention", "self_attention")
 _MLP = ("mlp", "feed_forward", "block_sparse_moe", "moe", "ffn")
 _SHARED = ("shared_expert", "shared_experts", "shared_mlp")
 
