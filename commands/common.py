@@ -13,6 +13,7 @@ from click.core import ParameterSource
 from tierlab.errors import ConfigError, Interrupted
 from tierlab.safeio import check_not_input, check_writable
 from tierlab.scenario import resolve
+from tierlab.sweeps.run import what_if
 
 SCENARIO_KEYS = ("model", "hardware", "ds_config", "overrides", "gpus", "nodes", "micro_batch",
                  "grad_accum", "seq", "checkpointing", "precision")
@@ -44,8 +45,12 @@ def options(*opts):
 
 
 def scenario_of(kw: dict, **extra):
-    """The Scenario of a verb's scenario options (+ gpu_mem_cap, swap_dir, ...)."""
-    return resolve(**{k: kw[k] for k in SCENARIO_KEYS}, **extra)
+    """The Scenario of a verb's scenario options (+ gpu_mem_cap, swap_dir, ...), with the
+    `--hw` what-ifs applied to the hardware profile where the verb has that option."""
+    args = {k: kw[k] for k in SCENARIO_KEYS}
+    if kw.get("hw"):
+        args["hardware"] = what_if(args["hardware"], kw["hw"])
+    return resolve(**args, **extra)
 
 
 def echo_warnings(warnings=(), notes=(), quiet: bool = False) -> None:

@@ -6,13 +6,13 @@ import json
 import click
 
 from tierlab.commands.common import echo_warnings, options, scenario_of, trust_line
-from tierlab.commands.options import gpu_mem_cap_option, json_option, quiet_option, \
+from tierlab.commands.options import hw_option, gpu_mem_cap_option, json_option, quiet_option, \
     scenario_options
 
 
 @click.command()
 @scenario_options
-@options(gpu_mem_cap_option, json_option, quiet_option)
+@options(gpu_mem_cap_option, hw_option, json_option, quiet_option)
 def memory(gpu_mem_cap, as_json, quiet, **kw):
     """Per-tier memory plan: GPU (per rank), host RAM and NVMe (per node), fits, binding tier,
     and a margin line where the overheads' ranges straddle a tier's capacity."""

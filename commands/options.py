@@ -49,6 +49,12 @@ gpu_mem_cap_option = click.option(
     "--gpu-mem-cap", default=None, metavar="BYTES",
     help="Cap the GPU's memory, e.g. 8GiB: the what-if of a smaller card (`run` enforces it "
          "with torch.cuda.set_per_process_memory_fraction).")
+hw_option = click.option(
+    "--hw", "hw", multiple=True, metavar="KEY=VALUE",
+    help="Hardware what-if for this answer: set one number of the hardware profile, in the "
+         "sweep's keys and units (`tierlab sweep --list-keys`, the hardware ones), e.g. "
+         "--hw cpu.dram_bandwidth=80GB/s or --hw pcie.h2d_pinned=25GB/s; repeatable. The "
+         "scenario line names what changed.")
 json_option = click.option("--json", "as_json", is_flag=True,
                            help="Print JSON instead of a table (sizes in GiB, keys ending _GiB).")
 quiet_option = click.option("--quiet", "-q", is_flag=True,

@@ -6,9 +6,9 @@ import json
 import click
 
 from tierlab.bounds import check_flag
-from tierlab.commands.common import (echo_warnings, finite, options, progress_bar, trust_line,
+from tierlab.commands.common import (what_if, echo_warnings, finite, options, progress_bar, trust_line,
                                      writable)
-from tierlab.commands.options import (gpus_option, hardware_option, json_option, model_option,
+from tierlab.commands.options import (hw_option, gpus_option, hardware_option, json_option, model_option,
                                       no_progress_option, nodes_option, quiet_option, seq_option)
 from tierlab.errors import ConfigError
 from tierlab.planner.trainer import written_lines
@@ -17,7 +17,7 @@ from tierlab.sim.strategy import PRECISIONS
 
 
 @click.command()
-@options(model_option, hardware_option, gpus_option, nodes_option, seq_option)
+@options(model_option, hardware_option, hw_option, gpus_option, nodes_option, seq_option)
 @click.option("--global-batch", type=int, default=None,
               help="Sequences per optimizer step over all GPUs; the planner trades micro-batch "
                    "against gradient accumulation at this size.")
@@ -66,7 +66,7 @@ from tierlab.sim.strategy import PRECISIONS
               help="Worker processes for the simulations.")
 @no_progress_option
 @click.pass_context
-def plan(ctx, model, hardware, gpus, nodes, seq, global_batch, grad_accum, micro_batch,
+def plan(ctx, model, hardware, hw, gpus, nodes, seq, global_batch, grad_accum, micro_batch,
          max_micro_batch, checkpointing, precision, min_tokens_per_s, max_gpu_mem, nvme_path,
          out, config_for, ds_config, write_config, as_json, quiet, jobs, no_progress):
     """The fastest DeepSpeed configuration that fits every tier, and why the others lost.
@@ -92,7 +92,8 @@ def plan(ctx, model, hardware, gpus, nodes, seq, global_batch, grad_accum, micro
         raise ConfigError("--write-config needs --ds-config (the config to change)")
     writable(out, "--out", inputs=(ds_config, model, hardware))
     writable(write_config, "--write-config", inputs=(ds_config, model, hardware))
-    hw, mdl, notes = machine_and_model(model, hardware, seq=seq, gpus=gpus, nodes=nodes)
+    hw, mdl, notes = machine_and_model(model, what_if(hardware, hw), seq=seq, gpus=gpus,
+                                       nodes=nodes)
     echo_warnings((), notes, quiet or as_json)
     search = dict(global_batch=global_batch, micro_batch=micro_batch, grad_accum=grad_accum,
                   checkpointing=checkpointing, precision=precision,

@@ -7,14 +7,14 @@ from dataclasses import asdict
 import click
 
 from tierlab.commands.common import echo_problems, echo_warnings, given, options, scenario_of
-from tierlab.commands.options import (gpu_mem_cap_option, json_option, quiet_option,
+from tierlab.commands.options import (hw_option, gpu_mem_cap_option, json_option, quiet_option,
                                       scenario_options, swap_dir_option)
 from tierlab.errors import require
 
 
 @click.command()
 @scenario_options
-@options(gpu_mem_cap_option, swap_dir_option, json_option)
+@options(gpu_mem_cap_option, swap_dir_option, hw_option, json_option)
 @click.option("--no-probe", is_flag=True,
               help="Probe nothing on this machine (libaio/async_io, swap path O_DIRECT and "
                    "space, RAM): judge the named hardware profile only.")

@@ -6,14 +6,14 @@ import json
 import click
 
 from tierlab.commands.common import echo_warnings, options, scenario_of, trust_line, writable
-from tierlab.commands.options import builtin_configs, gpu_mem_cap_option, json_option, \
+from tierlab.commands.options import hw_option, builtin_configs, gpu_mem_cap_option, json_option, \
     quiet_option, scenario_options
 from tierlab.safeio import write_json
 
 
 @click.command()
 @scenario_options
-@options(gpu_mem_cap_option, json_option, quiet_option)
+@options(gpu_mem_cap_option, hw_option, json_option, quiet_option)
 @click.option("--trace", "trace_path", default=None, metavar="FILE",
               help="Write a Chrome/Perfetto trace of the steady-state step (one track per "
                    "resource; open in ui.perfetto.dev).")

@@ -200,12 +200,13 @@ def _as_bool(value: Any, where: str) -> bool:
     raise ConfigError(f"{where}: expected true/false, got {value!r}")
 
 
-def parse_value(key: str, raw: Any) -> Any:
-    """One value of `key`, from text (CLI) or a Python value (API); malformed -> ConfigError."""
+def parse_value(key: str, raw: Any, flag: str = "--vary") -> Any:
+    """One value of `key`, from text (CLI) or a Python value (API); malformed -> ConfigError
+    naming `flag` (--vary, or --hw for a what-if)."""
     from tierlab.units import parse_quantity
     from tierlab.sim.strategy import coerce, parse_value as parse_json
 
-    where = f"--vary {key}={raw}"
+    where = f"{flag} {key}={raw}"
     kind = key_kind(key)
     text = raw.strip() if isinstance(raw, str) else raw
     if text == "" or text is None:

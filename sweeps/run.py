@@ -32,7 +32,7 @@ from tierlab.scenario import DEFAULT_CONFIG, DEFAULT_HARDWARE, DEFAULT_MODEL
 from tierlab.sim.resources import RESOURCES
 from tierlab.sim.strategy import check_precision
 from tierlab.sweeps.keys import (HARDWARE_KEYS, Axis, load_profile, key_kind, make_axis, make_grid,
-                                    parse_vary)
+                                    parse_value, parse_vary)
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,8 @@ def _set_path(obj, path: tuple[str, ...], value):
     return replace(obj, **{head: _set_path(child, rest, value)})
 
 
-def _apply_hardware(hw, point: Mapping[str, Any]):
+def apply_hardware(hw, point: Mapping[str, Any]):
+    """`hw` with the point's hardware keys set (the others are left to the caller)."""
     for key, value in point.items():
         if key_kind(key) == "hardware":
             path = HARDWARE_KEYS[key][0]
@@ -108,6 +109,32 @@ def _apply_hardware(hw, point: Mapping[str, Any]):
                 log.debug("adding peak_flops.%s to %s", path[2], hw.gpu.name)
             hw = _set_path(hw, path, value)
     return hw
+
+
+def what_if(hardware: Any, items: Sequence[str]):
+    """The hardware profile (a name, a path or a Hardware) with `--hw KEY=VALUE` items applied:
+    the sweep's hardware keys, units and bounds (`tierlab sweep --list-keys`); its name says
+    what changed. No items: the profile as it is."""
+    hw = load_profile("hardware", hardware) if isinstance(hardware, str) else hardware
+    if not items:
+        return hw
+    point: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--hw {item!r}: expected KEY=VALUE, e.g. --hw cpu.dram=64GiB "
+                              "(tierlab sweep --list-keys lists the hardware keys)")
+        try:
+            kind = key_kind(key)
+        except ConfigError as e:          # the sweep's message, in --hw's words
+            raise ConfigError(f"--hw {key}: {str(e).replace('unknown vary key', 'unknown key')}") \
+                from None
+        if kind != "hardware":
+            raise ConfigError(f"--hw {key}: not a hardware key (--hw takes the hardware keys "
+                              "of tierlab sweep --list-keys; a DeepSpeed key goes to --set)")
+        point[key] = parse_value(key, raw, flag="--hw")
+    return replace(apply_hardware(hw, point), name=f"{hw.name} with {', '.join(items)}")
 
 
 def resolve(base: Base, point: Mapping[str, Any] = {}):
@@ -118,7 +145,7 @@ def resolve(base: Base, point: Mapping[str, Any] = {}):
 
     get = lambda k: point[k] if k in point else getattr(base, k)    # noqa: E731
     hw = point.get("hardware", base.hardware)
-    hw = _apply_hardware(load_profile("hardware", hw) if isinstance(hw, str) else hw, point)
+    hw = apply_hardware(load_profile("hardware", hw) if isinstance(hw, str) else hw, point)
     model = point.get("model", base.model)
     model = load_profile("model", model) if isinstance(model, str) else model
     mpoint = {k.split(".", 1)[1]: v for k, v in point.items() if k.startswith("model.")}
