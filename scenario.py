@@ -125,7 +125,33 @@ def _hardware(hardware, gpus, nodes, cap_bytes):
     return hw
 
 
+MODEL_CACHE_SIZE = 64
+"""Models `resolve` keeps by the identity of the Model it was given and the sequence length: a
+sweep or a plan passes one Model for many points, and the same object back lets what is built
+from it (the parameter layout, sim/layout.param_layout) be built once."""
+
+_models: OrderedDict[tuple, tuple[Any, tuple]] = OrderedDict()
+
+
 def _model(model, seq):
+    """(Model, notes): `_load_model`'s, once per (Model object, seq) for a Model."""
+    from tierlab.profiles.schema import Model
+
+    if not isinstance(model, Model):
+        return _load_model(model, seq)
+    key = (id(model), seq)
+    hit = _models.get(key)
+    if hit is not None and hit[0] is model:
+        _models.move_to_end(key)
+        return hit[1]
+    out = _load_model(model, seq)
+    _models[key] = (model, out)          # holds `model`: its id is not reused while kept
+    if len(_models) > MODEL_CACHE_SIZE:
+        _models.popitem(last=False)
+    return out
+
+
+def _load_model(model, seq):
     """(Model, notes): a name/path is loaded; without --seq its sequence length is capped at
     DEFAULT_SEQ_CAP (the context length itself is kept for position tables)."""
     from tierlab.profiles.load import load_model

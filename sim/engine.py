@@ -39,6 +39,37 @@ from tierlab.units import fmt_gib
 
 log = logging.getLogger(__name__)
 
+TERMS_CACHE_SIZE = 64
+_terms: OrderedDict[tuple, tuple] = OrderedDict()
+
+
+def _compute_terms(gpu, model: Model, strategy: Strategy) -> tuple[float, float, float, bool]:
+    """(block_s, block_bwd_s, head_s, rescaled) of a Timer: the FLOP count of a layer and the
+    head on this GPU, once per (GPU, model, strategy) object (a sweep's points that differ in
+    other parts of the hardware share them; each kept entry holds its objects, so an id is not
+    reused while it is kept)."""
+    key = (id(gpu), id(model), id(strategy))
+    hit = _terms.get(key)
+    if hit is not None and hit[0] is gpu and hit[1] is model and hit[2] is strategy:
+        _terms.move_to_end(key)
+        return hit[3]
+    s = strategy
+    mb = s.train_micro_batch_size_per_gpu
+    lf = flops.layer_forward(model, mb, s.bytes_per_param)
+    block_s, block_bwd_s = flops.block_seconds(gpu, s.precision, lf)
+    logits = flops.logits_forward(model, mb)
+    # logits written, then read by softmax/cross-entropy: 2 x tokens x V x bytes
+    ce_bytes = 2.0 * mb * model.seq_len * model.vocab * s.bytes_per_param
+    head_s = flops.gemm_seconds(gpu, s.precision, logits) + ce_bytes / gpu.hbm_bandwidth_Bps
+    rescaled = devices.grads_rescaled(stage=s.zero.stage, clipping=s.gradient_clipping > 0,
+                                      fp16=s.precision == "fp16")
+    out = (block_s, block_bwd_s, head_s, rescaled)
+    _terms[key] = (gpu, model, strategy, out)
+    if len(_terms) > TERMS_CACHE_SIZE:
+        _terms.popitem(last=False)
+    return out
+
+
 @dataclass
 class Timer:
     """How long each op takes on this hardware (cached per distinct op kind and size)."""
@@ -49,17 +80,8 @@ class Timer:
     software: Software | None = None
 
     def __post_init__(self) -> None:
-        s, gpu = self.strategy, self.hw.gpu
-        mb = s.train_micro_batch_size_per_gpu
-        lf = flops.layer_forward(self.model, mb, s.bytes_per_param)
-        self.block_s, self.block_bwd_s = flops.block_seconds(gpu, s.precision, lf)
-        logits = flops.logits_forward(self.model, mb)
-        # logits written, then read by softmax/cross-entropy: 2 x tokens x V x bytes
-        ce_bytes = 2.0 * mb * self.model.seq_len * self.model.vocab * s.bytes_per_param
-        self.head_s = (flops.gemm_seconds(gpu, s.precision, logits)
-                       + ce_bytes / gpu.hbm_bandwidth_Bps)
-        self.rescaled = devices.grads_rescaled(stage=s.zero.stage, clipping=s.gradient_clipping > 0,
-                                               fp16=s.precision == "fp16")
+        self.block_s, self.block_bwd_s, self.head_s, self.rescaled = _compute_terms(
+            self.hw.gpu, self.model, self.strategy)
         self._cache: dict[tuple, float] = {}
 
     def seconds(self, op: Op) -> float:
@@ -793,9 +815,11 @@ def run_steps(hardware: Hardware, model: Model, strategy: Strategy, *, strict: b
         t = plan.tiers[plan.binding_tier]
         raise ConfigError(f"does not fit: {plan.binding_tier} tier needs "
                           f"{fmt_gib(t.used_bytes)} of {fmt_gib(t.capacity_bytes)}")
-    steady = run_step(hardware, model, strategy, first_step=False, software=software)
-    first = (run_step(hardware, model, strategy, first_step=True, software=software)
-             if strategy.zero.stage == 3 else steady)
+    timer = Timer(hardware, model, strategy, software)      # both steps' ops, timed once each
+    steady = run_step(hardware, model, strategy, first_step=False, software=software,
+                      timer=timer)
+    first = (run_step(hardware, model, strategy, first_step=True, software=software,
+                      timer=timer) if strategy.zero.stage == 3 else steady)
     return StepRuns(steady=steady, first=first, plan=plan, software=software)
 
 

@@ -270,3 +270,14 @@ def test_critical_chain_with_and_without_the_shape_agree():
         hw, m, s = scenario(preset, grad_accum=gas)
         run = run_step(hw, m, s, software=software_for(hw, None))
         assert engine.critical_chain(run.recs) == run.chain()
+
+
+def test_timer_terms_are_shared_by_the_same_gpu_model_and_strategy():
+    hw, m, s = scenario("zero3-cpu")
+    other = replace(hw, cpu=replace(hw.cpu, adam_params_per_s=1e9))      # the same GPU object
+    a, b = Timer(hw, m, s), Timer(other, m, s)
+    assert (a.block_s, a.head_s) == (b.block_s, b.head_s)
+    engine._terms.clear()
+    fresh = Timer(replace(hw, gpu=replace(hw.gpu)), m, s)                # an equal GPU, new
+    assert (fresh.block_s, fresh.block_bwd_s, fresh.head_s, fresh.rescaled) == \
+        (a.block_s, a.block_bwd_s, a.head_s, a.rescaled)

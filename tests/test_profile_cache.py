@@ -149,3 +149,16 @@ def test_resolve_judges_a_config_once_per_flags_and_never_keeps_an_error():
     for _ in range(2):
         with pytest.raises(ConfigError, match="stage"):
             resolve(**kw, overrides=["zero_optimization.stage=7"])
+
+
+def test_resolve_hands_back_one_model_per_model_object_and_seq():
+    """What is built from a Model by identity (sim/layout.param_layout) is built once for a
+    sweep's points, which pass one Model object."""
+    from tierlab.profiles.load import load_model
+
+    m = load_model("tinyllama-1.1b")
+    a = resolve(m, "workstation-rtx3070", "zero3-cpu", seq=512).model
+    b = resolve(m, "dgx-a100", "zero2-cpu", seq=512).model
+    c = resolve(m, "workstation-rtx3070", "zero3-cpu", seq=1024).model
+    assert a is b and a.seq_len == 512 and c.seq_len == 1024 and c is not a
+    assert a == resolve(load_model("tinyllama-1.1b"), "workstation-rtx3070", seq=512).model
