@@ -15,6 +15,7 @@ import warnings
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping
 
+from tierlab import bounds
 from tierlab.errors import ConfigError
 
 COUNT_TOLERANCE = 5e-3
@@ -102,9 +103,31 @@ def build(config: Any, where: str) -> Any:
                           f"{config.model_type!r}: {_first_line(e)}") from None
 
 
+COUNT_ATTRIBUTES = (("num_hidden_layers", "n_layers"), ("hidden_size", "hidden"),
+                    ("intermediate_size", "ffn"), ("num_attention_heads", "n_heads"),
+                    ("num_key_value_heads", "n_kv_heads"), ("vocab_size", "vocab"),
+                    ("head_dim", "attn_head_dim"), ("num_local_experts", "n_experts"),
+                    ("num_experts", "n_experts"), ("n_routed_experts", "n_experts"),
+                    ("num_experts_per_tok", "experts_per_token"))
+"""transformers config attributes -> the Model field whose bound (tierlab.bounds) they meet."""
+
+
+def check_counts(get: Any, where: str) -> None:
+    """The config's counts (`get(attribute)`: of the config.json mapping, then of transformers'
+    config object) within the bounds of the Model fields they become, before anything is built
+    from them (a 1e9-layer config takes hours to build, even on the meta device)."""
+    for attr, field in COUNT_ATTRIBUTES:
+        value = get(attr)
+        if isinstance(value, int) and not isinstance(value, bool):
+            bounds.check(value, bounds.MODEL[field], f"{where}: {attr}")
+
+
 def _first_line(e: Exception) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0] if text else ''}"
+    """The exception's first line (and the next one when the first only introduces it)."""
+    text = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
+    head = " ".join(text[:2]) if len(text) > 1 and text[0].endswith(":") else \
+        (text[0] if text else "")
+    return f"{type(e).__name__}: {head}"
 
 
 def notes(data: Mapping, where: str) -> tuple[str, ...]:
@@ -396,7 +419,11 @@ def fields_of(data: Mapping, where: str) -> dict:
     from tierlab.profiles.schema import Model
 
     kind = data["model_type"]
+    for part in (data, data.get("text_config")):    # transformers' config classes expand some
+        if isinstance(part, Mapping):               # counts into lists (layer_types) at once
+            check_counts(part.get, where)
     config = text_config(data, where)
+    check_counts(lambda attr: getattr(config, attr, None), where)   # before a model is built
     model = build(config, where)
     theirs, theirs_active = transformers_counts(model, config)
     try:

@@ -160,3 +160,25 @@ def test_core_install_without_transformers_says_what_to_install(tmp_path):
                          cwd=tmp_path, check=True).stdout
     assert "model_type 'gemma3_text' is not a supported architecture" in out
     assert "install tierlab[runner] (transformers) to read it" in out
+
+
+@pytest.mark.parametrize("key, value, fragment", [
+    ("num_hidden_layers", 10**9, "num_hidden_layers: 1e+09 is beyond the bound 10000"),
+    ("hidden_size", 10**8, "beyond the bound"),
+    ("num_hidden_layers", -3, "num_hidden_layers: must be >= 1, got -3"),
+    ("hidden_size", "abc", "expected int, got str"),
+])
+def test_bad_counts_are_one_line_before_anything_is_built(tmp_path, key, value, fragment):
+    """A config.json of a built architecture with a count no model has is refused in one line
+    naming the key before transformers expands it (1e9 layers: a list of 1e9 layer types, then
+    a billion modules), and transformers' own validation error is one line with its reason."""
+    pytest.importorskip("transformers")
+    cfg = json.loads((BUILT / "gemma-3-1b-it.json").read_text())
+    cfg.pop("_tierlab_source", None)
+    cfg[key] = value
+    path = _write(tmp_path, cfg)
+    done = subprocess.run([sys.executable, "-m", "tierlab.cli", "memory", "-m", path],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], lines
