@@ -5,12 +5,13 @@ import sys
 
 import click
 
+from tierlab.commands.examples import epilog
 from tierlab.errors import require
 from tierlab.safeio import check_not_input
 from tierlab.scenario import DEFAULT_HARDWARE
 
 
-@click.command()
+@click.command(epilog=epilog("calibrate"))
 @click.option("--nvme-path", default=None, metavar="DIR",
               help="Directory on the drive to measure with DeepSpeed aio (O_DIRECT); must exist, "
                    "be writable and not be tmpfs. Without it the NVMe part comes from --hardware.")

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import click
 
+from tierlab.commands.examples import epilog
 from tierlab.commands.common import (SCENARIO_KEYS, finite, interrupted, save_figure,
                                      signals_raise, writable)
 from tierlab.commands.seams import seam
@@ -14,7 +15,7 @@ from tierlab.profiles.load import PRESET_LADDER
 from tierlab.safeio import write_json, write_text
 
 
-@click.command()
+@click.command(epilog=epilog("compare"))
 @scenario_options
 @runner_options
 @click.option("--variants", multiple=True, default=None,

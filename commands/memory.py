@@ -5,12 +5,13 @@ import json
 
 import click
 
+from tierlab.commands.examples import epilog
 from tierlab.commands.common import echo_warnings, options, scenario_of, trust_line
 from tierlab.commands.options import hw_option, gpu_mem_cap_option, json_option, quiet_option, \
     scenario_options
 
 
-@click.command()
+@click.command(epilog=epilog("memory"))
 @scenario_options
 @options(gpu_mem_cap_option, hw_option, json_option, quiet_option)
 def memory(gpu_mem_cap, as_json, quiet, **kw):

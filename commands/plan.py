@@ -6,17 +6,19 @@ import json
 import click
 
 from tierlab.bounds import check_flag
-from tierlab.commands.common import (what_if, echo_warnings, finite, options, progress_bar, trust_line,
-                                     writable)
-from tierlab.commands.options import (hw_option, gpus_option, hardware_option, json_option, model_option,
-                                      no_progress_option, nodes_option, quiet_option, seq_option)
+from tierlab.commands.common import (echo_warnings, finite, options, progress_bar, trust_line,
+                                     what_if, writable)
+from tierlab.commands.examples import epilog
+from tierlab.commands.options import (gpus_option, hardware_option, hw_option, json_option,
+                                      model_option, no_progress_option, nodes_option, quiet_option,
+                                      seq_option)
 from tierlab.errors import ConfigError
 from tierlab.planner.trainer import written_lines
 from tierlab.safeio import write_json
 from tierlab.sim.strategy import PRECISIONS
 
 
-@click.command()
+@click.command(epilog=epilog("plan"))
 @options(model_option, hardware_option, hw_option, gpus_option, nodes_option, seq_option)
 @click.option("--global-batch", type=int, default=None,
               help="Sequences per optimizer step over all GPUs; the planner trades micro-batch "
@@ -60,11 +62,9 @@ from tierlab.sim.strategy import PRECISIONS
                    "(atomically). \"auto\" stays where you had it for the keys the Hugging Face "
                    "integration fills and the trainer arguments to pass are printed, so the file "
                    "drops into the HF Trainer, axolotl or LLaMA-Factory unchanged.")
-@json_option
-@quiet_option
 @click.option("--jobs", "-j", type=int, default=1, show_default=True,
               help="Worker processes for the simulations.")
-@no_progress_option
+@options(json_option, quiet_option, no_progress_option)
 @click.pass_context
 def plan(ctx, model, hardware, hw, gpus, nodes, seq, global_batch, grad_accum, micro_batch,
          max_micro_batch, checkpointing, precision, min_tokens_per_s, max_gpu_mem, nvme_path,

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import click
 
+from tierlab.commands.examples import epilog
 from tierlab.commands.common import (SCENARIO_KEYS, echo_warnings, given, save_figure,
                                      scenario_of, writable)
 from tierlab.commands.options import (builtin_configs, gpu_mem_cap_option, quiet_option,
@@ -14,7 +15,7 @@ from tierlab.errors import ConfigError
 PLOT_KINDS = ("bottleneck", "timeline", "memory", "sweep")
 
 
-@click.command()
+@click.command(epilog=epilog("plot"))
 @click.argument("kind", type=click.Choice(PLOT_KINDS))
 @scenario_options
 @click.option("--compare", multiple=True, metavar="CONFIG",

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from tierlab.commands.examples import epilog
 from tierlab.commands.common import (SCENARIO_KEYS, echo_problems, echo_warnings, interrupted,
                                      progress_bar, signals_raise, writable)
 from tierlab.commands.seams import seam
@@ -15,7 +16,7 @@ from tierlab.errors import ConfigError, Interrupted, require
 from tierlab.safeio import write_text
 
 
-@click.command()
+@click.command(epilog=epilog("run"))
 @scenario_options
 @runner_options
 @click.option("--breakdown", is_flag=True,

@@ -5,13 +5,14 @@ import json
 
 import click
 
+from tierlab.commands.examples import epilog
 from tierlab.commands.common import echo_warnings, options, scenario_of, trust_line, writable
 from tierlab.commands.options import hw_option, builtin_configs, gpu_mem_cap_option, json_option, \
     quiet_option, scenario_options
 from tierlab.safeio import write_json
 
 
-@click.command()
+@click.command(epilog=epilog("simulate"))
 @scenario_options
 @options(gpu_mem_cap_option, hw_option, json_option, quiet_option)
 @click.option("--trace", "trace_path", default=None, metavar="FILE",

@@ -5,6 +5,7 @@ import signal
 
 import click
 
+from tierlab.commands.examples import epilog
 from tierlab.commands.common import (echo_warnings, interrupted, progress_bar, save_figure,
                                      signals_raise, writable)
 from tierlab.commands.options import no_progress_option, quiet_option, scenario_options
@@ -12,7 +13,7 @@ from tierlab.errors import ConfigError, Interrupted
 from tierlab.sweeps.keys import DEFAULT_MAX_POINTS, check_points
 
 
-@click.command()
+@click.command(epilog=epilog("sweep"))
 @scenario_options
 @click.option("--vary", "varies", multiple=True, metavar="KEY=V1,V2,...",
               help="A swept key and its values (repeatable; the grid is their product). Keys: "

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import click
 
+from tierlab.commands.examples import epilog
 from tierlab.commands.common import finite, writable
 from tierlab.errors import ConfigError
 from tierlab.profiles.load import DEFAULT_SOFTWARE
 
 
-@click.command()
+@click.command(epilog=epilog("validate"))
 @click.argument("cases", nargs=-1, type=click.Path())
 @click.option("--hardware", "-H", default=None,
               help="Calibrated system profile of the host the runs were measured on, for every "
