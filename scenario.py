@@ -242,7 +242,9 @@ def resolve(model: Any = DEFAULT_MODEL, hardware: Any = DEFAULT_HARDWARE,
     cap = hw.gpu.hbm_bytes if gpu_mem_cap is not None else None
     cfg, found = _ds_config(ds_config)
     where = where or found
-    cfg = apply_overrides(cfg, _overrides(overrides))
+    items = _overrides(overrides)
+    if items:           # a copy with them; `cfg` is this call's own copy already
+        cfg = apply_overrides(cfg, items)
     for key, value in (ds_keys or {}).items():
         set_dotted(cfg, key, value)
     # --precision as given; the GPU's default only fills "auto" the config leaves open, and a

@@ -380,16 +380,16 @@ class _Rows:
             self.blocks.append(pd.DataFrame(self.pending))
             self.pending = []
 
-    def frame(self, keys: Sequence[str]):
-        """Every row as one DataFrame (to_frame's columns and types; rows in arrival order)."""
+    def frame(self):
+        """Every row as one DataFrame (in arrival order, columns as they came), handed over:
+        the blocks are let go, so the rows are held once."""
         import pandas as pd
 
         self._pack()
-        if not self.blocks:
+        blocks, self.blocks = self.blocks, []
+        if not blocks:
             return pd.DataFrame()
-        if len(self.blocks) > 1:
-            self.blocks = [pd.concat(self.blocks, ignore_index=True)]
-        return _ordered(self.blocks[0], keys)
+        return blocks[0] if len(blocks) == 1 else pd.concat(blocks, ignore_index=True)
 
 
 _INT_COLUMNS = ("n_params", "stage", "micro_batch_size", "grad_accum_steps", "seq_len",
@@ -625,17 +625,18 @@ def _run_grid(base, axes, simulator, strict, jobs, out: Path | None, on_rows, on
         """This grid's rows in grid order, then the file's earlier rows not in it (once)."""
         if assembled:
             return assembled[0]
-        new = new_rows.frame(keys)
-        frame = _merge(previous, new)
+        new = new_rows.frame()
+        both = not new.empty and not previous.empty
+        frame = _merge(previous, _ordered(new, keys)) if both else (
+            previous if new.empty else new)
+        del new
         if not frame.empty:
             order = {i: n for n, i in enumerate(ids)}
             rank = frame["point_id"].astype(str).map(order).fillna(len(ids)
                                                                    + frame.index.to_series())
-            frame = frame.iloc[rank.argsort(kind="stable")]
-            if new.empty or previous.empty:     # one frame, typed already: only reordered
-                frame = _ordered(frame.reset_index(drop=True), keys)
-            else:                               # the file's rows and these, typed as one
-                frame = to_frame(frame.to_dict("records"), keys)
+            frame = frame.iloc[rank.argsort(kind="stable")].reset_index(drop=True)
+            # the file's rows and these typed as one; one frame, typed already: reordered only
+            frame = to_frame(frame.to_dict("records"), keys) if both else _ordered(frame, keys)
         assembled.append(frame)
         return frame
 
