@@ -237,6 +237,16 @@ class MeasurementWriter:
         self._steps_bytes = 0
         self.closed = False
 
+    @classmethod
+    def reopen(cls, out_dir: str | Path, measurement: Measurement) -> "MeasurementWriter":
+        """A writer on a directory another process left open (its worker died before closing
+        the record): the steps already there are kept, and `close` closes it."""
+        self = cls.__new__(cls)
+        self.dir, self.m, self.closed = Path(out_dir), measurement, False
+        self._steps = open(self.dir / STEPS_FILE, "ab", buffering=0)
+        self._steps_bytes = self._steps.tell()
+        return self
+
     def _reserve(self, nbytes: int) -> None:
         """Hold `nbytes` of real blocks (zeros, not a sparse file) in RESERVE_FILE."""
         if nbytes > 0:

@@ -96,11 +96,8 @@ def _closed_record(spec: RunSpec, out: Path, rc: int, timed_out: bool, timeout_s
         kind, reason = ("oom" if rc in (-9, 137) else "error",
                         f"worker exited with code {rc} before closing its record "
                         f"({_last_line(out / 'worker.log')})")
-    writer = MeasurementWriter.__new__(MeasurementWriter)    # re-close the existing directory
-    writer.dir, writer.m, writer.closed = out, m, False
-    writer._steps = open(out / "steps.jsonl", "a")
-    return writer.close("failed", reason, kind, samples=m.samples,
-                        warmup_steps=spec.warmup_steps)
+    return MeasurementWriter.reopen(out, m).close("failed", reason, kind, samples=m.samples,
+                                                   warmup_steps=spec.warmup_steps)
 
 
 def _last_line(path: Path) -> str:

@@ -291,3 +291,23 @@ def test_a_stale_lock_under_torch_extensions_dir_is_found(tmp_path):
         lock.write_bytes(b"")
         os.utime(lock, (1e9, 1e9))            # 2001: no live build holds it
     assert sorted(p.parent.name for p in stale_build_locks(tmp_path)) == ["async_io", "cpu_adam"]
+
+
+def test_a_record_left_open_by_a_dead_worker_is_reopened_and_closed(tmp_path):
+    """compare closes the record of a worker that died before closing it (OOM-killed, a
+    timeout): MeasurementWriter.reopen keeps the steps already on disk and closes it failed."""
+    from tierlab.records.measurement import StepRecord
+
+    out = tmp_path / "v"
+    w = MeasurementWriter(out, Measurement(run_id="dead"))
+    for i in range(3):
+        w.append(StepRecord(step=i, wall_s=1.0, timing="wall", loss=10.0, tokens=64))
+    # the worker dies here: no close
+    m = load_measurement(out)
+    assert m.status == "running" and len(m.steps) == 3
+    closed = MeasurementWriter.reopen(out, m).close("failed", "worker exited with code -9",
+                                                    "oom", warmup_steps=1)
+    again = load_measurement(out)
+    assert closed.status == again.status == "failed" and again.failure_kind == "oom"
+    assert len(again.steps) == 3 and again.summary["step_time_s"]["n"] == 2
+    assert (out / "steps.jsonl").read_text().count("\n") == 3
