@@ -561,8 +561,10 @@ SCHEDULE_CACHE_SIZE = 32
 """Step schedules `run_step` keeps (least recently used dropped), by what a schedule depends on:
 the workload and the seconds of each of its op kinds. Points of a sweep that differ only in
 inputs the step's ops do not read (the NVMe drives of a config that swaps nothing, the CPU Adam
-rate of one that updates on the GPU) and a range's re-simulations of them are scheduled once. A
-kept run holds its records and spans (~0.3 MB for 2,000 ops): 32 stay small."""
+rate of one that updates on the GPU) and a range's re-simulations of them are scheduled once."""
+SCHEDULE_CACHE_OPS = 200_000
+"""At most this many ops over the kept schedules: a kept run holds its records and spans,
+~0.2 KB per op (Llama-2-70B at 16 micro-steps: 17,000 ops, ~4 MB), so ~40 MB in all."""
 STEP_CACHE_SIZE = 1024
 """Step times `step_seconds` keeps (a float each), keyed like the schedules."""
 
@@ -586,9 +588,13 @@ def _kept(cache: OrderedDict, key: tuple, wl: Workload):
     return hit[1]
 
 
-def _keep(cache: OrderedDict, key: tuple, wl: Workload, value, size: int) -> None:
+def _keep(cache: OrderedDict, key: tuple, wl: Workload, value, size: int,
+          ops: int | None = None) -> None:
+    """Keep `value` for `key`; drop the least recently used beyond `size` entries or, with
+    `ops`, beyond that many ops over the kept workloads (the newest always stays)."""
     cache[key] = (wl, value)
-    if len(cache) > size:
+    while len(cache) > size or (ops is not None and len(cache) > 1
+                                and sum(len(w.ops) for w, _ in cache.values()) > ops):
         cache.popitem(last=False)
 
 
@@ -638,7 +644,7 @@ def run_step(hw: Hardware, model: Model, strategy: Strategy, *, first_step: bool
     recs, make_spans = _schedule(wl, [per_kind[k] for k in shape.kind_of])
     step = max((r.end_s for r in recs), default=0.0)
     run = _Run(workload=wl, recs=recs, make_spans=make_spans, step_s=step)
-    _keep(_runs, key, wl, run, SCHEDULE_CACHE_SIZE)
+    _keep(_runs, key, wl, run, SCHEDULE_CACHE_SIZE, SCHEDULE_CACHE_OPS)
     return run
 
 

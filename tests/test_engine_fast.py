@@ -263,6 +263,7 @@ def test_sums_are_copies_and_the_cache_is_bounded():
         faster = replace(hw, pcie=replace(hw.pcie, h2d_pinned_Bps=hw.pcie.h2d_pinned_Bps * (2 + k)))
         run_step(faster, m, s, software=sw)
     assert len(engine._runs) == engine.SCHEDULE_CACHE_SIZE
+    assert sum(len(w.ops) for w, _ in engine._runs.values()) <= engine.SCHEDULE_CACHE_OPS
 
 
 def test_critical_chain_with_and_without_the_shape_agree():
