@@ -5,9 +5,11 @@ the CLI verbs, beside the issue's targets, and against an earlier commit when --
 
 The ranged answer is what `tierlab simulate` prints for one scenario: the steady step, step 1 and
 the step's 80% range (`Scenario.simulate(ranges=True)`), timed best of N after a warm-up call in
-one process, the scenario resolved once outside the timing (so profiles are parsed); 'cold
-workload' is the same with the engine's workload caches emptied before each call (what a sweep
-point with a new workload pays). The point answer (`ranges=False`) is shown beside it. CLI rows are the CPU seconds (user + system) of a
+one process, the scenario resolved once outside the timing (so profiles are parsed; the engine
+answers a repeated question off its kept schedule); 'new schedule' is the same with the kept
+schedules emptied before each call (a sweep point whose rates are new), 'cold workload' with
+every engine cache emptied (what a sweep point with a new workload pays). The point answer
+(`ranges=False`) is shown beside it. CLI rows are the CPU seconds (user + system) of a
 fresh `tierlab ...` process, best of N. With --at, the same figures are taken on that commit's
 tree (`git archive` into a temporary folder, imported in place of the checkout) and each row
 shows old / new. Prints figures; asserts nothing.
@@ -54,11 +56,24 @@ CLI = (
 
 def _forget():
     """Drop the engine's per-workload caches where this tree has them (a sweep point whose
-    workload is new): the 'cold' figure."""
+    workload is new): the 'cold' figure. The kept schedules and FLOP terms (issue 32) go too,
+    so 'cold' times the whole simulation; the warm figures reuse them (the same question asked
+    again is answered off the kept schedule)."""
     from tierlab.sim import engine, workload
 
     getattr(workload, "clear_workload_cache", lambda: None)()
     getattr(engine, "_shapes", {}).clear()
+    getattr(engine, "clear_schedule_cache", lambda: None)()
+    getattr(engine, "_terms", {}).clear()
+
+
+def _reschedule():
+    """Drop only the kept schedules and FLOP terms (a point whose workload is kept but whose
+    rates are new): the 'new schedule' figure."""
+    from tierlab.sim import engine
+
+    getattr(engine, "clear_schedule_cache", lambda: None)()
+    getattr(engine, "_terms", {}).clear()
 
 
 def _in_process(repeat: int) -> dict:
@@ -70,8 +85,9 @@ def _in_process(repeat: int) -> dict:
         ranged = best_of(lambda: sc.simulate(ranges=True), repeat, warm=True)
         point = best_of(lambda: sc.simulate(), repeat, warm=True)
         cold = best_of(lambda: (_forget(), sc.simulate(ranges=True)), repeat, warm=True)
+        fresh = best_of(lambda: (_reschedule(), sc.simulate(ranges=True)), repeat, warm=True)
         r = sc.simulate(ranges=True)
-        out[name] = {"ranged_s": ranged, "point_s": point, "cold_s": cold,
+        out[name] = {"ranged_s": ranged, "point_s": point, "cold_s": cold, "fresh_s": fresh,
                      "step_time_s": r.step_time_s, "range_s": list(r.step_time_range_s)}
     return out
 
@@ -127,8 +143,10 @@ def _report(new: dict, old: dict | None, commit: str | None) -> None:
     print("warm answer in-process (best of N): ranged = step + step 1 + 80% range")
     for name, _, target in SCENARIOS:
         a = new["answers"][name]
+        fresh = f"  new schedule {a['fresh_s'] * 1e3:8.2f} ms" if "fresh_s" in a else ""
         line = (f"  {name}\n    ranged {a['ranged_s'] * 1e3:8.2f} ms (target <= {target:g})"
-                f"  cold workload {a['cold_s'] * 1e3:8.2f} ms  point {a['point_s'] * 1e3:8.2f} ms"
+                f"{fresh}  cold workload {a['cold_s'] * 1e3:8.2f} ms  point "
+                f"{a['point_s'] * 1e3:8.2f} ms"
                 f"  -> step {a['step_time_s']:.4g} s ({a['range_s'][0]:.4g}-{a['range_s'][1]:.4g})")
         if old:
             b = old["answers"][name]
