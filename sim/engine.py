@@ -158,17 +158,37 @@ class _Rec:
     """Op whose returned buffers let this op start, if it waited on buffers."""
 
 
+Times = tuple
+"""(start_s, end_s, buffer_from) of a step's ops, three lists in issue order (buffer_from None
+where no op waited on buffers): what the passes return, a record per op made only when asked."""
+
+
+def _records(ops, times: Times) -> list[_Rec]:
+    start, end, given = times
+    if given is None:
+        return [_Rec(op, a, e) for op, a, e in zip(ops, start, end)]
+    return [_Rec(op, a, e, b) for op, a, e, b in zip(ops, start, end, given)]
+
+
 @dataclass
 class _Run:
     workload: Workload
-    recs: list[_Rec]
+    times: Times = field(repr=False)
     make_spans: Callable[[], list[devices.Span]] = field(repr=False)
     """Builds the spans (by start, resource, issue order) when first asked for: a step whose
     spans nobody reads (step 1) never builds them."""
     step_s: float
+    _recs: list[_Rec] | None = field(default=None, repr=False)
     _chain: list[_Rec] | None = field(default=None, repr=False)
     _spans: list[devices.Span] | None = field(default=None, repr=False)
     _sums: tuple[dict, dict, dict, dict] | None = field(default=None, repr=False)
+
+    @property
+    def recs(self) -> list[_Rec]:
+        """One record per op (issue order), made when first asked for."""
+        if self._recs is None:
+            self._recs = _records(self.workload.ops, self.times)
+        return self._recs
 
     @property
     def spans(self) -> list[devices.Span]:
@@ -177,9 +197,16 @@ class _Run:
         return self._spans
 
     def chain(self) -> list[_Rec]:
-        """critical_chain(self.recs), worked out once."""
+        """critical_chain(self.recs), worked out once (records made for its ops only)."""
         if self._chain is None:
-            self._chain = critical_chain(self.recs, shape_of(self.workload).previous)
+            ops = self.workload.ops
+            start, end, given = self.times
+            path = _chain_ids(ops, start, end, given, shape_of(self.workload).previous)
+            if self._recs is not None:
+                self._chain = [self._recs[i] for i in path]
+            else:
+                self._chain = [_Rec(ops[i], start[i], end[i], given[i] if given else None)
+                               for i in path]
         return self._chain
 
     def sums(self) -> tuple[dict, dict, dict, dict]:
@@ -189,7 +216,7 @@ class _Run:
             busy = dict.fromkeys(RESOURCES, 0.0)
             for span in self.spans:
                 busy[span.resource] += span.end_s - span.start_s
-            self._sums = (busy, critical_path(self.recs, self.chain()), phase_times(self),
+            self._sums = (busy, critical_path([], self.chain()), phase_times(self),
                           _bytes_moved(self))
         return tuple(dict(d) for d in self._sums)        # type: ignore[return-value]
 
@@ -307,12 +334,11 @@ def _in_order(wl: Workload, shape: Shape, seconds: list[float]) -> tuple[list, l
 
 
 def _timed_in_order(wl: Workload, shape: Shape, seconds: list[float]
-                    ) -> tuple[list[_Rec], list[devices.Span]]:
-    """Records and spans of `_in_order`'s schedule, the spans ordered as `_timed_with_events`
+                    ) -> tuple[Times, Callable[[], list[devices.Span]]]:
+    """Times and spans of `_in_order`'s schedule, the spans ordered as `_timed_with_events`
     orders them: by start, then resource, then issue order (one device runs in issue order)."""
     start, end = _in_order(wl, shape, seconds)
-    recs = [_Rec(op, s, e) for op, s, e in zip(wl.ops, start, end)]
-    return recs, lambda: _spans(wl.ops, shape.lane, start, end)
+    return (start, end, None), lambda: _spans(wl.ops, shape.lane, start, end)
 
 
 def _spans(ops, lane, start, end) -> list[devices.Span]:
@@ -520,12 +546,11 @@ def _timed_queued(wl: Workload, shape: Shape, seconds: list[float]):
         wake(lane)
     if any(e is None for e in end):
         return None                           # stuck on buffers: SimPy raises the ConfigError
-    recs = [_Rec(op, a, e, b) for op, a, e, b in zip(ops, start, end, buffer_from)]
-    return recs, lambda: _spans(ops, lane_of, span_start, end)
+    return (start, end, buffer_from), lambda: _spans(ops, lane_of, span_start, end)
 
 
 def _timed_with_events(wl: Workload, seconds: list[float]
-                       ) -> tuple[list[_Rec], list[devices.Span]]:
+                       ) -> tuple[Times, Callable[[], list[devices.Span]]]:
     """The schedule of a step with shared queues or swap buffers: one SimPy process per
     resource; raise ConfigError if it cannot finish."""
     env = simpy.Environment()
@@ -547,7 +572,8 @@ def _timed_with_events(wl: Workload, seconds: list[float]
                           "buffers (zero_optimization.offload_*.buffer_count too small)")
     spans = [s for d in devs.values() for s in d.spans]
     spans.sort(key=lambda s: (s.start_s, _ORDER[s.resource]))
-    return recs, lambda: spans
+    times = ([r.start_s for r in recs], [r.end_s for r in recs], [r.buffer_from for r in recs])
+    return times, lambda: spans
 
 
 def durations(wl: Workload, timer: Timer) -> list[float]:
@@ -604,12 +630,12 @@ def schedule(wl: Workload, seconds: list[float], *, with_events: bool | None = N
     an uncontended step in one ordered pass; a contended one (NVMe queue, swap buffers) by the
     queue-aware pass, or by SimPy's events where only SimPy's event order can decide.
     `with_events`: True always SimPy; False never (ValueError where it would be needed)."""
-    recs, make_spans = _schedule(wl, seconds, with_events=with_events)
-    return recs, make_spans()
+    times, make_spans = _schedule(wl, seconds, with_events=with_events)
+    return _records(wl.ops, times), make_spans()
 
 
 def _schedule(wl: Workload, seconds: list[float], *, with_events: bool | None = None
-             ) -> tuple[list[_Rec], Callable[[], list[devices.Span]]]:
+             ) -> tuple[Times, Callable[[], list[devices.Span]]]:
     """`schedule` with the spans still to build."""
     shape = shape_of(wl)
     if with_events:
@@ -641,9 +667,9 @@ def run_step(hw: Hardware, model: Model, strategy: Strategy, *, first_step: bool
     run = _kept(_runs, key, wl)
     if run is not None:       # the same ops with the same seconds: the same schedule
         return run
-    recs, make_spans = _schedule(wl, [per_kind[k] for k in shape.kind_of])
-    step = max((r.end_s for r in recs), default=0.0)
-    run = _Run(workload=wl, recs=recs, make_spans=make_spans, step_s=step)
+    times, make_spans = _schedule(wl, [per_kind[k] for k in shape.kind_of])
+    run = _Run(workload=wl, times=times, make_spans=make_spans,
+               step_s=max(times[1], default=0.0))
     _keep(_runs, key, wl, run, SCHEDULE_CACHE_SIZE, SCHEDULE_CACHE_OPS)
     return run
 
@@ -666,8 +692,7 @@ def step_seconds(hw: Hardware, model: Model, strategy: Strategy, *, workload: Wo
 def _step_s(wl: Workload, shape: Shape, per_kind: tuple[float, ...]) -> float:
     seconds = [per_kind[k] for k in shape.kind_of]
     if shape.contended:
-        recs, _ = _schedule(wl, seconds)
-        return max((r.end_s for r in recs), default=0.0)
+        return max(_schedule(wl, seconds)[0][1], default=0.0)
     return max(_in_order(wl, shape, seconds)[1], default=0.0)
 
 
@@ -686,33 +711,38 @@ def critical_chain(recs: list[_Rec], prev: tuple[int, ...] | None = None) -> lis
     """The ops of the critical path, last first, walking back from the last op.
 
     An op started when the last of (its resource's previous op, its dependencies, the op that
-    returned its swap buffers) ended; that one is its predecessor on the path.
+    returned its swap buffers) ended; that one is its predecessor on the path. `prev`: each
+    op's previous op on its resource (Shape.previous), worked out here if not given.
     """
-    chain: list[_Rec] = []
     if not recs:
-        return chain
+        return []
     if prev is None:
         prev = _previous_on_resource([r.op.resource for r in recs])
-    ends = [r.end_s for r in recs]
-    top = max(ends)
-    cur = recs[max(i for i, e in enumerate(ends) if e == top)]     # the latest end, last id
-    while cur is not None:
-        chain.append(cur)
-        op = cur.op
-        limit = cur.start_s + 1e-12
-        best = -1
-        best_end = None
-        cands = op.deps
-        p = prev[op.id]
-        if p >= 0 or cur.buffer_from is not None:
-            cands = (*cands, *((p,) if p >= 0 else ()),
-                     *((cur.buffer_from,) if cur.buffer_from is not None else ()))
+    path = _chain_ids([r.op for r in recs], [r.start_s for r in recs], [r.end_s for r in recs],
+                      [r.buffer_from for r in recs], prev)
+    return [recs[i] for i in path]
+
+
+def _chain_ids(ops, start, end, given, prev) -> list[int]:
+    """critical_chain's walk over the times (op indices, last first)."""
+    top = max(end)
+    cur = max(i for i, e in enumerate(end) if e == top)          # the latest end, last id
+    path = []
+    while cur >= 0:
+        path.append(cur)
+        limit = start[cur] + 1e-12
+        cands = ops[cur].deps
+        p = prev[cur]
+        b = given[cur] if given is not None else None
+        if p >= 0 or b is not None:
+            cands = (*cands, *((p,) if p >= 0 else ()), *((b,) if b is not None else ()))
+        best, best_end = -1, None
         for c in cands:       # the candidate that ended last (the larger id on a tie)
-            e = ends[c]
+            e = end[c]
             if e <= limit and (best < 0 or e > best_end or (e == best_end and c > best)):
                 best, best_end = c, e
-        cur = recs[best] if best >= 0 else None
-    return chain
+        cur = best
+    return path
 
 
 def _previous_on_resource(resources) -> tuple[int, ...]:
@@ -744,14 +774,14 @@ def phase_times(run: _Run) -> dict[str, float]:
     n = run.workload.micro_steps
     ends: list = [None] * n
     fends: list = [None] * n
-    recs = run.recs
+    end = run.times[1]
     # gradient swap-out writes are asynchronous aio writes (async_swapper.py
     # `_swap_out_ready_buffers`): backward() returns without them and the optimizer's first
     # swap-in waits for them, so they count to the optimizer phase; the blocking copies into
     # the swap buffers, and a copy that first waited for the writes in flight (no free
     # buffer), count to backward (sim/grad_swap.py): Shape.marks says which op ends what
     for i, m, bwd, fwd in shape_of(run.workload).marks:
-        e = recs[i].end_s
+        e = end[i]
         if bwd and (ends[m] is None or e > ends[m]):
             ends[m] = e
         if fwd and (fends[m] is None or e > fends[m]):
