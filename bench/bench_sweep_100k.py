@@ -43,9 +43,12 @@ AXES = ("config=no-offload,zero2-cpu,zero3-cpu,zero3-nvme",
         "cpu.adam_throughput=0.5e9,1e9,2e9,4e9,8e9")
 CLI = "import sys; from tierlab.cli import main; sys.argv[0] = 'tierlab'; main()"
 POINTS_ONLY = """
-import sys
+import signal, sys
 from tierlab.sim.engine import simulate
 from tierlab.sweeps.run import Base, check_base, parse_vary, run_sweep, summary
+def stop(signum, frame):            # SIGTERM as the CLI takes it: the rows done are written
+    raise KeyboardInterrupt
+signal.signal(signal.SIGTERM, stop)
 out, jobs, *vary = sys.argv[1:]
 base = Base(model="tinyllama-1.1b", hardware="workstation-rtx3070", ds_config="zero3-cpu")
 check_base(base)
@@ -125,6 +128,14 @@ def _run(args: list[str], env: dict, cwd: str, stop_after: float | None = None) 
             "tree_mib": tree, "rc": proc.returncode, "stderr": err.strip().splitlines()[-3:]}
 
 
+def _kept(path: Path) -> int:
+    """Rows an interrupted sweep left: in its results file, or in its journal if it was killed
+    before writing it (the next run reads either back)."""
+    journal = path.with_name(f".{path.name}.rows.jsonl")
+    lines = sum(1 for _ in open(journal)) if journal.exists() else 0
+    return _rows(path)[0] + lines
+
+
 def _rows(path: Path) -> tuple[int, int]:
     """(rows, rows with an error) of a results CSV."""
     if not path.exists():
@@ -169,7 +180,7 @@ def measure(quarters: int, jobs: int | None, interrupt: float | None, at: str | 
               f"core(s), load {os.getloadavg()[0]:.2f}")
         if interrupt is not None:
             cut = _run(args, env, cwd, stop_after=interrupt)
-            kept, _ = _rows(out)
+            kept = _kept(out)
             print(f"  SIGTERM after {interrupt:g} s: exit {cut['rc']}, {kept:,} rows kept in "
                   f"{out.name}; resuming")
         full = _run(args, env, cwd)
@@ -182,7 +193,8 @@ def measure(quarters: int, jobs: int | None, interrupt: float | None, at: str | 
         print(f"  wall {full['wall_s']:.1f} s for {done:,} points computed ({rows:,} rows, "
               f"{errors:,} with an error): {rate:,.0f} points/s, CPU {full['cpu_s']:.1f} s "
               f"({full['cpu_s'] / done * 1e3:.2f} ms CPU per point)")
-        print(f"  projected {FULL:,} points: {FULL / rate:.0f} s (target <= {TARGET_S:.0f} s)")
+        if interrupt is None:       # a resumed run computes the grid's tail only: no projection
+            print(f"  projected {FULL:,} points: {FULL / rate:.0f} s (target <= {TARGET_S:.0f} s)")
         print(f"  peak RSS: driver {full['driver_mib']:.0f} MiB, largest worker "
               f"{full['worker_mib']:.0f} MiB, whole tree {full['tree_mib']:.0f} MiB")
         again = _run(args, env, cwd)
