@@ -44,6 +44,9 @@ MODEL = {
     "experts_per_token": Bound(0, 100_000, why="100k experts"),
 }
 """Model fields (profiles/schema.Model) with a bound; a field not listed is not a count."""
+ATTENTION_WINDOW = Bound(1, 100_000_000, why="100M tokens")
+"""A layer's attention window or chunk in tokens (Model.attention_windows; a config.json's
+`sliding_window`, `attention_chunk_size`): like a sequence length, at least one token."""
 
 FLAGS = {
     "micro_batch": Bound(1, 1_000_000, why="1M sequences per GPU"),

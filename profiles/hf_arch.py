@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
+from tierlab import bounds
 from tierlab.errors import ConfigError
 
 
@@ -70,6 +71,92 @@ def _decoder(c: _Cfg, tie: bool, **over) -> dict:
     return fields
 
 
+# ----------------------------------------------------------------------------------------------
+# attention windows (Model.attention_windows): which layers slide, as transformers 5.x decides it
+
+
+def _window(c: _Cfg, key: str, absent: int | None) -> int | None:
+    """A window or chunk key in tokens: null = none, absent = the config class's default
+    `absent`; else a whole number within bounds.ATTENTION_WINDOW (one line naming the key)."""
+    if key not in c.data:
+        return absent
+    value = c.data[key]
+    if value is None:
+        return None
+    return int(bounds.check(value, bounds.ATTENTION_WINDOW, f"{c.where}: {key}"))
+
+
+def _n_layers(c: _Cfg) -> int:
+    """num_hidden_layers within its bound, before a list of one window per layer is built."""
+    return int(bounds.check(c.int("num_hidden_layers"), bounds.MODEL["n_layers"],
+                            f"{c.where}: num_hidden_layers"))
+
+
+def _every_layer(c: _Cfg, window: int | None) -> tuple[int, ...]:
+    """The same window in every block: the modeling file picks `create_sliding_window_causal_mask`
+    for all layers when `config.sliding_window` is set (modeling_mistral.py, _mixtral, _phi3,
+    _starcoder2, _qwen3_moe: `mask_function = create_causal_mask if self.config.sliding_window
+    is None else create_sliding_window_causal_mask`); () = full attention."""
+    return (window,) * _n_layers(c) if window else ()
+
+
+LAYER_TYPE_KEYS = {"full_attention": None, "sliding_attention": "sliding_window",
+                   "chunked_attention": "attention_chunk_size"}
+"""transformers' `layer_types` entries tierlab times -> the config key holding their window."""
+
+
+def _typed_layers(c: _Cfg, default: list[str], windows: Mapping[str, int | None]) -> tuple[int, ...]:
+    """Windows per block from `layer_types` (the file's, else the config class's `default`):
+    the modeling file gives a `sliding_attention` layer `config.sliding_window` and its mask
+    (modeling_gemma2.py, _qwen2, _gpt_oss: `causal_mask_mapping[config.layer_types[i]]`)."""
+    types = c.data.get("layer_types")
+    if types is None:
+        types = default
+    elif not isinstance(types, list) or len(types) != _n_layers(c) or \
+            any(not isinstance(t, str) for t in types):
+        raise ConfigError(f"{c.where}: layer_types must list one type per layer "
+                          f"(num_hidden_layers), got {types!r}")
+    out = []
+    for t in types:
+        if t not in LAYER_TYPE_KEYS:
+            raise ConfigError(f"{c.where}: layer_types: {t!r} is not modelled (tierlab times "
+                              f"{', '.join(LAYER_TYPE_KEYS)})")
+        key = LAYER_TYPE_KEYS[t]
+        if key is not None and windows.get(key) is None:
+            raise ConfigError(f"{c.where}: layer_types lists {t!r} layers but {key} is not set "
+                              "(transformers cannot build their mask)")
+        out.append(windows[key] if key else 0)
+    return tuple(out) if any(out) else ()
+
+
+def _qwen_windows(c: _Cfg) -> tuple[int, ...]:
+    """configuration_qwen2.py / _qwen3.py `__post_init__`: sliding_window only with
+    use_sliding_window; then layer i slides when i >= max_window_layers."""
+    window = _window(c, "sliding_window", 4096) if c.bool("use_sliding_window", False) else None
+    first = c.int("max_window_layers", default=28)
+    return _typed_layers(c, ["sliding_attention" if window is not None and i >= first
+                             else "full_attention" for i in range(_n_layers(c))],
+                         {"sliding_window": window})
+
+
+def _qwen2_moe_windows(c: _Cfg) -> tuple[int, ...]:
+    """configuration_qwen2_moe.py `__post_init__`: with use_sliding_window, the even-indexed
+    layers below max_window_layers slide ((i + 1) % 2 and i < max_window_layers)."""
+    on = c.bool("use_sliding_window", False)
+    window = _window(c, "sliding_window", 4096) if on else None
+    first = c.int("max_window_layers", default=28)
+    return _typed_layers(c, ["sliding_attention" if on and (i + 1) % 2 and i < first
+                             else "full_attention" for i in range(_n_layers(c))],
+                         {"sliding_window": window})
+
+
+def _gemma2_windows(c: _Cfg) -> tuple[int, ...]:
+    """configuration_gemma2.py `__post_init__`: the even-indexed layers slide ((i + 1) % 2)."""
+    return _typed_layers(c, ["sliding_attention" if (i + 1) % 2 else "full_attention"
+                             for i in range(_n_layers(c))],
+                         {"sliding_window": _window(c, "sliding_window", 4096)})
+
+
 def _no_attention_bias(c: _Cfg) -> None:
     c.refuse("attention_bias", True, "biases on attention only")
 
@@ -83,7 +170,10 @@ def _llama(c: _Cfg) -> dict:
 
 
 def _mistral(c: _Cfg) -> dict:
-    return _decoder(c, False)
+    """Mistral: `sliding_window` (the config class's default 4096; null = full) in every layer;
+    a `layer_types` key is ignored (MistralConfig warns: use Ministral)."""
+    return _decoder(c, False,
+                    attention_windows=_every_layer(c, _window(c, "sliding_window", 4096)))
 
 
 def _mixtral(c: _Cfg) -> dict:
@@ -91,16 +181,17 @@ def _mixtral(c: _Cfg) -> dict:
     moe = MoE(n_experts=c.int("num_local_experts", default=8),
               experts_per_token=c.int("num_experts_per_tok", default=2),
               expert_ffn=c.int("intermediate_size"))
-    return _decoder(c, False, moe=moe)
+    return _decoder(c, False, moe=moe,
+                    attention_windows=_every_layer(c, _window(c, "sliding_window", None)))
 
 
 def _qwen2(c: _Cfg) -> dict:
-    return _decoder(c, False, qkv_bias=True)
+    return _decoder(c, False, qkv_bias=True, attention_windows=_qwen_windows(c))
 
 
 def _qwen3(c: _Cfg) -> dict:
     _no_attention_bias(c)
-    return _decoder(c, False, qk_norm="head")
+    return _decoder(c, False, qk_norm="head", attention_windows=_qwen_windows(c))
 
 
 def _qwen_moe_dense_layers(c: _Cfg, n_layers: int, n_experts: int) -> tuple[int, ...]:
@@ -119,9 +210,11 @@ def _qwen_moe(c: _Cfg, shared: bool) -> dict:
               shared_ffn=c.int("shared_expert_intermediate_size") if shared else 0,
               shared_gate=shared, dense_layers=_qwen_moe_dense_layers(c, n_layers, n_experts))
     if shared:
-        return _decoder(c, False, qkv_bias=True, moe=moe)
+        return _decoder(c, False, qkv_bias=True, moe=moe, attention_windows=_qwen2_moe_windows(c))
     _no_attention_bias(c)
-    return _decoder(c, False, qk_norm="head", moe=moe)
+    # configuration_qwen3_moe.py: no layer_types; a set sliding_window slides every layer
+    window = _window(c, "sliding_window", 4096) if c.bool("use_sliding_window", False) else None
+    return _decoder(c, False, qk_norm="head", moe=moe, attention_windows=_every_layer(c, window))
 
 
 def _gemma(c: _Cfg) -> dict:
@@ -129,7 +222,8 @@ def _gemma(c: _Cfg) -> dict:
 
 
 def _gemma2(c: _Cfg) -> dict:
-    return _decoder(c, True, attn_head_dim=c.int("head_dim", default=256), block_norms=4)
+    return _decoder(c, True, attn_head_dim=c.int("head_dim", default=256), block_norms=4,
+                    attention_windows=_gemma2_windows(c))
 
 
 def _olmo(c: _Cfg) -> dict:
@@ -150,7 +244,8 @@ def _phi(c: _Cfg) -> dict:
 
 def _phi3(c: _Cfg) -> dict:
     """Phi-3/3.5/4 (model_type phi3): fused qkv_proj and gate_up_proj."""
-    return _decoder(c, False, fused_qkv=True, fused_gate_up=True)
+    return _decoder(c, False, fused_qkv=True, fused_gate_up=True,
+                    attention_windows=_every_layer(c, _window(c, "sliding_window", None)))
 
 
 def _gpt2(c: _Cfg, kv_heads: int | None = None) -> dict:
@@ -173,7 +268,8 @@ def _gpt_neox(c: _Cfg) -> dict:
 
 
 def _starcoder2(c: _Cfg) -> dict:
-    return _decoder(c, True, norm="layernorm", gated_mlp=False, bias=c.bool("use_bias", True))
+    return _decoder(c, True, norm="layernorm", gated_mlp=False, bias=c.bool("use_bias", True),
+                    attention_windows=_every_layer(c, _window(c, "sliding_window", None)))
 
 
 def _falcon(c: _Cfg) -> dict:

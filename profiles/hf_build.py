@@ -139,20 +139,49 @@ def notes(data: Mapping, where: str) -> tuple[str, ...]:
                   and k != "text_config" and isinstance(data[k], Mapping)
                   and k != "quantization_config"]
         out.append(f"text decoder only: the {'/'.join(towers) or 'vision'} tower is left out")
-    if _local_attention(config):
-        out.append("sliding-window/chunked attention timed as full attention")
     return tuple(out)
 
 
-def _local_attention(config: Any) -> bool:
-    """Sliding-window or chunked (local) attention in any layer of the config."""
-    types = getattr(config, "layer_types", None) or ()
-    if any(t in ("sliding_attention", "chunked_attention") for t in types):
-        return True
-    if getattr(config, "attention_chunk_size", None):
-        return True
-    return bool(getattr(config, "sliding_window", None)) and \
-        getattr(config, "use_sliding_window", True) is not False and not types
+WINDOW_KEYS = {"full_attention": None, "sliding_attention": "sliding_window",
+               "chunked_attention": "attention_chunk_size"}
+"""transformers' `layer_types` entries tierlab times -> the config attribute of their window
+(masking_utils.py: create_causal_mask, create_sliding_window_causal_mask,
+create_chunked_causal_mask)."""
+
+
+def attention_windows(config: Any, where: str) -> tuple[int, ...]:
+    """Model.attention_windows of transformers' config object, as its modeling file masks:
+    - `layer_types` (the config class fills it in `__post_init__`: Gemma 3's
+      sliding_window_pattern, gpt-oss's alternation, Llama 4's no_rope_layers -> chunked): a
+      `sliding_attention` layer attends `sliding_window` keys
+      (`sliding_window_overlay`: kv_idx > q_idx - sliding_window), a `chunked_attention` one
+      its chunk of `attention_chunk_size` (`chunked_overlay`), a `full_attention` one all;
+    - without `layer_types`, a set `sliding_window` slides every layer (modeling_mistral.py and
+      its copies: create_sliding_window_causal_mask unless config.sliding_window is None);
+    - Gemma 3's bidirectional window (`use_bidirectional_attention`, modeling_gemma3.py
+      `_bidirectional_window_overlay`: |q_idx - kv_idx| < sliding_window) spans 2 w - 1 keys.
+    A window out of bounds.ATTENTION_WINDOW or another layer type: one ConfigError line."""
+    n = config.num_hidden_layers
+    types = getattr(config, "layer_types", None)
+    if not types:
+        types = ["sliding_attention" if getattr(config, "sliding_window", None) else
+                 "full_attention"] * n
+    out = []
+    for t in types:
+        if t not in WINDOW_KEYS:
+            raise ConfigError(f"{where}: layer_types: {t!r} layers are not modelled (tierlab "
+                              f"times {', '.join(WINDOW_KEYS)})")
+        key = WINDOW_KEYS[t]
+        if key is None:
+            out.append(0)
+            continue
+        window = int(bounds.check(getattr(config, key, None), bounds.ATTENTION_WINDOW,
+                                  f"{where}: {key}"))
+        if t == "sliding_attention" and config.model_type == "gemma3_text" and \
+                getattr(config, "use_bidirectional_attention", False):
+            window = 2 * window - 1
+        out.append(window)
+    return tuple(out) if any(out) else ()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -438,7 +467,7 @@ def fields_of(data: Mapping, where: str) -> dict:
     if off or partial:
         raise ConfigError(refusal(where, kind, config, (ours, ours_active),
                                   (theirs, theirs_active), problems))
-    return fields
+    return dict(fields, attention_windows=attention_windows(config, where))
 
 
 def refusal(where: str, kind: str, config: Any, ours: tuple, theirs: tuple,

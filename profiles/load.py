@@ -16,7 +16,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from tierlab.bounds import check_quantity
+from tierlab.bounds import ATTENTION_WINDOW, MODEL, check, check_quantity
 from tierlab.errors import ConfigError
 from tierlab.safeio import read_data as safe_read_data
 from tierlab.units import parse_quantity, unit_of
@@ -480,7 +480,7 @@ def load_hardware(name: str, *, gpus_per_node: int | None = None, nodes: int | N
 
 _MODEL_KEYS = {"kind", "name", "source", "n_layers", "hidden", "ffn", "n_heads", "n_kv_heads",
                "vocab", "seq_len", "gated_mlp", "tie_embeddings", "norm", "bias",
-               "learned_pos_emb", "max_seq_len"}
+               "learned_pos_emb", "max_seq_len", "attention_windows"}
 
 
 def _model_from_profile(data: Any, where: str) -> Model:
@@ -498,7 +498,23 @@ def _model_from_profile(data: Any, where: str) -> Model:
     for key in ("gated_mlp", "tie_embeddings", "bias", "learned_pos_emb"):
         if key in kwargs and not isinstance(kwargs[key], bool):
             raise ConfigError(f"{where}: {key} must be true or false, got {kwargs[key]!r}")
+    if "attention_windows" in kwargs:
+        kwargs["attention_windows"] = _profile_windows(kwargs["attention_windows"],
+                                                       kwargs["n_layers"], where)
     return Model(**kwargs)
+
+
+def _profile_windows(value: Any, n_layers: int, where: str) -> tuple[int, ...]:
+    """A profile's `attention_windows`: one window (tokens) for every block, or a list of one
+    per block, 0 = full attention (Model.attention_windows)."""
+    key = f"{where}: attention_windows"
+    check(n_layers, MODEL["n_layers"], f"{where}: n_layers")      # before a list of n_layers
+    if isinstance(value, list) and len(value) != n_layers:
+        raise ConfigError(f"{key}: lists {len(value)} blocks, n_layers is {n_layers}")
+    items = value if isinstance(value, list) else [value] * n_layers
+    out = tuple(0 if type(w) is int and w == 0 else int(check(w, ATTENTION_WINDOW, key))
+                for w in items)
+    return out if any(out) else ()
 
 
 def _config_name(where: str) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from tierlab.bounds import ATTENTION_WINDOW
 from tierlab.profiles.fields import HOST_COST_FIELDS, PEAK_FLOPS_DTYPES, SOFTWARE_TERMS
 from tierlab.profiles.layout import block_matrices, block_small_params, embed_params, head_params
 
@@ -322,6 +323,14 @@ class Model:
     """Multi-head latent attention instead of q/k/v/o projections (DeepSeek-V2/V3)."""
     moe: MoE | None = None
     """Mixture-of-experts MLPs (Mixtral, Qwen-MoE, DeepSeek); None = dense."""
+    attention_windows: tuple[int, ...] = ()
+    """Keys one query of each block may attend, block by block, in tokens: the window of a
+    sliding-window layer (Mistral/Phi-3/StarCoder2 `sliding_window`; the `sliding_attention`
+    layers of Gemma 2/3, gpt-oss, Cohere2, OLMo 3, Qwen2 with `use_sliding_window`) or the chunk
+    of a chunked one (Llama 4's `chunked_attention` layers, `attention_chunk_size`); 0 = full
+    causal attention over the sequence; () = every block full. Read from a config.json as
+    transformers decides it (profiles/hf_arch.py, profiles/hf_build.py); the score FLOPs take
+    min(window, seq_len) keys per query (sim/flops.py)."""
     source: str = ""
 
     def __post_init__(self) -> None:
@@ -340,6 +349,24 @@ class Model:
             raise ValueError(f"Model.block_norms must be 1 to 4, got {self.block_norms!r}")
         if self.attn_head_dim < 0 or self.pos_emb_rows < 0:
             raise ValueError("Model.attn_head_dim and Model.pos_emb_rows must be >= 0")
+        self._check_windows()
+
+    def _check_windows(self) -> None:
+        """attention_windows: () or one whole number per block, 0 (full) or a window within
+        bounds.ATTENTION_WINDOW; a list (a Model read back from JSON) is kept as a tuple."""
+        windows = self.attention_windows
+        if not isinstance(windows, (tuple, list)):
+            raise ValueError(f"Model.attention_windows must be a list of whole numbers, got "
+                             f"{windows!r}")
+        object.__setattr__(self, "attention_windows", tuple(windows))
+        if windows and len(windows) != self.n_layers:
+            raise ValueError(f"Model.attention_windows lists {len(windows)} blocks, the model has "
+                             f"{self.n_layers}")
+        for w in windows:
+            if isinstance(w, bool) or not isinstance(w, int) or \
+                    not (w == 0 or ATTENTION_WINDOW.low <= w <= ATTENTION_WINDOW.high):
+                raise ValueError(f"Model.attention_windows: {w!r} is not 0 (full) or a window of "
+                                 f"1 to {ATTENTION_WINDOW.high:,} tokens")
 
     @property
     def head_dim(self) -> int:

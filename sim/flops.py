@@ -8,7 +8,14 @@ on GPU Clusters", eq. 3, which DeepSpeed's published TFLOP/s figures also use):
   are not recomputed), so a GPT block costs 4 x forward per step -> 96 B s l h^2 (1 + s/6h) plus
   6 B s h V for the logits — the figure DeepSpeed reports as "TFLOP/s per GPU".
 - attention scores (Q K^T) and the weighted sum (A V) are counted in full (no causal halving),
-  as Megatron does: 2 x 2 s^2 h per sample per layer.
+  as Megatron does: 2 x 2 s^2 h per sample per layer, s keys per query.
+- a sliding-window layer of window w (Jiang et al. 2023, "Mistral 7B", sec. 2 "Sliding Window
+  Attention": each token attends at most w tokens of the previous layer; Gemma Team 2024,
+  "Gemma 2", sec. 2.2: local layers of a 4096-token window alternate with global ones) counts
+  min(w, s) keys per query, and a chunked layer of chunk c (Llama 4: each query attends its own
+  chunk) min(c, s): the width of the band its mask leaves, in the same no-halving count
+  (transformers masking_utils.py `sliding_window_overlay`, `chunked_overlay`). This assumes a
+  kernel that skips the masked blocks (FlashAttention-2's window_size, flex attention).
 GQA: K and V projections are h x (n_kv_heads x head_dim); the score FLOPs do not change.
 """
 from __future__ import annotations
@@ -30,14 +37,21 @@ class LayerFlops:
     gemm_counts: tuple[float, ...] = ()
     """How many times each GEMM runs per (mean) block; () = once each. A model with n_dense
     dense and n_moe MoE blocks gives the dense GEMMs n_dense / n_layers."""
-    attention: float
-    """Q K^T and A V FLOPs (batched GEMMs over heads)."""
+    attention_parts: tuple[tuple[float, float], ...]
+    """(Q K^T + A V FLOPs, runs per (mean) block) of each distinct attention span (batched GEMMs
+    over heads): ((flops, 1.0),) for full attention everywhere; gpt-oss's alternating sliding
+    and full layers give two parts of 0.5 each."""
     hbm_bytes: float
     """Bytes of memory-bound kernels (norms, residual adds, activation, softmax), read + write."""
 
     @property
     def counts(self) -> tuple[float, ...]:
         return self.gemm_counts or (1.0,) * len(self.gemms)
+
+    @property
+    def attention(self) -> float:
+        """Q K^T and A V FLOPs of the (mean) block."""
+        return sum(f * n for f, n in self.attention_parts)
 
     @property
     def total(self) -> float:
@@ -49,19 +63,41 @@ def layer_forward(model: Model, micro_batch: int, bytes_per_value: int = 2) -> L
     tokens = micro_batch * model.seq_len
     gemms: dict[tuple, list[float]] = {}       # (group, matrix kind) -> [flops, runs per block]
     hbm = 0.0
+    spans = attention_spans(model)
+    # softmax's keys per query, averaged over blocks (an int, s, for full attention)
+    mean_keys = spans[0][0] if len(spans) == 1 else sum(k * n for k, n in spans) / model.n_layers
     for rep, n in model.layer_groups():
         moe = model.is_moe_layer(rep)
         for name, (n_in, n_out, share) in block_gemms(model, moe).items():
             kind = (rep, re.sub(r"^experts\.\d+\.", "experts.", name))
             entry = gemms.setdefault(kind, [2.0 * tokens * share * n_in * n_out, 0.0])
             entry[1] += n / model.n_layers
-        hbm += _layer_hbm_bytes(model, micro_batch, bytes_per_value, active_ffn(model, moe)) * n
-    # Q K^T: 2 s (heads x qk width) per token, A V: 2 s (heads x v width) per token (all query
-    # heads; GQA shares K/V, not FLOPs) = 4 s h for plain attention
-    attention = 2.0 * tokens * model.seq_len * model.n_heads * (_qk_width(model) + _v_width(model))
+        hbm += _layer_hbm_bytes(model, micro_batch, bytes_per_value, active_ffn(model, moe),
+                                mean_keys) * n
+    # Q K^T: 2 k (heads x qk width) per token, A V: 2 k (heads x v width) per token, k the keys
+    # a query attends (all query heads; GQA shares K/V, not FLOPs) = 4 s h for plain attention
+    attention = tuple((2.0 * tokens * keys * model.n_heads * (_qk_width(model) + _v_width(model)),
+                       n / model.n_layers) for keys, n in spans)
     return LayerFlops(gemms=tuple(f for f, _ in gemms.values()),
-                      gemm_counts=tuple(c for _, c in gemms.values()), attention=attention,
+                      gemm_counts=tuple(c for _, c in gemms.values()), attention_parts=attention,
                       hbm_bytes=hbm / model.n_layers)
+
+
+def attended_keys(model: Model, layer: int) -> int:
+    """Keys one query of block `layer` attends in the no-halving count: min(window, s) for a
+    sliding-window or chunked layer (Model.attention_windows), s for full attention."""
+    window = model.attention_windows[layer] if model.attention_windows else 0
+    return min(window, model.seq_len) if window else model.seq_len
+
+
+def attention_spans(model: Model) -> tuple[tuple[int, int], ...]:
+    """(keys per query, blocks that attend so many) of each distinct span, first block first:
+    ((s, n_layers),) for full attention; gpt-oss-20b at s = 4096: ((128, 12), (4096, 12))."""
+    spans: dict[int, int] = {}
+    for i in range(model.n_layers):
+        keys = attended_keys(model, i)
+        spans[keys] = spans.get(keys, 0) + 1
+    return tuple(spans.items())
 
 
 def _qk_width(model: Model) -> int:
@@ -72,17 +108,19 @@ def _v_width(model: Model) -> int:
     return model.mla.v_head_dim if model.mla else model.head_dim
 
 
-def _layer_hbm_bytes(model: Model, micro_batch: int, bytes_per_value: int, ffn: int) -> float:
+def _layer_hbm_bytes(model: Model, micro_batch: int, bytes_per_value: int, ffn: int,
+                     keys: float) -> float:
     """Memory-bound kernels of one block's forward (unfused, as PyTorch eager runs them).
 
     2 norms (read + write h) + 2 residual adds (read 2h, write h) = 10 h values per token;
     activation: gated reads 2 f writes f (3 f), plain reads f writes f (2 f), f the width a
     token passes through (MoE: top-k x expert width + shared width);
-    softmax over the score matrix (no flash attention): read + write heads x s per token.
+    softmax over the score matrix (no flash attention): read + write heads x `keys` per token
+    (the keys a query attends: s for full attention, attended_keys).
     """
     tokens = micro_batch * model.seq_len
     act = 3 if model.gated_mlp else 2
-    per_token = 10 * model.hidden + act * ffn + 2 * model.n_heads * model.seq_len
+    per_token = 10 * model.hidden + act * ffn + 2 * model.n_heads * keys
     return float(tokens * per_token * bytes_per_value)
 
 
@@ -141,7 +179,7 @@ def layer_forward_seconds(gpu: GPU, precision: str, lf: LayerFlops) -> float:
     the size of the whole batch (cuBLAS batched GEMMs fill the GPU like one large GEMM).
     """
     t = sum(n * gemm_seconds(gpu, precision, f) for f, n in zip(lf.gemms, lf.counts))
-    t += gemm_seconds(gpu, precision, lf.attention)
+    t += sum(n * gemm_seconds(gpu, precision, f) for f, n in lf.attention_parts)
     return t + lf.hbm_bytes / gpu.hbm_bandwidth_Bps
 
 

@@ -88,10 +88,19 @@ def test_learned_positions_and_layernorm_are_read_off_the_modules():
     assert gpt.bias and not gpt.gated_mlp and gpt.fused_qkv
 
 
-def test_sliding_window_is_noted_in_the_source():
+def test_local_attention_is_read_off_the_config_class():
+    """The config class's own layer_types: Gemma 3's sliding_window_pattern 6 (layers 0-4 of 4
+    slide), Cohere2's pattern 4 and Llama 4's no_rope_layers (every 4th layer full); the
+    windows are timed (sim/flops.py), so the source no longer says otherwise."""
     pytest.importorskip("transformers")
     model = model_from_hf_config(_synthetic("gemma3_text"), "g3.json")
-    assert "sliding-window/chunked attention timed as full attention" in model.source
+    assert model.attention_windows == (4096,) * 4
+    assert "timed as full attention" not in model.source
+    assert model_from_hf_config(_synthetic("cohere2"), "c2.json").attention_windows == \
+        (4096, 4096, 4096, 0)
+    assert model_from_hf_config(_synthetic("llama4_text"), "l4.json").attention_windows == \
+        (8192, 8192, 8192, 0)       # attention_chunk_size 8192, the config class's default
+    assert model_from_hf_config(_synthetic("glm4"), "glm4.json").attention_windows == ()
 
 
 def test_multimodal_config_simulates_the_text_decoder_and_says_so():
