@@ -90,7 +90,7 @@ def test_timeline_with_measured_samples(results):
     fig = plots.timeline(results["zero3-cpu"], _measurement())
     assert len(fig.axes) == 3
     t = texts(fig)
-    assert "GPU util. (%)" in t and "measured GB/s" in t and "pcie h2d" in t
+    assert "GPU util. (%)" in t and "measured (GB/s)" in t and "pcie h2d" in t
 
 
 def test_sweep_lines_per_config_skip_errors():

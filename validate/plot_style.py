@@ -1,9 +1,11 @@
-"""Shared look of tierlab's plots: resource names and colours, markers, wrapping, atomic save."""
+"""Shared look of tierlab's plots: resource names and colours, markers, wrapping, the scenario
+line every figure carries, the legend placement that keeps legends off the data, atomic save."""
 from __future__ import annotations
 
 import re
 import textwrap
 from pathlib import Path
+from typing import Any, Mapping, Sequence
 
 from matplotlib.figure import Figure
 
@@ -24,6 +26,86 @@ def resource_style(resource: str) -> tuple[str, str]:
 def wrap_title(label: str, width: int = 12) -> str:
     """Break a tick label over lines at spaces (and after commas)."""
     return "\n".join(textwrap.wrap(re.sub(r",(?=\S)", ", ", label), width)) or label
+
+
+# ----------------------------------------------------------------------------------------------
+# the scenario a figure shows, in words (one home: every plot's title and footer use these)
+
+_DEVICES = {"cpu": "CPU", "nvme": "NVMe"}
+
+
+def zero_text(sc: Mapping[str, Any], short: bool = False) -> str:
+    """'ZeRO-3, params + optimizer on CPU', 'ZeRO-3, params on CPU, optimizer on NVMe',
+    'ZeRO-0, no offload' (short: 'ZeRO-3, params CPU, optim. NVMe') of a SimResult.scenario."""
+    if sc.get("zero_stage") is None:
+        return ""
+    p, o = (_DEVICES.get(str(sc.get(k) or "none").lower()) for k in
+            ("offload_param", "offload_optimizer"))
+    if short:
+        parts = [f"params {p}" if p else "", f"optim. {o}" if o else ""]
+        return ", ".join([f"ZeRO-{sc['zero_stage']}", *filter(None, parts)] +
+                          ([] if p or o else ["no offload"]))
+    if p and p == o:
+        where = f"params + optimizer on {p}"
+    else:
+        where = ", ".join(filter(None, [f"params on {p}" if p else "",
+                                        f"optimizer on {o}" if o else ""])) or "no offload"
+    return f"ZeRO-{sc['zero_stage']}, {where}"
+
+
+def gpus_text(sc: Mapping[str, Any]) -> str:
+    """'1 node x 8 GPUs' (or 'N GPUs' where the node count is not recorded)."""
+    nodes, per = sc.get("nodes"), sc.get("gpus_per_node")
+    if nodes and per:
+        return (f"{nodes} node{'s' if int(nodes) > 1 else ''} x {per} "
+                f"GPU{'s' if int(per) > 1 else ''}")
+    world = sc.get("world_size") or 1
+    return f"{world} GPU{'s' if int(world) > 1 else ''}"
+
+
+def _fields(sc: Mapping[str, Any]) -> dict[str, str]:
+    def num(key, name):
+        return f"{name} {sc[key]}" if sc.get(key) is not None else ""
+
+    return {"model": str(sc.get("model") or ""),
+            "hardware": f"on {sc['hardware']} ({gpus_text(sc)})" if sc.get("hardware") else "",
+            "zero": zero_text(sc), "micro_batch": num("micro_batch", "micro-batch"),
+            "grad_accum": num("grad_accum", "grad. accum."), "seq_len": num("seq_len", "seq"),
+            "precision": str(sc.get("precision") or "")}
+
+
+def scenario_line(scenarios: Sequence[Mapping[str, Any]] | Mapping[str, Any],
+                  varying: str = "omit") -> str:
+    """What a figure shows, in one line: 'TinyLlama-1.1B on workstation-rtx3070 (1 node x 1 GPU),
+    ZeRO-3, params + optimizer on CPU, micro-batch 4, grad. accum. 1, seq 1024, bf16'. Over several
+    scenarios (SimResult.scenario dicts) a field that differs is left out (`varying="omit"`: the
+    plot's bars, axis or legend name it) or its values are joined with ' | ' ("join")."""
+    scs = [scenarios] if isinstance(scenarios, Mapping) else [s for s in scenarios if s]
+    if not scs:
+        return ""
+    per = [_fields(s) for s in scs]
+    parts = []
+    for key in per[0]:
+        values = list(dict.fromkeys(f[key] for f in per if f[key]))
+        if len(values) == 1 and all(f[key] == values[0] for f in per):
+            parts.append(values[0])
+        elif values and varying == "join":
+            parts.append(" | ".join(values))
+    head = " ".join(p for p in parts[:2] if p)
+    return ", ".join(p for p in [head, *parts[2:]] if p)
+
+
+def add_footer(fig: Figure, text: str, y: float = 0.005) -> None:
+    """The scenario line, small and grey, at the figure's bottom left (wrapped to the width)."""
+    if text:
+        width = max(60, int(fig.get_figwidth() * 15.5))      # ~7.5-pt characters per inch
+        fig.text(0.01, y, "\n".join(textwrap.wrap(text, width)), fontsize=7.5, color="#555555",
+                 ha="left", va="bottom")
+
+
+def footer_lines(text: str, fig: Figure) -> int:
+    """How many lines add_footer takes for `text` on `fig` (for the room kept under the axes)."""
+    return len(textwrap.wrap(text, max(60, int(fig.get_figwidth() * 15.5)))) if text else 0
 
 
 IMAGE_SUFFIXES = (".png", ".svg", ".pdf")

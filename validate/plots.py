@@ -20,8 +20,9 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from tierlab.units import GiB
-from tierlab.validate.plot_style import (FIG_DPI, PHASE_COLOURS, RESOURCE_STYLE, resource_style, wrap_title,
-                                         save)
+from tierlab.validate.plot_style import (FIG_DPI, PHASE_COLOURS, RESOURCE_STYLE, add_footer,
+                                         footer_lines, gpus_text, resource_style, save,
+                                         scenario_line, wrap_title, zero_text)
 from tierlab.validate.plot_sweep import sweep, vary_columns
 
 __all__ = ["bottleneck", "timeline", "memory", "sweep", "save", "vary_columns"]
@@ -48,13 +49,36 @@ def _time_unit(seconds: float) -> tuple[str, float]:
     return ("ms", 1e3) if seconds < 1.0 else ("s", 1.0)
 
 
-def _subtitle(result) -> str:
-    sc = getattr(result, "scenario", None) or {}
-    if not sc:
+def _scenarios(items) -> list[dict]:
+    return [dict(getattr(r, "scenario", None) or {}) for _, r in items]
+
+
+def _where(scenarios: list[dict]) -> str:
+    """'TinyLlama-1.1B on workstation-rtx3070 (1 node x 1 GPU)' for a default title."""
+    sc = scenarios[0] if scenarios else {}
+    if not sc.get("model") or any(s.get("model") != sc["model"] or
+                                  s.get("hardware") != sc.get("hardware") for s in scenarios):
         return ""
-    return (f"{sc.get('model', '')} on {sc.get('hardware', '')} ({sc.get('world_size', 1)} GPU), "
-            f"micro-batch {sc.get('micro_batch')}, grad. accum. {sc.get('grad_accum')}, "
-            f"seq {sc.get('seq_len')}, {sc.get('precision', '')}")
+    return f"{sc['model']} on {sc.get('hardware', '?')} ({gpus_text(sc)})"
+
+
+def _finish(fig: Figure, footer: str, legend: tuple | None = None, legend_rows: int = 0,
+            x: float = 0.5) -> None:
+    """Lay the figure out with the scenario footer (add_footer) at the bottom and, above it, a
+    figure legend `(handles, labels, kwargs)` of `legend_rows` rows centred on `x` (or its right
+    edge at x > 0.5), so neither overlaps the axes or the other."""
+    height = fig.get_figheight()
+    lines = footer_lines(footer, fig)
+    foot = (0.15 * lines + 0.06) / height if lines else 0.0
+    add_footer(fig, footer)
+    room = 0.0
+    if legend is not None:
+        handles, labels, kw = legend
+        loc = "lower center" if x == 0.5 else "lower right"
+        fig.legend(handles, labels, loc=loc, bbox_to_anchor=(x, foot), frameon=False,
+                   borderaxespad=0.2, **kw)
+        room = (0.18 * legend_rows + 0.1) / height
+    fig.tight_layout(rect=(0, foot + room, 1, 1))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -94,7 +118,12 @@ def bottleneck(results, *, title: str | None = None) -> Figure:
         top = span[1] * k if span is not None else step
         ax.annotate(note, (x, top), xytext=(0, 4), textcoords="offset points", ha="center",
                     va="bottom", fontsize=8.5, color="black" if fits else "#d62728")
-    names = [f"{wrap_title(lab, 22)}\nbinds: {resource_style(r.bottleneck)[0]}" for lab, r in items]
+    scs = _scenarios(items)
+    differ = len({zero_text(sc) for sc in scs}) > 1
+    names = [f"{wrap_title(lab, 22)}\n" + (f"{wrap_title(zero_text(sc, short=True), 20)}\n"
+                                            if differ and
+                                            zero_text(sc) else "") +
+             f"binds: {resource_style(r.bottleneck)[0]}" for (lab, r), sc in zip(items, scs)]
     ax.set_xticks(list(xs), names, fontsize=8.5)
     ax.set_ylabel(f"time per optimizer step ({unit})")
     ax.set_ylim(0, step_max * k * 1.22)
@@ -107,14 +136,13 @@ def bottleneck(results, *, title: str | None = None) -> Figure:
     labels = labels[::-1] + ["step time", "roofline bound\n(busiest resource)"]
     if any(getattr(r, "step_time_range_s", None) for _, r in items):
         handles.append(Line2D([], [], color="black", lw=1.1, marker="_", markersize=8))
-        labels.append("80% range of the\nstep time")
+        labels.append("error bar: 80% range\nof the step time")
     ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8.5,
               title="exposed time on", title_fontsize=8.5, frameon=False)
-    ax.set_title(title or "Where the step time goes (critical path per resource)", fontsize=11)
-    sub = _subtitle(items[0][1])
-    if sub:
-        fig.text(0.01, 0.005, sub, fontsize=7.5, color="#555555", ha="left", va="bottom")
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    where = _where(scs)
+    ax.set_title(title or "Where the step time goes (critical path per resource)" +
+                 (f"\n{where}" if where else ""), fontsize=11)
+    _finish(fig, scenario_line(scs))
     return fig
 
 
@@ -188,10 +216,6 @@ def timeline(result, measurement=None, *, title: str | None = None,
         if (t1 - t0) / (1.07 * result.step_time_s) >= 1.3 * len(name) * 0.6 * 8 / 72 / 8.4:
             ax.text((t0 + t1) / 2 * k, len(lanes) - 0.45, name, ha="center", va="center",
                     fontsize=8, color="#666666", clip_on=True)
-    if phases:
-        fig.legend([Patch(color=PHASE_COLOURS[n], ec="#bbbbbb") for n, _, _ in phases],
-                   [f"{n} phase" for n, _, _ in phases], loc="lower right", ncol=3,
-                   fontsize=7.5, frameon=False, borderaxespad=0.1)
     one_px = max(result.step_time_s, series["t_max"] if series else 0.0) * k * 1.07 / 1100
     for i, res in enumerate(reversed(lanes)):
         ops = [(s.start_s * k, s.end_s * k) for s in spans if s.resource == res]
@@ -209,8 +233,10 @@ def timeline(result, measurement=None, *, title: str | None = None,
     ax.text(step, (len(lanes) - 0.75) / 2, f" step {step:.3g} {unit}", rotation=90, ha="left",
             va="center", fontsize=8, clip_on=True)
     ax.set_xlim(0, max(step, (series["t_max"] * k) if series else 0.0) * 1.07)
-    ax.set_title(title or "One simulated optimizer step: what each resource does when",
-                 fontsize=11)
+    sc = dict(getattr(result, "scenario", None) or {})
+    where = _where([sc]) if sc else ""
+    ax.set_title(title or "One simulated optimizer step: what each resource does when" +
+                 (f"\n{where}, {zero_text(sc)}" if where and zero_text(sc) else ""), fontsize=11)
     ax.grid(axis="x", alpha=0.3)
     row = 1
     if extra:
@@ -218,10 +244,12 @@ def timeline(result, measurement=None, *, title: str | None = None,
     if series and series["util"]:
         a = axes[row]
         for name, (t, v) in series["util"].items():
-            a.plot([x * k for x in t], v, lw=1.2, label=name, color=_series_colour(name))
+            a.plot([x * k for x in t], v, lw=1.2, label=_series_label(name),
+                   color=_series_colour(name))
         a.set_ylabel("GPU util. (%)", fontsize=9)
-        a.set_ylim(0, 105)
-        a.legend(fontsize=7.5, loc="upper right", frameon=False)
+        a.set_ylim(0, 140)                                  # room for the legend above 100%
+        a.set_yticks([0, 25, 50, 75, 100])
+        a.legend(fontsize=7.5, loc="upper right", frameon=False, ncol=2)
         a.grid(alpha=0.3)
         row += 1
     if series and series["rates"]:
@@ -231,16 +259,21 @@ def timeline(result, measurement=None, *, title: str | None = None,
                    color=_series_colour(name))
         top = max((max(v) for _, v in series["rates"].values() if v), default=0.0) / 1e9
         a.set_ylim(0, top * 1.45 if top > 0 else 1.0)      # room for the legend
-        a.set_ylabel("measured GB/s", fontsize=9)
+        a.set_ylabel("measured (GB/s)", fontsize=9)
         a.legend(fontsize=7.5, loc="upper right", frameon=False, ncol=2)
         a.grid(alpha=0.3)
     axes[-1].set_xlabel(f"time since step start ({unit})" + (
         "; lower panels: measured samples" if extra else ""))
-    sub = _subtitle(result)
-    if sub:
-        fig.text(0.01, 0.005, sub, fontsize=7.5, color="#555555", ha="left", va="bottom")
-    fig.tight_layout(rect=(0, 0.025, 1, 1))
+    legend = ([Patch(color=PHASE_COLOURS[n], ec="#bbbbbb") for n, _, _ in phases],
+              [f"{n} phase (shaded)" for n, _, _ in phases], {"ncol": 3, "fontsize": 7.5})
+    _finish(fig, scenario_line(sc) if sc else "", legend=legend if phases else None,
+            legend_rows=1, x=0.99)
     return fig
+
+
+_SERIES_NAMES = {"gpu util": "GPU utilisation (SMs busy)",
+                 "gpu mem util": "GPU memory-bus utilisation", "disk read": "disk read",
+                 "disk written": "disk write", "host cpu": "host CPU"}
 
 
 def _series_label(name: str) -> str:
@@ -250,7 +283,7 @@ def _series_label(name: str) -> str:
         return f"PCIe host→GPU ({name})"
     if "pcie" in n and ("tx" in n or "d2h" in n):
         return f"PCIe GPU→host ({name})"
-    return name
+    return _SERIES_NAMES.get(n, name)
 
 
 def _series_colour(name: str) -> str | None:
@@ -300,11 +333,17 @@ def _plan_of(obj):
 def memory(plans, *, title: str | None = None) -> Figure:
     """Bytes per tier against capacity: GPU (per rank, by kind), host RAM (per node: pinned +
     pageable) and NVMe (per node). `plans`: MemoryPlans or SimResults, as for `bottleneck`."""
-    items = [(lab, _plan_of(p)) for lab, p in _labelled(plans)]
+    given = _labelled(plans)
+    scs = _scenarios(given)
+    items = [(lab, _plan_of(p)) for lab, p in given]
     if any(p is None for _, p in items):
         raise ValueError("a result without a memory plan")
-    fig = Figure(figsize=(max(8.5, 2.1 * len(items) + 5.0), 5.0), dpi=FIG_DPI)
+    fig = Figure(figsize=(max(8.5, 2.4 * len(items) + 5.0), 5.4), dpi=FIG_DPI)
     axes = fig.subplots(1, 3)
+    differ = len({zero_text(sc) for sc in scs}) > 1
+    ticks = [wrap_title(lab) + (f"\n{wrap_title(zero_text(sc, short=True), 14)}"
+                                if differ and zero_text(sc) else "")
+             for (lab, _), sc in zip(items, scs)]
     legend: dict[str, Any] = {}
     xs = list(range(len(items)))
     panels = (("gpu", "GPU memory (per GPU)"), ("host", "host RAM (per node)"),
@@ -332,14 +371,16 @@ def memory(plans, *, title: str | None = None) -> Figure:
             bottom = [b + v for b, v in zip(bottom, vals)]
         _capacity_marks(ax, xs, [p.tiers[tier] for _, p in items])
         ax.set_title(name, fontsize=10)
-        ax.set_xticks(xs, [wrap_title(lab) for lab, _ in items], fontsize=8)
-        ax.set_ylabel("GiB (2³⁰ bytes)" if tier == "gpu" else "")
+        ax.set_xticks(xs, ticks, fontsize=7.5 if differ else 8)
+        ax.set_ylabel("GiB (2³⁰ bytes)" if tier == "gpu" else "GiB", fontsize=9)
         ax.grid(axis="y", alpha=0.3)
         ax.set_axisbelow(True)
-    fig.legend(list(legend.values()), list(legend.keys()), loc="lower center", ncol=4,
-               fontsize=7.5, frameon=False)
-    fig.suptitle(title or "Memory per tier against capacity (dashed: capacity)", fontsize=11)
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    where = _where(scs)
+    fig.suptitle(title or "Memory per tier against capacity (dashed: capacity)" +
+                 (f": {where}" if where else ""), fontsize=11)
+    _finish(fig, scenario_line(scs), legend=(list(legend.values()), list(legend.keys()),
+                                             {"ncol": 4, "fontsize": 7.5}),
+            legend_rows=-(-len(legend) // 4))
     return fig
 
 
