@@ -102,9 +102,9 @@ def test_sweep_lines_per_config_skip_errors():
     fig = plots.sweep(df, "nvme.drives", by="config")
     t = texts(fig)
     leg = fig.axes[1].get_legend()
-    assert leg.get_title().get_text() == "config"
+    assert leg.get_title().get_text() == "DeepSpeed config"
     assert "zero2-cpu" in t and "zero3-nvme" in t and "binds:" in t and "NVMe drives per node" in t
-    assert "step time (s)" in t and "tokens/s (whole job)" in t
+    assert "step time (s)" in t and "throughput (tokens/s, whole job)" in t
     fig = plots.sweep(df, "config")                        # categorical x
     assert "zero3-nvme" in texts(fig)
     df2 = run_sweep(base, [parse_vary("nvme.read_bandwidth=2GB/s,4GB/s")],

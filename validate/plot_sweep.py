@@ -5,7 +5,8 @@ from typing import Sequence
 
 from matplotlib.figure import Figure
 
-from tierlab.validate.plot_style import BOTTLENECK_MARKERS, FIG_DPI, resource_style
+from tierlab.validate.plot_style import (BOTTLENECK_MARKERS, FIG_DPI, add_footer, footer_lines,
+                                         gpus_text, resource_style, scenario_line)
 
 
 def vary_columns(df) -> list[str]:
@@ -19,7 +20,36 @@ def vary_columns(df) -> list[str]:
 KEY_LABELS = {"micro_batch": "micro-batch (sequences per GPU)", "grad_accum":
               "gradient accumulation steps", "seq": "sequence length (tokens)",
               "gpus": "GPUs per node", "nodes": "nodes", "nvme.drives": "NVMe drives per node",
-              "cpu.adam_throughput": "CPU Adam throughput", "dram": "host RAM per node"}
+              "cpu.adam_throughput": "CPU Adam throughput", "dram": "host RAM per node",
+              "config": "DeepSpeed config", "config_name": "DeepSpeed config",
+              "model": "model", "model_name": "model", "hardware": "hardware",
+              "hardware_name": "hardware", "precision": "precision",
+              "checkpointing": "activation checkpointing", "zero_optimization.stage": "ZeRO stage"}
+
+# sweep row column -> SimResult.scenario key (what plot_style.scenario_line reads)
+_ROW_SCENARIO = {"model_name": "model", "hardware_name": "hardware", "world_size": "world_size",
+                 "nodes": "nodes", "gpus": "gpus_per_node", "stage": "zero_stage",
+                 "offload_param": "offload_param", "offload_optimizer": "offload_optimizer",
+                 "micro_batch_size": "micro_batch", "grad_accum_steps": "grad_accum",
+                 "seq_len": "seq_len", "precision": "precision"}
+ERRORBAR_LABEL = "error bars: 80% range\nof the prediction"
+
+
+def key_name(key: str) -> str:
+    """A swept key as a reader reads it: 'micro_batch' -> 'micro-batch (sequences per GPU)'."""
+    return KEY_LABELS.get(key, key)
+
+
+def row_scenarios(df) -> list[dict]:
+    """The rows' scenarios in SimResult.scenario's keys (for plot_style.scenario_line)."""
+    cols = [c for c in _ROW_SCENARIO if c in df.columns]
+    out = []
+    for values in df[cols].drop_duplicates().itertuples(index=False):
+        sc = {_ROW_SCENARIO[c]: v for c, v in zip(cols, values)}
+        if "nodes" in sc and "gpus_per_node" not in sc and sc.get("world_size"):
+            sc["gpus_per_node"] = int(sc["world_size"]) // max(1, int(sc["nodes"]))
+        out.append(sc)
+    return out
 
 
 def sweep(df, x: str, *, by: str | Sequence[str] | None = None, title: str | None = None,
@@ -51,7 +81,8 @@ def sweep(df, x: str, *, by: str | Sequence[str] | None = None, title: str | Non
         xv = [v / scale for v in g[x]] if numeric else [cats.index(v) for v in g[x]]
         key = key if isinstance(key, tuple) else (key,)
         label = (_with_unit(by[0], key[0]) if len(by) == 1 else
-                 ", ".join(f"{b}={_with_unit(b, v)}" for b, v in zip(by, key))) or "all"
+                 ", ".join(f"{_short_name(b)} {_with_unit(b, v)}" for b, v in zip(by, key))
+                 ) or _one_line_label(g)
         bars = _range_bars(g)
         for ax, col in zip(axes, ("step_time_s", "tokens_per_s")):
             ax.plot(xv, list(g[col]), color=colour, lw=1.4, label=label, zorder=2)
@@ -64,9 +95,9 @@ def sweep(df, x: str, *, by: str | Sequence[str] | None = None, title: str | Non
                            zorder=3, edgecolors=colour, linewidths=1.3,
                            facecolors=colour if _truthy(fits) else "white")
     for ax, (col, name) in zip(axes, (("step_time_s", "step time (s)"),
-                                      ("tokens_per_s", "tokens/s (whole job)"))):
+                                      ("tokens_per_s", "throughput (tokens/s, whole job)"))):
         ax.set_ylabel(name)
-        name_x = KEY_LABELS.get(x, x)
+        name_x = key_name(x)
         ax.set_xlabel(x_label or (f"{name_x} ({unit})" if unit else name_x))
         if mark is not None:
             ax.axvline(mark[0] / scale if numeric else mark[0], color="#555555", ls=":", lw=1.2)
@@ -79,20 +110,46 @@ def sweep(df, x: str, *, by: str | Sequence[str] | None = None, title: str | Non
             vals = [v / scale for v in ok[x]]
             if min(vals) > 0 and max(vals) / min(vals) >= 8:
                 ax.set_xscale("log", base=2)
-                ticks = sorted(set(vals))
-                if len(ticks) <= 12:
-                    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+            ticks = sorted(set(vals))
+            if len(ticks) <= 12 and (ax.get_xscale() == "log" or
+                                     all(float(t).is_integer() for t in ticks)):
+                ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
         else:
             ax.set_xticks(range(len(cats)), [_short(c) for c in cats], rotation=20, ha="right")
         ax.set_ylim(bottom=0)
-    axes[1].legend(*_sweep_legend(axes[0], ok), fontsize=8, loc="upper left",
-                   bbox_to_anchor=(1.02, 1.0), frameon=False,
-                   title=by[0] if len(by) == 1 else None, title_fontsize=8, alignment="left")
-    names = ok.iloc[0]
-    fig.suptitle(title or f"{names.get('model_name', '')} on {names.get('hardware_name', '')}: "
-                 f"step time and throughput vs {x}", fontsize=11)
-    fig.tight_layout()
+    axes[1].legend(*_sweep_legend(axes[0], ok, errorbars=any(
+        _range_bars(g) is not None for _, g in groups)), fontsize=8, loc="upper left",
+        bbox_to_anchor=(1.02, 1.0), frameon=False,
+        title=key_name(by[0]) if len(by) == 1 else None, title_fontsize=8, alignment="left")
+    scs = row_scenarios(ok)
+    fig.suptitle(title or f"{_where(scs)}step time and throughput vs {_short_name(x)}",
+                 fontsize=11)
+    footer = scenario_line(scs)
+    lines = footer_lines(footer, fig)
+    add_footer(fig, footer)
+    fig.tight_layout(rect=(0, (0.15 * lines + 0.06) / fig.get_figheight() if lines else 0, 1, 1))
     return fig
+
+
+def _where(scs: list[dict]) -> str:
+    """'TinyLlama-1.1B on workstation-rtx3070 (1 GPU): ' when the rows share model and hardware."""
+    models = {sc.get("model") for sc in scs}
+    hws = {(sc.get("hardware"), gpus_text(sc)) for sc in scs}
+    if len(models) != 1 or len(hws) != 1 or not scs[0].get("model"):
+        return ""
+    (hw, gpus), = hws
+    return f"{scs[0]['model']} on {hw} ({gpus}): "
+
+
+def _short_name(key: str) -> str:
+    """key_name without its parenthesised unit: 'micro-batch', 'DeepSpeed config'."""
+    return key_name(key).split(" (")[0]
+
+
+def _one_line_label(g) -> str:
+    """The label of the only line of a sweep with nothing to group by: its config's name."""
+    names = list(dict.fromkeys(str(v) for v in g.get("config_name", [])))
+    return names[0] if len(names) == 1 else "simulated"
 
 
 def _range_bars(g):
@@ -108,12 +165,16 @@ def _range_bars(g):
                              [t * s / a - t for t, s, a in zip(tps, step, lo)]]}
 
 
-def _sweep_legend(ax, ok):
+def _sweep_legend(ax, ok, errorbars: bool = False):
     from matplotlib.lines import Line2D
 
     handles, labels = ax.get_legend_handles_labels()
     seen = dict(zip(labels, handles))
     handles, labels = list(seen.values()), list(seen.keys())
+    if errorbars:
+        handles.append(Line2D([], [], color="#444444", ls="none", marker="|", markersize=11,
+                              markeredgewidth=1.0))
+        labels.append(ERRORBAR_LABEL)
     for bn in dict.fromkeys(ok.get("bottleneck", [])):
         handles.append(Line2D([], [], marker=BOTTLENECK_MARKERS.get(str(bn), "o"), color="#444444",
                               ls="none", markersize=6))
