@@ -11,7 +11,7 @@ on GPU Clusters", eq. 3, which DeepSpeed's published TFLOP/s figures also use):
   as Megatron does: 2 x 2 s^2 h per sample per layer, s keys per query.
 - a sliding-window layer of window w (Jiang et al. 2023, "Mistral 7B", sec. 2 "Sliding Window
   Attention": each token attends at most w tokens of the previous layer; Gemma Team 2024,
-  "Gemma 2", sec. 2.2: local layers of a 4096-token window alternate with global ones) counts
+  "Gemma 2", sec. 2: local layers of a 4096-token window alternate with global ones) counts
   min(w, s) keys per query, and a chunked layer of chunk c (Llama 4: each query attends its own
   chunk) min(c, s): the width of the band its mask leaves, in the same no-halving count
   (transformers masking_utils.py `sliding_window_overlay`, `chunked_overlay`). This assumes a
