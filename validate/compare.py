@@ -7,7 +7,7 @@ and max per metric. Nothing here prints or writes files (cli.py does).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -115,21 +115,27 @@ def compare_measurement(hardware: Hardware, measurement, name: str | None = None
     """Rows predicted vs measured for one Measurement (a failed run: only the OOM verdict). A
     run that neither finished nor ran out of memory (killed, interrupted, another failure) says
     nothing about OOM: no rows, rather than an "ok" verdict it never earned."""
+    return _compared(hardware, measurement, name, software)[0]
+
+
+def _compared(hardware: Hardware, measurement, name: str | None, software
+              ) -> tuple[list[Row], dict]:
+    """compare_measurement's rows and the simulated scenario (SimResult.scenario; {} if none)."""
     case = name or measurement.run_id
     if measurement.status != "ok" and measurement.failure_kind != "oom":
-        return []
+        return [], {}
     result = scenario_of(measurement, hardware, software).simulate()
     oom_measured = 1.0 if measurement.failure_kind == "oom" else 0.0
     rows = [Row(case=case, metric="oom", predicted=0.0 if result.fits else 1.0,
                 measured=oom_measured)]
     if measurement.status != "ok":
-        return rows
+        return rows, dict(result.scenario)
     pred, meas = predicted_metrics(result), measured_metrics(measurement)
     for metric in TIME_METRICS + MEMORY_METRICS:
         if meas.get(metric) is not None:
             rows.append(Row(case=case, metric=metric, predicted=pred.get(metric),
                             measured=float(meas[metric])))
-    return rows
+    return rows, dict(result.scenario)
 
 
 def summarize(rows: Iterable[Row]) -> dict[str, dict]:
@@ -244,6 +250,8 @@ class Validation:
     summary: dict
     split: dict
     unfinished: list[str]
+    scenarios: dict = field(default_factory=dict)
+    """Per case: the scenario it was simulated as (SimResult.scenario), for the figures."""
 
     def csv(self) -> str:
         import csv
@@ -264,11 +272,13 @@ def validate_cases(paths: Iterable[str | Path], software, *, hardware: str | Non
     was measured; `train`: the case names the software's fitted terms were fitted on."""
     from tierlab.records.measurement import load_measurement
 
-    rows, unfinished = [], []
+    rows, unfinished, scenarios = [], [], {}
     for d, hw in with_profiles(find_measurements(paths), hardware):
-        case_rows = compare_measurement(hw, load_measurement(d), name=case_key(d),
-                                        software=software)
+        case_rows, scenario = _compared(hw, load_measurement(d), case_key(d), software)
         rows += case_rows
         if not case_rows:
             unfinished.append(case_key(d))
-    return Validation(rows, summarize(rows), summarize_split(rows, train), unfinished)
+        else:
+            scenarios[case_key(d)] = scenario
+    return Validation(rows, summarize(rows), summarize_split(rows, train), unfinished,
+                      scenarios)

@@ -74,12 +74,18 @@ def _fields(sc: Mapping[str, Any]) -> dict[str, str]:
             "precision": str(sc.get("precision") or "")}
 
 
+_MANY = {"model": "models", "hardware": "machines", "zero": "ZeRO setups",
+         "micro_batch": "micro-batch sizes", "grad_accum": "grad. accum. settings",
+         "seq_len": "sequence lengths", "precision": "precisions"}
+
+
 def scenario_line(scenarios: Sequence[Mapping[str, Any]] | Mapping[str, Any],
                   varying: str = "omit") -> str:
     """What a figure shows, in one line: 'TinyLlama-1.1B on workstation-rtx3070 (1 node x 1 GPU),
     ZeRO-3, params + optimizer on CPU, micro-batch 4, grad. accum. 1, seq 1024, bf16'. Over several
     scenarios (SimResult.scenario dicts) a field that differs is left out (`varying="omit"`: the
-    plot's bars, axis or legend name it) or its values are joined with ' | ' ("join")."""
+    plot's bars, axis or legend name it) or its values are joined with ' | ' ("join"; more than
+    four: counted, '5 machines')."""
     scs = [scenarios] if isinstance(scenarios, Mapping) else [s for s in scenarios if s]
     if not scs:
         return ""
@@ -90,7 +96,8 @@ def scenario_line(scenarios: Sequence[Mapping[str, Any]] | Mapping[str, Any],
         if len(values) == 1 and all(f[key] == values[0] for f in per):
             parts.append(values[0])
         elif values and varying == "join":
-            parts.append(" | ".join(values))
+            parts.append(" | ".join(values) if len(values) <= 4 else
+                         f"{len(values)} {_MANY[key]}")
     head = " ".join(p for p in parts[:2] if p)
     return ", ".join(p for p in [head, *parts[2:]] if p)
 

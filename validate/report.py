@@ -4,11 +4,26 @@ from __future__ import annotations
 
 import math
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from tierlab.validate.compare import Row
+from tierlab.validate.plot_style import add_footer, footer_lines, scenario_line
 
 PHASES = ("forward_s", "backward_s", "optimizer_s")
+METRIC_NAMES = {"step_time_s": "steady step time", "first_step_time_s": "step 1 time",
+                "forward_s": "forward time", "backward_s": "backward time",
+                "optimizer_s": "optimizer time", "gpu_peak_allocated_bytes": "GPU peak allocated",
+                "host_rss_bytes": "host RSS peak", "swap_bytes": "swap-folder bytes"}
+"""What the figures call each metric of validate/compare.py."""
+
+
+def _footer(fig, scenarios: Mapping[str, dict] | None) -> float:
+    """The runs' scenarios in one line (fields that differ joined) under the axes; returns the
+    figure fraction it takes (for tight_layout's rect)."""
+    text = scenario_line(list((scenarios or {}).values()), varying="join")
+    lines = footer_lines(text, fig)
+    add_footer(fig, text)
+    return (0.15 * lines + 0.06) / fig.get_figheight() if lines else 0.0
 
 
 def _figure(*args, **kwargs):
@@ -38,8 +53,11 @@ def label_heights(ys: Sequence[float], lo: float, hi: float, gap_frac: float = 0
     return [math.exp(v) for v in out]
 
 
-def scatter_figure(rows: Sequence[Row], metric: str = "step_time_s", band_pct: float = 10.0):
-    """Predicted vs measured, one point a case, log-log, y = x and ±band lines."""
+def scatter_figure(rows: Sequence[Row], metric: str = "step_time_s", band_pct: float = 10.0,
+                   scenarios: Mapping[str, dict] | None = None):
+    """Predicted vs measured, one point a case, log-log, y = x and ±band lines; points within
+    the band blue, outside red (both in the legend); `scenarios` (Validation.scenarios): the
+    runs' scenarios, named in a footer."""
     pts = [(r.measured, r.predicted, r.case) for r in rows
            if r.metric == metric and r.measured and r.predicted]
     fig, ax = _figure(figsize=(7, 6))
@@ -52,8 +70,13 @@ def scatter_figure(rows: Sequence[Row], metric: str = "step_time_s", band_pct: f
     f = band_pct / 100.0
     ax.fill_between([lo, hi], [lo * (1 - f), hi * (1 - f)], [lo * (1 + f), hi * (1 + f)],
                     color="tab:green", alpha=0.15, label=f"±{band_pct:.0f}%")
-    for m, p, _ in pts:
-        ax.scatter(m, p, color="tab:blue" if abs(p - m) <= f * m else "tab:red", zorder=3)
+    inside = [abs(p - m) <= f * m for m, p, _ in pts]
+    for ok, colour, name in ((True, "tab:blue", f"run within ±{band_pct:.0f}%"),
+                             (False, "tab:red", f"run outside ±{band_pct:.0f}%")):
+        xs = [m for (m, _, _), i in zip(pts, inside) if i == ok]
+        if xs:
+            ax.scatter(xs, [p for (_, p, _), i in zip(pts, inside) if i == ok], color=colour,
+                       zorder=3, label=name)
     order = sorted(pts, key=lambda t: t[1])
     for (m, p, case), y in zip(order, label_heights([p for _, p, _ in order], lo, hi)):
         moved = abs(math.log(y / p)) > 1e-9
@@ -71,19 +94,21 @@ def scatter_figure(rows: Sequence[Row], metric: str = "step_time_s", band_pct: f
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
     unit = "s" if metric.endswith("_s") else "bytes"
-    ax.set_xlabel(f"measured {metric} ({unit})")
-    ax.set_ylabel(f"predicted {metric} ({unit})")
-    ax.set_title(f"tierlab validation: {metric}, predicted vs measured ({len(pts)} runs)")
-    ax.legend(loc="upper left")
+    name = METRIC_NAMES.get(metric, metric)
+    ax.set_xlabel(f"measured {name} ({unit})")
+    ax.set_ylabel(f"predicted {name} ({unit})")
+    ax.set_title(f"tierlab validation: {name}, predicted vs measured ({len(pts)} runs)")
+    ax.legend(loc="upper left", fontsize=8.5)
     ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, _footer(fig, scenarios), 1, 1))
     return fig
 
 
-def phase_bars_figure(rows: Sequence[Row]):
-    """Per case, forward/backward/optimizer seconds: measured (solid) next to predicted (hatched)."""
+def phase_bars_figure(rows: Sequence[Row], scenarios: Mapping[str, dict] | None = None):
+    """Per case, forward/backward/optimizer seconds: measured (solid) next to predicted
+    (hatched); the legend beside the axes (never over a bar), the runs' scenarios below."""
     cases = sorted({r.case for r in rows if r.metric in PHASES and r.measured})
-    fig, ax = _figure(figsize=(max(7, 1.1 * len(cases) + 2), 5))
+    fig, ax = _figure(figsize=(max(7, 1.1 * len(cases) + 2) + 2.2, 5.3))
     if not cases:
         ax.text(0.5, 0.5, "no phase times measured (run with --breakdown)", ha="center",
                 transform=ax.transAxes)
@@ -105,11 +130,12 @@ def phase_bars_figure(rows: Sequence[Row]):
                 bottom += v
     ax.set_xticks(range(len(cases)))
     ax.set_xticklabels(cases, rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("seconds per step")
+    ax.set_ylabel("time per step (s)")
     ax.set_title("Phase times per run: measured (solid) vs predicted (hatched)")
-    ax.legend(fontsize=8, ncol=2)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
+              title="phase (side)", title_fontsize=8)
     ax.grid(True, axis="y", alpha=0.3)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, _footer(fig, scenarios), 1, 1))
     return fig
 
 

@@ -72,8 +72,10 @@ def run_validation(cases: Sequence[str | Path], software: Any = DEFAULT_SOFTWARE
         write_json(out_dir / "summary.json", report.summary)
         write_json(out_dir / "split.json", report.split)
         files += [out_dir / "validate.csv", out_dir / "summary.json", out_dir / "split.json"]
-        files += save(scatter_figure(report.rows), out_dir / "scatter.png")
-        files += save(phase_bars_figure(report.rows), out_dir / "phases.png")
+        files += save(scatter_figure(report.rows, scenarios=report.scenarios),
+                      out_dir / "scatter.png")
+        files += save(phase_bars_figure(report.rows, scenarios=report.scenarios),
+                      out_dir / "phases.png")
     covered = coverage(cases, sw, hardware=hardware)
     ranges = summarize_coverage(covered)
     if out is not None:
