@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 
 from tierlab import bounds
 from tierlab.errors import ConfigError
+from tierlab.profiles.hf_build import windows_of_types
 
 
 class _Cfg:
@@ -100,11 +101,6 @@ def _every_layer(c: _Cfg, window: int | None) -> tuple[int, ...]:
     return (window,) * _n_layers(c) if window else ()
 
 
-LAYER_TYPE_KEYS = {"full_attention": None, "sliding_attention": "sliding_window",
-                   "chunked_attention": "attention_chunk_size"}
-"""transformers' `layer_types` entries tierlab times -> the config key holding their window."""
-
-
 def _typed_layers(c: _Cfg, default: list[str], windows: Mapping[str, int | None]) -> tuple[int, ...]:
     """Windows per block from `layer_types` (the file's, else the config class's `default`):
     the modeling file gives a `sliding_attention` layer `config.sliding_window` and its mask
@@ -116,17 +112,7 @@ def _typed_layers(c: _Cfg, default: list[str], windows: Mapping[str, int | None]
             any(not isinstance(t, str) for t in types):
         raise ConfigError(f"{c.where}: layer_types must list one type per layer "
                           f"(num_hidden_layers), got {types!r}")
-    out = []
-    for t in types:
-        if t not in LAYER_TYPE_KEYS:
-            raise ConfigError(f"{c.where}: layer_types: {t!r} is not modelled (tierlab times "
-                              f"{', '.join(LAYER_TYPE_KEYS)})")
-        key = LAYER_TYPE_KEYS[t]
-        if key is not None and windows.get(key) is None:
-            raise ConfigError(f"{c.where}: layer_types lists {t!r} layers but {key} is not set "
-                              "(transformers cannot build their mask)")
-        out.append(windows[key] if key else 0)
-    return tuple(out) if any(out) else ()
+    return windows_of_types(types, windows.get, c.where)
 
 
 def _qwen_windows(c: _Cfg) -> tuple[int, ...]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import warnings
 from contextlib import contextmanager
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from tierlab import bounds
 from tierlab.errors import ConfigError
@@ -144,44 +144,51 @@ def notes(data: Mapping, where: str) -> tuple[str, ...]:
 
 WINDOW_KEYS = {"full_attention": None, "sliding_attention": "sliding_window",
                "chunked_attention": "attention_chunk_size"}
-"""transformers' `layer_types` entries tierlab times -> the config attribute of their window
+"""transformers' `layer_types` entries tierlab times -> the config key of their window
 (masking_utils.py: create_causal_mask, create_sliding_window_causal_mask,
 create_chunked_causal_mask)."""
 
 
-def attention_windows(config: Any, where: str) -> tuple[int, ...]:
-    """Model.attention_windows of transformers' config object, as its modeling file masks:
-    - `layer_types` (the config class fills it in `__post_init__`: Gemma 3's
-      sliding_window_pattern, gpt-oss's alternation, Llama 4's no_rope_layers -> chunked): a
-      `sliding_attention` layer attends `sliding_window` keys
-      (`sliding_window_overlay`: kv_idx > q_idx - sliding_window), a `chunked_attention` one
-      its chunk of `attention_chunk_size` (`chunked_overlay`), a `full_attention` one all;
-    - without `layer_types`, a set `sliding_window` slides every layer (modeling_mistral.py and
-      its copies: create_sliding_window_causal_mask unless config.sliding_window is None);
-    - Gemma 3's bidirectional window (`use_bidirectional_attention`, modeling_gemma3.py
-      `_bidirectional_window_overlay`: |q_idx - kv_idx| < sliding_window) spans 2 w - 1 keys.
-    A window out of bounds.ATTENTION_WINDOW or another layer type: one ConfigError line."""
-    n = config.num_hidden_layers
-    types = getattr(config, "layer_types", None)
-    if not types:
-        types = ["sliding_attention" if getattr(config, "sliding_window", None) else
-                 "full_attention"] * n
+def windows_of_types(types: list, get: Callable[[str], Any], where: str, *,
+                     bidirectional: bool = False) -> tuple[int, ...]:
+    """Model.attention_windows of a list of layer types, `get(key)` the config's window keys:
+    a `sliding_attention` layer attends `sliding_window` keys (masking_utils.py
+    `sliding_window_overlay`: kv_idx > q_idx - sliding_window), a `chunked_attention` one its
+    chunk of `attention_chunk_size` (`chunked_overlay`), a `full_attention` one all (0);
+    `bidirectional`: Gemma 3's window (modeling_gemma3.py `_bidirectional_window_overlay`:
+    |q_idx - kv_idx| < sliding_window) spans 2 w - 1 keys. Another type, a missing window or
+    one out of bounds.ATTENTION_WINDOW: one ConfigError line naming the key."""
     out = []
     for t in types:
         if t not in WINDOW_KEYS:
-            raise ConfigError(f"{where}: layer_types: {t!r} layers are not modelled (tierlab "
-                              f"times {', '.join(WINDOW_KEYS)})")
+            raise ConfigError(f"{where}: layer_types: {t!r} is not modelled (tierlab times "
+                              f"{', '.join(WINDOW_KEYS)})")
         key = WINDOW_KEYS[t]
         if key is None:
             out.append(0)
             continue
-        window = int(bounds.check(getattr(config, key, None), bounds.ATTENTION_WINDOW,
-                                  f"{where}: {key}"))
-        if t == "sliding_attention" and config.model_type == "gemma3_text" and \
-                getattr(config, "use_bidirectional_attention", False):
-            window = 2 * window - 1
-        out.append(window)
+        if get(key) is None:
+            raise ConfigError(f"{where}: layer_types lists {t!r} layers but {key} is not set "
+                              "(transformers cannot build their mask)")
+        window = int(bounds.check(get(key), bounds.ATTENTION_WINDOW, f"{where}: {key}"))
+        out.append(2 * window - 1 if bidirectional and t == "sliding_attention" else window)
     return tuple(out) if any(out) else ()
+
+
+def attention_windows(config: Any, where: str) -> tuple[int, ...]:
+    """Model.attention_windows of transformers' config object, as its modeling file masks:
+    its `layer_types` (the config class fills them in `__post_init__`: Gemma 3's
+    sliding_window_pattern, gpt-oss's alternation, Llama 4's no_rope_layers -> chunked), else
+    a set `sliding_window` in every layer (modeling_mistral.py and its copies:
+    create_sliding_window_causal_mask unless config.sliding_window is None)."""
+    types = getattr(config, "layer_types", None)
+    if not types:
+        types = ["sliding_attention" if getattr(config, "sliding_window", None) else
+                 "full_attention"] * config.num_hidden_layers
+    bidirectional = config.model_type == "gemma3_text" and \
+        bool(getattr(config, "use_bidirectional_attention", False))
+    return windows_of_types(types, lambda key: getattr(config, key, None), where,
+                            bidirectional=bidirectional)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -369,18 +376,20 @@ RECURRENT = ("mamba", "mixer", "delta", "linear_attn", "linearattention", "light
 """Words in a block's child names or classes that mark a linear-attention or state-space layer."""
 
 
-def missing_layers(read: list[dict]) -> list[str]:
-    """The blocks without the attention + MLP tierlab models, named by their children."""
+def missing_layers(read: list[dict], total: int | None = None) -> list[str]:
+    """The blocks without the attention + MLP tierlab models, named by their children (`total`:
+    the model's blocks, where `read` holds only those read)."""
     missing = [l for l in read if l["attn"] is None]
     if not missing:
         return []
     kids = sorted({o for l in missing for o in l["other"]})
     text = " ".join(kids).lower()
     why = ("linear-attention/Mamba layers" if any(w in text for w in RECURRENT) else
+           "short-convolution layers" if "shortconv" in text else
            "encoder-decoder cross-attention" if "encoder_attn" in text else
            "a block layout tierlab does not read")
-    return [f"{len(missing)} of {len(read)} layers have no attention and MLP tierlab models: "
-            f"{', '.join(kids)} ({why})"]
+    return [f"{len(missing)} of {total or len(read)} layers have no attention and MLP tierlab "
+            f"models: {', '.join(kids)} ({why})"]
 
 
 def outside_blocks(model: Any, layers: Any, *read: Any) -> tuple[list, list[str]]:
@@ -411,7 +420,14 @@ def built_fields(model: Any, config: Any) -> tuple[dict, list[str], bool]:
     emb, out = model.get_input_embeddings(), model.get_output_embeddings()
     vocab, hidden = emb.weight.shape
     layers = decoder_layers(model, config.num_hidden_layers)
-    read = [layer_fields(l, config, hidden) for l in layers]
+    read, unread = [], set()
+    for layer in layers:        # every block looked at: one line names all that is not modelled
+        try:
+            read.append(layer_fields(layer, config, hidden))
+        except Unmodelled as e:     # Qwen3.5: gated attention beside linear-attention blocks
+            unread.add(str(e))
+    if unread:
+        raise Unmodelled("; ".join(missing_layers(read, len(layers)) + sorted(unread)))
     problems = missing_layers(read)
     problems += sorted({f"{o} in the blocks" for l in read if l["attn"] for o in l["other"]})
     attn_layers = [l for l in read if l["attn"] is not None]
@@ -431,14 +447,15 @@ def built_fields(model: Any, config: Any) -> tuple[dict, list[str], bool]:
 
 def transformers_counts(model: Any, config: Any) -> tuple[int, int]:
     """transformers' (total, active) parameters: active counts each MoE layer's routed experts
-    top-k of n (the layer's `experts` module)."""
+    top-k of n (the layer's `experts` module, its matrices and biases: an idle expert's bias is
+    not used either; gpt-oss)."""
     total = sum(p.numel() for p in model.parameters())
     idle = 0
     for name, experts in model.named_modules():
         if name.rsplit(".", 1)[-1] == "experts":
             n = n_experts(experts)
             k = experts_per_token(config) or n
-            idle += sum(p.numel() for p in _matrices(experts).values()) * (n - k) // n
+            idle += sum(p.numel() for p in experts.parameters()) * (n - k) // n
     return total, total - idle
 
 
