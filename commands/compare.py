@@ -53,7 +53,8 @@ def compare(ctx, variants, uncapped_baseline, timeout_s, budget_s, out_dir, over
     out_dir = out_dir or str(free_folder(f"runs/compare-{_time.strftime('%Y%m%d-%H%M%S')}"))
     writable(out_dir, "--out", folder=True)
     require("torch", "deepspeed", "transformers", "psutil", what="tierlab compare")
-    from tierlab.runner.compare import figure, format_table, rows_to_csv, run_comparison
+    from tierlab.runner.compare import format_table, rows_to_csv, run_comparison, variant_records
+    from tierlab.validate.plot_compare import compare_figure
     from tierlab.runner.variants import RunnerOptions, comparison_title, plan_variants
 
     cap = kw["gpu_mem_cap"]
@@ -74,7 +75,8 @@ def compare(ctx, variants, uncapped_baseline, timeout_s, budget_s, out_dir, over
     out = Path(out_dir)
     write_text(out / "compare.csv", rows_to_csv(rows))      # runner.compare.TABLE_FILES
     write_json(out / "compare.json", rows)
-    save_figure(figure(rows, title=comparison_title(planned, bool(cap))), out / "compare.png")
+    save_figure(compare_figure(rows, title=comparison_title(planned, bool(cap)),
+                               runs=variant_records(planned)), out / "compare.png")
     click.echo(f"wrote {out / 'compare.csv'}, {out / 'compare.json'}")
     if signum is not None:
         interrupted(signum, "the rows above are kept")

@@ -1,4 +1,4 @@
-"""`tierlab plot`: where the time and bytes go (bottleneck, timeline, memory, sweep)."""
+"""`tierlab plot`: where the time and bytes go (bottleneck, timeline, memory, sweep, loss)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,7 +12,7 @@ from tierlab.commands.options import (builtin_configs, gpu_mem_cap_option, quiet
                                       scenario_options)
 from tierlab.errors import ConfigError
 
-PLOT_KINDS = ("bottleneck", "timeline", "memory", "sweep")
+PLOT_KINDS = ("bottleneck", "timeline", "memory", "sweep", "loss")
 
 
 @click.command(epilog=epilog("plot"))
@@ -27,7 +27,8 @@ PLOT_KINDS = ("bottleneck", "timeline", "memory", "sweep")
               help="timeline: a measured run (Measurement JSON, JSONL, a samples CSV, or its "
                    "folder); its sampled GPU utilisation and PCIe/disk throughput are drawn "
                    "under the simulation of the scenario it ran (-H: its hardware, default the "
-                   "profile its folder's validate.yaml names).")
+                   "profile its folder's validate.yaml names). loss: a run folder or a folder "
+                   "of runs (a `compare --out`).")
 @click.option("--results", default=None, metavar="FILE",
               help="sweep: a results file (.csv/.parquet) written by `tierlab sweep --out`.")
 @click.option("--x", "x_key", default=None, metavar="KEY",
@@ -43,13 +44,14 @@ PLOT_KINDS = ("bottleneck", "timeline", "memory", "sweep")
 @click.pass_context
 def plot(ctx, kind, compare, gpu_mem_cap, measurement, results, x_key, by, title, out, quiet,
          **kw):
-    """Plot where the time and bytes go: bottleneck, timeline, memory or sweep.
+    """Plot where the time and bytes go: bottleneck, timeline, memory, sweep or loss.
 
     \b
     bottleneck  stacked exposed time per resource per config, step time and roofline marked
     timeline    Gantt lanes per resource for one simulated step (+ measured samples)
     memory      bytes per tier (GPU, pinned/pageable host, NVMe) against capacity
-    sweep       step time and tokens/s along a swept key (needs --results)"""
+    sweep       step time and tokens/s along a swept key (needs --results)
+    loss        measured training loss per step, one line per run (needs --measurement)"""
     from tierlab.validate import plots
     from tierlab.validate.plot_style import image_targets
     from tierlab.validate.plot_sweep import sweep_figure
@@ -67,6 +69,14 @@ def plot(ctx, kind, compare, gpu_mem_cap, measurement, results, x_key, by, title
         if df.empty:
             raise ConfigError(f"{results}: no such file or no rows")
         save_figure(sweep_figure(df, x_key, by, title), out)
+        return
+    if kind == "loss":
+        from tierlab.validate.plot_loss import loss_figure, read_runs
+
+        if not measurement:
+            raise ConfigError("plot loss needs --measurement DIR (a run folder, or the --out "
+                              "folder of `tierlab compare`)")
+        save_figure(loss_figure(read_runs(measurement), title=title), out)
         return
     if kind == "timeline" and measurement:
         return _measured_timeline(ctx, measurement, gpu_mem_cap, title, quiet, out, kw)

@@ -28,7 +28,7 @@ TABLE_FILES = ("compare.csv", "compare.json", "compare.png")
 
 COLUMNS = ["variant", "status", "gpu_mem_cap_GiB", "gpu_peak_allocated_GiB",
            "gpu_peak_reserved_GiB", "step_time_s", "step_time_iqr_s", "tokens_per_s", "loss_last",
-           "host_rss_peak_GiB", "swap_GiB", "disk_read_GB_per_step", "disk_written_GB_per_step",
+           "host_rss_peak_GiB", "swap_GiB", "disk_read_GiB_per_step", "disk_written_GiB_per_step",
            "steps", "reason", "warnings"]
 
 
@@ -203,8 +203,8 @@ def row(label: str, m: Measurement) -> dict:
             "tokens_per_s": _r(s.get("tokens_per_s"), 1), "loss_last": _r(s.get("loss_last")),
             "host_rss_peak_GiB": _g(s.get("peak_host_rss_bytes"), GiB),
             "swap_GiB": _g(s.get("peak_swap_bytes"), GiB),
-            "disk_read_GB_per_step": _g(s.get("disk_read_bytes_per_step"), 1e9),
-            "disk_written_GB_per_step": _g(s.get("disk_written_bytes_per_step"), 1e9),
+            "disk_read_GiB_per_step": _g(s.get("disk_read_bytes_per_step"), GiB),
+            "disk_written_GiB_per_step": _g(s.get("disk_written_bytes_per_step"), GiB),
             "steps": s.get("steps_total", len(m.steps)), "reason": m.reason,
             "warnings": _warnings(m)}
 
@@ -232,12 +232,12 @@ def rows_to_csv(rows: list[dict]) -> str:
 
 
 def format_table(rows: list[dict]) -> str:
-    """A fixed-width text table (GiB and GB written out)."""
+    """A fixed-width text table (every size in GiB, written out)."""
     cols = [("variant", 14), ("status", 18), ("gpu_peak_allocated_GiB", 10),
             ("gpu_peak_reserved_GiB", 10), ("step_time_s", 9), ("tokens_per_s", 10),
-            ("loss_last", 8), ("host_rss_peak_GiB", 9), ("disk_written_GB_per_step", 10)]
+            ("loss_last", 8), ("host_rss_peak_GiB", 9), ("disk_written_GiB_per_step", 10)]
     heads = ["variant", "status", "GPU alloc GiB", "GPU resv GiB", "step s", "tokens/s", "loss",
-             "RSS GiB", "disk W GB/step"]
+             "RSS GiB", "disk W GiB/step"]
     lines = ["  ".join(h[:w].ljust(w) for h, (_, w) in zip(heads, cols))]
     for r in rows:
         status = r["status"] + ("!" if r.get("warnings") else "")
@@ -248,33 +248,14 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def figure(rows: list[dict], title: str = ""):
-    """A bar chart (GPU peak reserved, step time, tokens/s per variant); failed variants are
-    drawn as empty hatched bars labelled with their status. Returns a matplotlib Figure."""
-    from matplotlib.figure import Figure     # not pyplot: nothing global stays open
-
-    metrics = [("gpu_peak_reserved_GiB", "GPU peak reserved (GiB)"),
-               ("step_time_s", "step time, median (s)"), ("tokens_per_s", "tokens/s")]
-    fig = Figure(figsize=(4.2 * len(metrics), 3.8))
-    axes = fig.subplots(1, len(metrics))
-    labels = [r["variant"] for r in rows]
-    for ax, (key, name) in zip(axes, metrics):
-        vals = [r.get(key) or 0 for r in rows]
-        ok = [r["status"] == "ok" for r in rows]
-        bars = ax.bar(labels, vals, color=["tab:blue" if o else "white" for o in ok],
-                      edgecolor="black", hatch=None)
-        for b, o, r in zip(bars, ok, rows):
-            if not o:
-                b.set_hatch("//")
-                ax.text(b.get_x() + b.get_width() / 2, 0, r["status"], rotation=90,
-                        ha="center", va="bottom", fontsize=8)
-        caps = [r["gpu_mem_cap_GiB"] for r in rows if r.get("gpu_mem_cap_GiB")]
-        if key == "gpu_peak_reserved_GiB" and caps:
-            ax.axhline(caps[0], color="tab:red", ls="--", lw=1, label="cap")
-        ax.set_title(name, fontsize=10)
-        ax.tick_params(axis="x", labelrotation=30, labelsize=8)
-    if title:
-        fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
-    return fig
-
+def variant_records(planned: Iterable[Planned]) -> list[tuple[str, Measurement]]:
+    """(label, Measurement) of each planned variant whose record is on disk (for the figure's
+    loss panel); a variant skipped or refused by its pre-flight has none."""
+    out = []
+    for p in planned:
+        if (Path(p.spec.out_dir) / MEASUREMENT_FILE).is_file():
+            try:
+                out.append((p.label, load_measurement(p.spec.out_dir)))
+            except (OSError, ValueError):
+                continue
+    return out

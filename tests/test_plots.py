@@ -232,7 +232,7 @@ def test_figures_are_made_without_pyplot_so_none_stays_open():
     suite) does not pile them up."""
     import matplotlib.pyplot as plt
 
-    from tierlab.runner.compare import figure
+    from tierlab.validate.plot_compare import compare_figure as figure
     from tierlab.validate.report import _figure
 
     before = set(plt.get_fignums())

@@ -102,6 +102,18 @@ def scenario_line(scenarios: Sequence[Mapping[str, Any]] | Mapping[str, Any],
     return ", ".join(p for p in [head, *parts[2:]] if p)
 
 
+def where_text(scenarios: Sequence[Mapping[str, Any]]) -> str:
+    """'TinyLlama-1.1B on workstation-rtx3070 (1 node x 1 GPU)' for a title, when every scenario
+    has that model and hardware; '' otherwise."""
+    scs = [s for s in scenarios if s]
+    first = _fields(scs[0]) if scs else {}
+    if not first.get("model") or not first.get("hardware") or any(
+            (f["model"], f["hardware"]) != (first["model"], first["hardware"])
+            for f in map(_fields, scs)):
+        return ""
+    return f"{first['model']} {first['hardware']}"
+
+
 def add_footer(fig: Figure, text: str, y: float = 0.005) -> None:
     """The scenario line, small and grey, at the figure's bottom left (wrapped to the width)."""
     if text:

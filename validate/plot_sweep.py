@@ -6,7 +6,7 @@ from typing import Sequence
 from matplotlib.figure import Figure
 
 from tierlab.validate.plot_style import (BOTTLENECK_MARKERS, FIG_DPI, add_footer, footer_lines,
-                                         gpus_text, resource_style, scenario_line)
+                                         resource_style, scenario_line, where_text)
 
 
 def vary_columns(df) -> list[str]:
@@ -122,23 +122,15 @@ def sweep(df, x: str, *, by: str | Sequence[str] | None = None, title: str | Non
         bbox_to_anchor=(1.02, 1.0), frameon=False,
         title=key_name(by[0]) if len(by) == 1 else None, title_fontsize=8, alignment="left")
     scs = row_scenarios(ok)
-    fig.suptitle(title or f"{_where(scs)}step time and throughput vs {_short_name(x)}",
+    where = where_text(scs)
+    fig.suptitle(title or f"{where + ': ' if where else ''}step time and throughput vs "
+                 f"{_short_name(x)}",
                  fontsize=11)
     footer = scenario_line(scs)
     lines = footer_lines(footer, fig)
     add_footer(fig, footer)
     fig.tight_layout(rect=(0, (0.15 * lines + 0.06) / fig.get_figheight() if lines else 0, 1, 1))
     return fig
-
-
-def _where(scs: list[dict]) -> str:
-    """'TinyLlama-1.1B on workstation-rtx3070 (1 GPU): ' when the rows share model and hardware."""
-    models = {sc.get("model") for sc in scs}
-    hws = {(sc.get("hardware"), gpus_text(sc)) for sc in scs}
-    if len(models) != 1 or len(hws) != 1 or not scs[0].get("model"):
-        return ""
-    (hw, gpus), = hws
-    return f"{scs[0]['model']} on {hw} ({gpus}): "
 
 
 def _short_name(key: str) -> str:

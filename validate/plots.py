@@ -21,8 +21,8 @@ from matplotlib.patches import Patch
 
 from tierlab.units import GiB
 from tierlab.validate.plot_style import (FIG_DPI, PHASE_COLOURS, RESOURCE_STYLE, add_footer,
-                                         footer_lines, gpus_text, resource_style, save,
-                                         scenario_line, wrap_title, zero_text)
+                                         footer_lines, resource_style, save, scenario_line,
+                                         where_text, wrap_title, zero_text)
 from tierlab.validate.plot_sweep import sweep, vary_columns
 
 __all__ = ["bottleneck", "timeline", "memory", "sweep", "save", "vary_columns"]
@@ -51,15 +51,6 @@ def _time_unit(seconds: float) -> tuple[str, float]:
 
 def _scenarios(items) -> list[dict]:
     return [dict(getattr(r, "scenario", None) or {}) for _, r in items]
-
-
-def _where(scenarios: list[dict]) -> str:
-    """'TinyLlama-1.1B on workstation-rtx3070 (1 node x 1 GPU)' for a default title."""
-    sc = scenarios[0] if scenarios else {}
-    if not sc.get("model") or any(s.get("model") != sc["model"] or
-                                  s.get("hardware") != sc.get("hardware") for s in scenarios):
-        return ""
-    return f"{sc['model']} on {sc.get('hardware', '?')} ({gpus_text(sc)})"
 
 
 def _finish(fig: Figure, footer: str, legend: tuple | None = None, legend_rows: int = 0,
@@ -139,7 +130,7 @@ def bottleneck(results, *, title: str | None = None) -> Figure:
         labels.append("error bar: 80% range\nof the step time")
     ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8.5,
               title="exposed time on", title_fontsize=8.5, frameon=False)
-    where = _where(scs)
+    where = where_text(scs)
     ax.set_title(title or "Where the step time goes (critical path per resource)" +
                  (f"\n{where}" if where else ""), fontsize=11)
     _finish(fig, scenario_line(scs))
@@ -234,7 +225,7 @@ def timeline(result, measurement=None, *, title: str | None = None,
             va="center", fontsize=8, clip_on=True)
     ax.set_xlim(0, max(step, (series["t_max"] * k) if series else 0.0) * 1.07)
     sc = dict(getattr(result, "scenario", None) or {})
-    where = _where([sc]) if sc else ""
+    where = where_text([sc]) if sc else ""
     ax.set_title(title or "One simulated optimizer step: what each resource does when" +
                  (f"\n{where}, {zero_text(sc)}" if where and zero_text(sc) else ""), fontsize=11)
     ax.grid(axis="x", alpha=0.3)
@@ -375,7 +366,7 @@ def memory(plans, *, title: str | None = None) -> Figure:
         ax.set_ylabel("GiB (2³⁰ bytes)" if tier == "gpu" else "GiB", fontsize=9)
         ax.grid(axis="y", alpha=0.3)
         ax.set_axisbelow(True)
-    where = _where(scs)
+    where = where_text(scs)
     fig.suptitle(title or "Memory per tier against capacity (dashed: capacity)" +
                  (f": {where}" if where else ""), fontsize=11)
     _finish(fig, scenario_line(scs), legend=(list(legend.values()), list(legend.keys()),
