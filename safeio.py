@@ -330,14 +330,24 @@ def check_not_input(out: str | Path | None, inputs, what: str = "--out") -> None
     destroy what it was computed from."""
     if out is None or not str(out).strip():
         return
-    target = Path(out).expanduser().resolve()
+    target = _resolved(out, what)
     for given in inputs:
         if given is None or not str(given).strip() or not os.path.lexists(given):
             continue
-        source = Path(given).expanduser().resolve()
+        source = _resolved(given, "input")
         if target == source or (source.is_dir() and source in target.parents):
             raise ConfigError(f"{what} {out}: is also an input ({given}); writing it would "
                               "overwrite what it is computed from: choose another path")
+
+
+def _resolved(path: str | Path, what: str) -> Path:
+    """`path` made absolute with its links followed; a link loop (pathlib: RuntimeError) or a
+    name the system refuses is a ConfigError naming it."""
+    try:
+        return Path(path).expanduser().resolve()
+    except (OSError, RuntimeError) as e:
+        why = _why(e) if isinstance(e, OSError) else "a loop of symbolic links"
+        raise ConfigError(f"{what} {path}: {why}") from None
 
 
 @contextlib.contextmanager

@@ -3,6 +3,7 @@ checked before the long work, figures saved, progress bars and SIGTERM raised as
 from __future__ import annotations
 
 import contextlib
+import errno
 import math
 import signal
 import sys
@@ -20,6 +21,12 @@ SCENARIO_KEYS = ("model", "hardware", "ds_config", "overrides", "gpus", "nodes",
 """The scenario options' parameter names, as tierlab.scenario.resolve takes them."""
 
 
+PATH_ERRNOS = {errno.ENAMETOOLONG, errno.ELOOP, errno.ENOTDIR, errno.EACCES, errno.EPERM,
+               errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EISDIR, errno.ENXIO}
+"""OSErrors about a path the user named (pathlib's exists() and is_file() raise these, where they
+return False for a missing file): one line naming the path, exit 2, wherever they are raised."""
+
+
 class TierlabGroup(click.Group):
     """Turns ConfigError (and click's own usage errors) into one line and exit code 2."""
 
@@ -32,6 +39,11 @@ class TierlabGroup(click.Group):
         except click.UsageError as e:      # a bad option value: one line too, still exit 2
             where = f"{e.ctx.command_path}: " if e.ctx is not None else ""
             click.echo(f"error: {where}{e.format_message()}", err=True)
+            ctx.exit(2)
+        except OSError as e:      # a path the system refuses (a 300-char name, a symlink loop)
+            if e.filename is None or e.errno not in PATH_ERRNOS:
+                raise
+            click.echo(f"error: {e.filename}: {e.strerror or type(e).__name__}", err=True)
             ctx.exit(2)
 
 
