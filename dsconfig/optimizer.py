@@ -118,8 +118,10 @@ def judge(cfg: Mapping[str, Any], zero_stage: int, offload_device: str) -> list[
                       "refuses unless zero_allow_untested_optimizer is true (engine.py:2298)"]
     if b.cls not in MODELLED or offloaded and b.cls.startswith("torch.optim."):
         where = " on the host (offload_optimizer)" if offloaded else ""
+        # torch's Adam on the host (params.torch_adam): already Adam, the switch is the fix
+        fix = ("set optimizer.params.torch_adam false (DeepSpeedCPUAdam) to simulate"
+               if b.name in ("adam", "adamw") else "use Adam or AdamW to simulate")
         out.append(f"optimizer.type={raw!r}: DeepSpeed 0.19.8 builds {b.cls}{where} "
                    f"({b.fp32_states} fp32 state(s) per parameter), but tierlab times and sizes "
-                   "only Adam's step (FusedAdam, DeepSpeedCPUAdam: 2 states); use Adam or AdamW "
-                   "to simulate")
+                   f"only Adam's step (FusedAdam, DeepSpeedCPUAdam: 2 states); {fix}")
     return out

@@ -424,13 +424,18 @@ class Model:
 
     @property
     def active_params(self) -> int:
-        """Parameters one token uses: routed experts counted top-k of n (= n_params if dense)."""
+        """Parameters one token uses: routed experts, matrices and biases, counted top-k of n
+        (= n_params if dense; gpt-oss-120b: 5.13e9 besides its 0.58e9 embedding, as the gpt-oss
+        model card, arXiv:2508.10925 table 1, gives it)."""
         if self.moe is None:
             return self.n_params
         m = self.moe
         idle = (m.n_experts - m.experts_per_token) / m.n_experts
-        expert = sum(i * o for name, (i, o) in self.layer_matrices(self._first_moe()).items()
+        first = self._first_moe()
+        expert = sum(i * o for name, (i, o) in self.layer_matrices(first).items()
                      if name.startswith("experts."))
+        expert += sum(n for name, n in self.layer_small_params(first).items()
+                      if name.startswith("experts."))
         moe_layers = sum(n for rep, n in self.layer_groups() if self.is_moe_layer(rep))
         return int(round(self.n_params - moe_layers * idle * expert))
 

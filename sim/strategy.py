@@ -17,6 +17,7 @@ from typing import Any, Literal, Mapping, get_args
 from tierlab import bounds
 from tierlab.errors import ConfigError
 from tierlab.safeio import first_non_finite
+from tierlab.dsconfig import data_efficiency as ds_data_efficiency
 from tierlab.dsconfig import optimizer as ds_optimizer
 from tierlab.dsconfig import parallel as ds_parallel
 from tierlab.dsconfig.read import HJSON_ONLY, TOP_LEVEL_KEYS
@@ -545,9 +546,11 @@ def parse_ds_config(cfg: Mapping[str, Any], flags: Flags = Flags(),
 
 def _refuse_unmodelled(cfg: Mapping[str, Any], zero: Zero, where: str) -> None:
     """The optimizer DeepSpeed refuses or tierlab does not time (dsconfig/optimizer.py) and the
-    parallelism beyond ZeRO data parallelism (dsconfig/parallel.py): every one in one line."""
+    parallelism beyond ZeRO data parallelism (dsconfig/parallel.py), the data-efficiency features
+    that change the work of a step (dsconfig/data_efficiency.py): every one in one line."""
     device = zero.offload_optimizer.device if zero.stage >= 1 else "none"
-    problems = (ds_optimizer.judge(cfg, zero.stage, device) + ds_parallel.refusals(cfg))
+    problems = (ds_optimizer.judge(cfg, zero.stage, device) + ds_parallel.refusals(cfg)
+                + ds_data_efficiency.refusals(cfg))
     if problems:
         raise ConfigError(f"{where}: " + "; ".join(problems))
 

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests._dshelp import hf_filled
+
 from tierlab.errors import ConfigError
 from tierlab.dsconfig.read import load_ds_config
 from tierlab.dsconfig import read as ds_read
@@ -45,30 +47,6 @@ def test_corpus_verdict(name, prefer):
     assert _verdict(cfg, prefer) == ORIGINS[name]["verdict"]
 
 
-def _hf_filled(cfg: dict, gpus: int) -> dict:
-    """The dict the HF Trainer hands DeepSpeed: "auto" filled (batch 8 per GPU, no fp16/bf16
-    flag, max_grad_norm 1, hidden 4096)."""
-    cfg = json.loads(json.dumps(cfg))
-    for key, value in (("train_micro_batch_size_per_gpu", 8), ("gradient_accumulation_steps", 1),
-                       ("train_batch_size", 8 * gpus), ("gradient_clipping", 1.0)):
-        if cfg.get(key) == "auto":
-            cfg[key] = value
-    if "train_batch_size" not in cfg and "train_micro_batch_size_per_gpu" not in cfg:
-        cfg["train_micro_batch_size_per_gpu"] = 8
-    for block in ("fp16", "bf16"):
-        if isinstance(cfg.get(block), dict) and cfg[block].get("enabled") == "auto":
-            cfg[block]["enabled"] = False
-    zero = cfg.get("zero_optimization") or {}
-    if zero.get("reduce_bucket_size") == "auto":
-        zero["reduce_bucket_size"] = 4096 * 4096
-    if zero.get("stage") == 3:
-        for key, value in (("stage3_prefetch_bucket_size", int(0.9 * 4096 * 4096)),
-                           ("stage3_param_persistence_threshold", 40960)):
-            if zero.get(key) == "auto":
-                zero[key] = value
-    return cfg
-
-
 @pytest.mark.skipif(not HAS_DEEPSPEED, reason="needs deepspeed (pip install 'tierlab[runner]')")
 @pytest.mark.parametrize("name", sorted(ORIGINS))
 def test_corpus_verdict_is_real_deepspeeds(name, monkeypatch):
@@ -84,7 +62,7 @@ def test_corpus_verdict_is_real_deepspeeds(name, monkeypatch):
     with open(CORPUS / name) as f:
         cfg = hjson.load(f, object_pairs_hook=dict_raise_error_on_duplicate_keys)
     try:
-        dsc.DeepSpeedConfig(_hf_filled(cfg, gpus))
+        dsc.DeepSpeedConfig(hf_filled(cfg, gpus))
         verdict = "accepted"
     except Exception as e:   # noqa: BLE001 - DeepSpeed raises ValidationError, its own, asserts
         text = str(e)
