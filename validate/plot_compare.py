@@ -8,7 +8,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from matplotlib.figure import Figure
 
 from tierlab.validate.plot_loss import draw_loss, run_scenario_dict
-from tierlab.validate.plot_style import add_footer, footer_lines, scenario_line
+from tierlab.validate.plot_style import add_footer, footer_lines, scenario_line, zero_text
 
 
 def compare_figure(rows: Sequence[Mapping[str, Any]], title: str = "",
@@ -43,7 +43,9 @@ def compare_figure(rows: Sequence[Mapping[str, Any]], title: str = "",
         ax.set_title(name, fontsize=10)
         ax.set_ylabel(f"{name} ({unit})", fontsize=9)
         ax.tick_params(axis="x", labelrotation=30, labelsize=8)
-    draw_loss(axes[3], runs)
+    # the legend says what each variant is: 'zero3-nvme: ZeRO-3, params CPU, optim. NVMe'
+    draw_loss(axes[3], [(f"{label}: {zero_text(run_scenario_dict(m), short=True)}", m)
+                        for label, m in runs])
     axes[3].set_title("training loss per step (dotted: warm-up)", fontsize=10)
     if axes[3].get_legend_handles_labels()[0]:
         axes[3].legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,

@@ -54,8 +54,11 @@ def zero_text(sc: Mapping[str, Any], short: bool = False) -> str:
 
 
 def gpus_text(sc: Mapping[str, Any]) -> str:
-    """'1 node x 8 GPUs' (or 'N GPUs' where the node count is not recorded)."""
+    """'1 node x 8 GPUs' (or 'N GPUs' where the node count is not recorded: sweep rows carry the
+    world size only, sweeps/run.scenario_columns)."""
     nodes, per = sc.get("nodes"), sc.get("gpus_per_node")
+    if not (nodes and per) and int(sc.get("world_size") or 0) == 1:
+        nodes, per = 1, 1
     if nodes and per:
         return (f"{nodes} node{'s' if int(nodes) > 1 else ''} x {per} "
                 f"GPU{'s' if int(per) > 1 else ''}")

@@ -6,7 +6,7 @@ from typing import Sequence
 from matplotlib.figure import Figure
 
 from tierlab.validate.plot_style import (BOTTLENECK_MARKERS, FIG_DPI, add_footer, footer_lines,
-                                         resource_style, scenario_line, where_text)
+                                         resource_style, scenario_line, where_text, zero_text)
 
 
 def vary_columns(df) -> list[str]:
@@ -28,7 +28,8 @@ KEY_LABELS = {"micro_batch": "micro-batch (sequences per GPU)", "grad_accum":
 
 # sweep row column -> SimResult.scenario key (what plot_style.scenario_line reads)
 _ROW_SCENARIO = {"model_name": "model", "hardware_name": "hardware", "world_size": "world_size",
-                 "nodes": "nodes", "gpus": "gpus_per_node", "stage": "zero_stage",
+                 "nodes": "nodes", "gpus": "gpus_per_node", "gpus_per_node": "gpus_per_node",
+                 "stage": "zero_stage",
                  "offload_param": "offload_param", "offload_optimizer": "offload_optimizer",
                  "micro_batch_size": "micro_batch", "grad_accum_steps": "grad_accum",
                  "seq_len": "seq_len", "precision": "precision"}
@@ -76,13 +77,18 @@ def sweep(df, x: str, *, by: str | Sequence[str] | None = None, title: str | Non
     axes = fig.subplots(1, 2)
     groups = list(ok.groupby(by, sort=False)) if by else [((), ok)]
     colours = [f"C{i % 10}" for i in range(len(groups))]
-    for (key, g), colour in zip(groups, colours):
+    zeros = [{zero_text(sc, short=True) for sc in row_scenarios(g)} for _, g in groups]
+    # lines that differ in ZeRO stage or offload say which: 'zero3-nvme (ZeRO-3, params CPU, ...)'
+    tell = len({frozenset(z) for z in zeros}) > 1 and all(len(z) == 1 for z in zeros)
+    for (key, g), colour, zero in zip(groups, colours, zeros):
         g = g.sort_values(x) if numeric else g
         xv = [v / scale for v in g[x]] if numeric else [cats.index(v) for v in g[x]]
         key = key if isinstance(key, tuple) else (key,)
         label = (_with_unit(by[0], key[0]) if len(by) == 1 else
                  ", ".join(f"{_short_name(b)} {_with_unit(b, v)}" for b, v in zip(by, key))
                  ) or _one_line_label(g)
+        if tell:
+            label += f" ({next(iter(zero))})"
         bars = _range_bars(g)
         for ax, col in zip(axes, ("step_time_s", "tokens_per_s")):
             ax.plot(xv, list(g[col]), color=colour, lw=1.4, label=label, zorder=2)

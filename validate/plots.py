@@ -363,7 +363,8 @@ def memory(plans, *, title: str | None = None) -> Figure:
         _capacity_marks(ax, xs, [p.tiers[tier] for _, p in items])
         ax.set_title(name, fontsize=10)
         ax.set_xticks(xs, ticks, fontsize=7.5 if differ else 8)
-        ax.set_ylabel("GiB (2³⁰ bytes)" if tier == "gpu" else "GiB", fontsize=9)
+        ax.set_ylabel("GiB (2³⁰ bytes)" if tier == "gpu" else f"{name.split(' (')[0]} (GiB)",
+                      fontsize=9)
         ax.grid(axis="y", alpha=0.3)
         ax.set_axisbelow(True)
     where = where_text(scs)
