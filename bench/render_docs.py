@@ -2,7 +2,8 @@
 TinyLlama-1.1B on workstation-rtx3070, micro-batch 4, seq 1024, presets no-offload / zero2-cpu /
 zero3-cpu / zero3-nvme: where the step time goes (the README's picture), one step's timeline,
 memory per tier. Beside them, figures.json: the numbers the figures show, which
-tests/test_docs.py recomputes, so a stale picture fails the tests.
+tests/test_docs.py recomputes, so a stale picture fails the tests. And docs/accuracy.md's
+validation figures: `tierlab validate lab/cases/h200x2-e`'s scatter and phase bars.
 
     .venv/bin/python bench/render_docs.py [--out docs/img]
 """
@@ -48,6 +49,21 @@ def builtin(out: Path) -> None:
     print(f"wrote {out / 'figures.json'}")
 
 
+VALIDATION = ROOT / "lab" / "cases" / "h200x2-e"
+"""The runs docs/accuracy.md pictures (validate-h200x2-e-scatter.png, -phases.png)."""
+
+
+def validation(out: Path) -> None:
+    from tierlab.validate.report import phase_bars_figure, scatter_figure
+    from tierlab.validate.workflow import run_validation
+
+    report = run_validation([VALIDATION]).report
+    save(scatter_figure(report.rows, scenarios=report.scenarios), out,
+         "validate-h200x2-e-scatter.png")
+    save(phase_bars_figure(report.rows, scenarios=report.scenarios), out,
+         "validate-h200x2-e-phases.png")
+
+
 def figures() -> dict:
     """What the built-in figures show, per preset: step time, exposed seconds per resource,
     memory per tier (rounded: a change a reader would see)."""
@@ -67,6 +83,7 @@ def main() -> None:
     args = ap.parse_args()
     t0 = time.perf_counter()
     builtin(args.out)
+    validation(args.out)
     print(f"rendered in {time.perf_counter() - t0:.1f} s")
 
 
