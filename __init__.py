@@ -113,13 +113,15 @@ def plan(model: Any, hardware: Any, *, gpus: int | None = None, nodes: int | Non
 def plot(kind: str, data, **options):
     """A matplotlib Figure: kind 'bottleneck' / 'memory' (SimResults: one, a list, or
     {label: result}), 'timeline' (one SimResult, optional measurement=...), 'sweep' (a sweep
-    DataFrame, x=KEY, by=...). Save with fig.savefig(...) or tierlab.validate.plot_style.save
+    DataFrame, x=KEY, by=...), 'loss' (Measurements: one, [(label, m)] or {label: m}). Save with
+    fig.savefig(...) or tierlab.validate.plot_style.save
     (`from tierlab.validate.plot_style import save`)."""
     from tierlab.errors import ConfigError
     from tierlab.validate import plots
+    from tierlab.validate.plot_loss import loss_figure
 
     fns = {"bottleneck": plots.bottleneck, "memory": plots.memory, "timeline": plots.timeline,
-           "sweep": plots.sweep}
+           "sweep": plots.sweep, "loss": loss_figure}
     if kind not in fns:
         raise ConfigError(f"unknown plot kind {kind!r}; choose {', '.join(fns)}")
     if kind == "timeline" and isinstance(data, (list, tuple)):

@@ -270,3 +270,10 @@ def test_cli_plot_loss(tmp_path):
     assert out.stat().st_size > 10_000
     r = CliRunner().invoke(main, ["plot", "loss", "-o", str(out)])
     assert r.exit_code == 2 and "needs --measurement" in r.output
+
+
+def test_api_plot_loss():
+    import tierlab
+
+    fig = tierlab.plot("loss", read_runs(EXAMPLE_CASES))
+    assert isinstance(fig, Figure) and fig.axes[0].get_ylabel() == "training loss (nats per token)"
