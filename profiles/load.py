@@ -16,7 +16,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from tierlab.bounds import ATTENTION_WINDOW, MODEL, check, check_quantity
+from tierlab.bounds import ATTENTION_WINDOW, MODEL, check, check_model, check_quantity
 from tierlab.errors import ConfigError
 from tierlab.safeio import read_data as safe_read_data
 from tierlab.units import parse_quantity, unit_of
@@ -366,9 +366,12 @@ def find_part(part: str, name: str, near: str | Path | None = None) -> Path:
     …/gpus/NAME.yaml, as `tierlab calibrate` writes them), then $TIERLAB_PROFILES', then the
     shipped profiles. Unknown -> ConfigError with the closest names."""
     if near is not None:
+        # where `tierlab calibrate --out` puts the parts (runner/calibrate_profile.layout):
+        # beside the systems/ folder, or beside a system file that is in no systems/ folder
         system_dir = Path(near).parent
-        local = system_dir.parent / part / f"{name}.yaml"
-        if system_dir.name == "systems" and "/" not in name and local.is_file():
+        root = system_dir.parent if system_dir.name == "systems" else system_dir
+        local = root / part / f"{name}.yaml"
+        if "/" not in name and local.is_file():
             return local
     return _find(hardware_dirs(part), ".yaml", name, _KINDS[part])
 
@@ -527,16 +530,38 @@ def model_from_hf_config(data: Any, where: str, name: str | None = None) -> Mode
     """A Hugging Face config.json -> Model; the architecture readers are in hf_arch.py."""
     from tierlab.profiles.hf_arch import family as hf_family, model_fields
 
-    fields = model_fields(data, where)
-    seq = fields["max_seq_len"]
-    family = hf_family(data, where)
     try:
+        fields = model_fields(data, where)
+        check_model({**fields, "seq_len": fields["max_seq_len"]}, where)   # in the file's words
+        seq = fields["max_seq_len"]
+        family = hf_family(data, where)
         return Model(name=name or str(data.get("_name_or_path") or _config_name(where)),
                      seq_len=seq, source=f"Hugging Face config {where} ({family})", **fields)
     except ValueError as e:
-        if isinstance(e, ConfigError):
-            raise
-        raise ConfigError(f"{where}: {e}") from None
+        msg = _in_hf_words(str(e), data)
+        raise ConfigError(msg if msg.startswith(where) else f"{where}: {msg}") from None
+
+
+HF_KEYS = {"n_layers": ("num_hidden_layers", "n_layer", "num_layers"),
+           "hidden": ("hidden_size", "n_embd", "n_embed", "d_model"),
+           "n_heads": ("num_attention_heads", "n_head"),
+           "n_kv_heads": ("num_key_value_heads", "num_kv_heads", "n_head_kv"),
+           "vocab": ("vocab_size",),
+           "ffn": ("intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size"),
+           "seq_len": ("max_position_embeddings", "n_positions", "seq_length"),
+           "max_seq_len": ("max_position_embeddings", "n_positions", "seq_length")}
+"""The config.json keys a Model field is read from (profiles/hf_arch.py's readers), so an error
+that Model raises in its own words (`Model.hidden must be > 0`) names the key in the file."""
+
+
+def _in_hf_words(msg: str, data: Mapping) -> str:
+    """`msg` with the config.json keys of the Model fields it names appended."""
+    keys = []
+    for field, names in HF_KEYS.items():
+        if re.search(rf"(?<![\w]){field}\b", msg):
+            keys += [k for k in names if k in data and k not in keys][:1]
+    keys = [k for k in keys if k not in msg]
+    return f"{msg} (config.json: {', '.join(keys)})" if keys else msg
 
 
 HF_IDS_FILE = ROOT / "hf_ids.yaml"
@@ -565,6 +590,8 @@ def load_model(name: str, *, seq_len: int | None = None) -> Model:
     # a config.json is judged as transformers judges it: its model_type first, then the fields
     # tierlab reads (each bounded); a non-finite value in a field it does not read is no concern
     data = read_data(path, finite=path.suffix != ".json")
+    if path.suffix != ".json" and isinstance(data, Mapping) and data.get("kind") != "model":
+        raise ConfigError(f"{path}: kind must be 'model', got {data.get('kind')!r}")
     try:
         if path.suffix == ".json":
             model = model_from_hf_config(data, str(path))
