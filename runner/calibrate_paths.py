@@ -45,11 +45,18 @@ def rebuild_from_raw(from_raw: str, name: str | None, out: str | None):
     nothing; a record that cannot be rebuilt is a ConfigError naming the file."""
     record = read_data(Path(from_raw))
     name = name or (Path(out).stem if out else None)
+    results = record.get("results") if isinstance(record, dict) else None
+    if isinstance(results, dict) and not any(isinstance(v, list) and v for v in results.values()):
+        raise ConfigError(f"{from_raw}: results holds no measured point: nothing to rebuild a "
+                          "profile from")
     try:
         result = cal.from_raw(record, name=name, where=from_raw)
     except (TypeError, ValueError, KeyError, AttributeError, IndexError,
             ZeroDivisionError) as e:
         if isinstance(e, ConfigError):
+            if str(e).startswith("--hardware"):      # the base the record names, not a flag
+                raise ConfigError(f"{from_raw}: base {record.get('base')!r}: "
+                                  f"{str(e).partition(': ')[2]}") from None
             raise
         raise ConfigError(f"{from_raw}: not a usable calibrate raw record "
                           f"({type(e).__name__}: {e})") from None
