@@ -3,8 +3,8 @@ from real inputs (the simulator, a real sweep, the measured runs shipped in vali
 and its text is read back through matplotlib's objects: a title, the scenario named (model,
 hardware with its node and GPU count, ZeRO stage and offload, micro-batch, seq), every numeric
 axis labelled with a unit in brackets, legends in words (no raw column names, no 'all'), error
-bars and scatter colours explained in a legend, and no legend over a bar, a line, a point or a
-text. Rendered with the Agg canvas, as `tierlab plot` saves them."""
+bars and scatter colours explained in a legend, no legend over a bar, a line, a point or a
+text, and no text over another. Rendered with the Agg canvas, as `tierlab plot` saves them."""
 from __future__ import annotations
 
 import re
@@ -46,6 +46,14 @@ def sims():
 
 
 @pytest.fixture(scope="module")
+def big():
+    """Llama-2-70B on two DGX A100 nodes: the node count must reach the figure."""
+    return {cfg: resolve(Base(model="llama-2-70b", hardware="dgx-a100", ds_config=cfg,
+                              micro_batch=1, seq=1024, nodes=2)).simulate(ranges=True)
+            for cfg in ("zero3-cpu", "zero3-nvme")}
+
+
+@pytest.fixture(scope="module")
 def sweep_frame():
     axes = [parse_vary("config=zero2-cpu,zero3-cpu"), parse_vary("micro_batch=1,2,4")]
     return run_grid(Base(seq=1024), axes, jobs=1).frame
@@ -56,9 +64,10 @@ def validation():
     return run_validation([EXAMPLE_CASES]).report
 
 
-def _figures(sims, sweep_frame, validation) -> dict[str, tuple[Figure, dict]]:
+def _figures(sims, big, sweep_frame, validation) -> dict[str, tuple[Figure, dict]]:
     """Every kind, with what its scenario text must name."""
     tiny = {"model": MODEL, "hardware": HARDWARE, "gpus": "1 node x 1 GPU"}
+    dgx = {"model": "Llama-2-70B", "hardware": "dgx-a100", "gpus": "2 nodes x 8 GPUs"}
     measured = load_measurement(EXAMPLE)
     h200 = {"model": MODEL, "hardware": "h200x2-e", "gpus": "1 node x 1 GPU"}
     runs = read_runs(EXAMPLE_CASES)
@@ -66,6 +75,9 @@ def _figures(sims, sweep_frame, validation) -> dict[str, tuple[Figure, dict]]:
     return {
         "bottleneck": (plots.bottleneck(sims), tiny),
         "memory": (plots.memory(sims), tiny),
+        "bottleneck, 2 nodes": (plots.bottleneck(big), dgx),
+        "memory, 2 nodes": (plots.memory(big), dgx),
+        "timeline, 2 nodes": (plots.timeline(big["zero3-nvme"]), dgx),
         "timeline": (plots.timeline(sims["zero3-nvme"]), tiny),
         "timeline+measurement": (plots.timeline(
             run_scenario(measured, EXAMPLE).simulate(ranges=True), measured), h200),
@@ -82,15 +94,16 @@ def _figures(sims, sweep_frame, validation) -> dict[str, tuple[Figure, dict]]:
 
 
 @pytest.fixture(scope="module")
-def figures(sims, sweep_frame, validation):
-    out = _figures(sims, sweep_frame, validation)
+def figures(sims, big, sweep_frame, validation):
+    out = _figures(sims, big, sweep_frame, validation)
     for fig, _ in out.values():
         FigureCanvasAgg(fig).draw()         # lays out the text: extents and tick labels are real
     return out
 
 
-KINDS = ("bottleneck", "memory", "timeline", "timeline+measurement", "sweep", "sweep, one line",
-         "validate scatter", "validate phases", "loss", "compare")
+KINDS = ("bottleneck", "memory", "bottleneck, 2 nodes", "memory, 2 nodes", "timeline, 2 nodes",
+         "timeline", "timeline+measurement", "sweep", "sweep, one line", "validate scatter",
+         "validate phases", "loss", "compare")
 CLI_KIND = {"bottleneck": "bottleneck", "memory": "memory", "timeline": "timeline",
             "sweep": "sweep", "loss": "loss"}
 
@@ -140,7 +153,7 @@ def test_title_and_scenario(figures, kind):
     for what in ("model", "hardware", "gpus"):
         assert want[what] in text, f"{kind}: the figure does not name {want[what]!r}"
     assert "ZeRO-" in text, f"{kind}: no ZeRO stage named"
-    assert "seq 1024" in text, f"{kind}: no sequence length"
+    assert "seq 1024" in text, f"{kind}: no sequence length"       # every case runs 1024
     assert "micro-batch" in text, f"{kind}: no micro-batch"
     footers = [t.get_text() for t in fig.texts]
     assert any(want["model"] in " ".join(t.split()) and want["hardware"] in " ".join(t.split())
@@ -249,6 +262,29 @@ def test_no_legend_over_the_data(figures, kind):
             assert not inner.contains(x, y), f"{kind}: a legend covers a {what} at ({x:.0f}, {y:.0f})"
         for other in legends[i + 1:]:
             assert not inner.overlaps(other), f"{kind}: two legends overlap"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_no_text_over_text(figures, kind):
+    """Tick labels of one axis clear of each other (a bar's ZeRO line under its name), and the
+    footer, annotations and notes clear of each other."""
+    fig, _ = figures[kind]
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        for labels in (ax.get_xticklabels(), ax.get_yticklabels()):
+            shown = [t for t in labels if t.get_visible() and t.get_text().strip()]
+            boxes = [t.get_window_extent(renderer) for t in shown]
+            for i, box in enumerate(boxes):
+                for t, other in zip(shown[i + 1:], boxes[i + 1:]):
+                    assert not box.overlaps(other), \
+                        f"{kind}: tick labels {shown[i].get_text()!r} and {t.get_text()!r} overlap"
+    texts = [t for t in [*fig.texts, *(x for ax in fig.axes for x in ax.texts)]
+             if t.get_text().strip() and t.get_visible()]
+    boxes = [t.get_window_extent(renderer) for t in texts]
+    for i, box in enumerate(boxes):
+        for t, other in zip(texts[i + 1:], boxes[i + 1:]):
+            assert not box.overlaps(other), \
+                f"{kind}: {texts[i].get_text()[:30]!r} and {t.get_text()[:30]!r} overlap"
 
 
 @pytest.mark.parametrize("kind", KINDS)
