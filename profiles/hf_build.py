@@ -90,8 +90,11 @@ def text_config(data: Mapping, where: str) -> Any:
     return text
 
 
-def build(config: Any, where: str) -> Any:
-    """The causal LM of `config` on the meta device (transformers' AutoModelForCausalLM)."""
+def build(config: Any, where: str, data: Mapping | None = None) -> Any:
+    """The causal LM of `config` on the meta device (transformers' AutoModelForCausalLM); for a
+    multimodal `data` whose text decoder has no causal-LM class of its own (Qwen2.5-VL, Llama 3.2
+    Vision), the decoder and LM head of the model transformers builds for the whole
+    config (AutoModelForImageTextToText), its towers left out."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -99,8 +102,40 @@ def build(config: Any, where: str) -> Any:
         with torch.device("meta"), quiet():
             return AutoModelForCausalLM.from_config(config)
     except Exception as e:
-        raise ConfigError(f"{where}: transformers cannot build a causal LM of model_type "
-                          f"{config.model_type!r}: {_first_line(e)}") from None
+        refusal = ConfigError(f"{where}: transformers cannot build a causal LM of model_type "
+                              f"{config.model_type!r}: {_first_line(e)}")
+    decoder = multimodal_decoder(data) if data is not None else None
+    if decoder is None:
+        raise refusal from None
+    return decoder
+
+
+def multimodal_decoder(data: Mapping) -> Any:
+    """The text decoder + LM head of the image-text model transformers builds for `data` (meta
+    device), as one module with the causal LM's embedding accessors; None when it builds none."""
+    import torch
+    from transformers import AutoConfig, AutoModelForImageTextToText
+
+    cfg = {k: v for k, v in data.items() if k not in DROPPED_KEYS and k != "model_type"}
+    try:
+        with torch.device("meta"), quiet():
+            full = AutoModelForImageTextToText.from_config(
+                AutoConfig.for_model(data["model_type"], **cfg))
+    except Exception:       # noqa: BLE001 - not an image-text model: the causal-LM refusal holds
+        return None
+
+    class TextDecoder(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model, self.lm_head = full.get_decoder(), full.get_output_embeddings()
+
+        def get_input_embeddings(self):
+            return self.model.get_input_embeddings()
+
+        def get_output_embeddings(self):
+            return self.lm_head
+
+    return TextDecoder()
 
 
 COUNT_ATTRIBUTES = (("num_hidden_layers", "n_layers"), ("hidden_size", "hidden"),
@@ -134,10 +169,10 @@ def notes(data: Mapping, where: str) -> tuple[str, ...]:
     """What the simulation of a built config leaves out, for the Model's `source` text."""
     config = text_config(data, where)
     out = []
-    if isinstance(data.get("text_config"), Mapping):
-        towers = [k.removesuffix("_config") for k in data if k.endswith("_config")
-                  and k != "text_config" and isinstance(data[k], Mapping)
-                  and k != "quantization_config"]
+    towers = [k.removesuffix("_config") for k in data if k.endswith("_config")
+              and k != "text_config" and isinstance(data[k], Mapping)
+              and k != "quantization_config"]
+    if isinstance(data.get("text_config"), Mapping) or towers:   # Qwen2.5-VL: no text_config
         out.append(f"text decoder only: the {'/'.join(towers) or 'vision'} tower is left out")
     return tuple(out)
 
@@ -387,6 +422,7 @@ def missing_layers(read: list[dict], total: int | None = None) -> list[str]:
     why = ("linear-attention/Mamba layers" if any(w in text for w in RECURRENT) else
            "short-convolution layers" if "shortconv" in text else
            "encoder-decoder cross-attention" if "encoder_attn" in text else
+           "cross-attention to the vision tower" if "cross_attn" in text else
            "a block layout tierlab does not read")
     return [f"{len(missing)} of {total or len(read)} layers have no attention and MLP tierlab "
             f"models: {', '.join(kids)} ({why})"]
@@ -470,7 +506,7 @@ def fields_of(data: Mapping, where: str) -> dict:
             check_counts(part.get, where)
     config = text_config(data, where)
     check_counts(lambda attr: getattr(config, attr, None), where)   # before a model is built
-    model = build(config, where)
+    model = build(config, where, data)
     theirs, theirs_active = transformers_counts(model, config)
     try:
         fields, problems, partial = built_fields(model, config)

@@ -65,23 +65,42 @@ def _first(config, keys):
     return next((getattr(config, k) for k in keys if getattr(config, k, None)), None)
 
 
+def _decoder(data: dict, config):
+    """The text decoder and LM head transformers builds (meta device): its causal LM of the text
+    config, or (a multimodal config whose text decoder has no causal-LM class: Qwen2.5-VL,
+    Llama 3.2 Vision) the image-text model's decoder and LM head."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
+
+    try:
+        with torch.device("meta"):
+            return AutoModelForCausalLM.from_config(config)
+    except ValueError as e:
+        if "Unrecognized configuration class" not in str(e):
+            raise
+    cfg = {k: v for k, v in data.items() if k != "model_type"}
+    with torch.device("meta"):
+        full = AutoModelForImageTextToText.from_config(AutoConfig.for_model(data["model_type"],
+                                                                            **cfg))
+    return torch.nn.ModuleDict(dict(decoder=full.get_decoder(),
+                                    head=full.get_output_embeddings()))
+
+
 def transformers_verdict(data: dict) -> tuple[int, int] | str:
     """(total, active) parameters of the decoder transformers builds from the config on the meta
     device, or the first line of transformers' refusal. Active: each module named `experts`
     counts top-k of its n experts (n and k from the config object)."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig
 
     cfg = {k: v for k, v in data.items()
            if k not in ("model_type", "auto_map", "quantization_config", "architectures",
                         "_name_or_path")}
     try:
         config = AutoConfig.for_model(data["model_type"], **cfg).get_text_config(decoder=True)
-        with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(config)
+        model = _decoder(dict(cfg, model_type=data["model_type"]), config)
     except Exception as e:   # noqa: BLE001 - whatever transformers raises is its verdict
         return f"{type(e).__name__}: {str(e).splitlines()[0]}"
-    total = sum(p.numel() for p in model.parameters())
+    total = sum(p.numel() for p in model.parameters())      # a tied head's weight counted once
     n, k = _first(config, N_EXPERTS), _first(config, TOP_K)
     idle = sum(sum(p.numel() for p in m.parameters()) * (n - k) // n
                for name, m in model.named_modules() if name.endswith(".experts")) if n else 0
@@ -104,21 +123,13 @@ def test_config_json_as_transformers_counts_it(path):
         assert "\n" not in text and text.startswith(str(path)), text
         assert expected.startswith("refused: ") and expected[len("refused: "):] in text, text
         return
-    assert expected == "counted", (expected, model.n_params)
+    assert expected == "counted", (expected, model.n_params)    # what transformers refuses, too
+    if "text decoder only" not in model.source:
+        assert not any(k.endswith("_config") and k != "quantization_config"
+                       for k in json.loads(path.read_text())), model.source
     assert isinstance(theirs, tuple), theirs
     assert _near(model.n_params, theirs[0]) and _near(model.active_params, theirs[1]), \
         ((model.n_params, model.active_params), theirs)
-
-
-@pytest.mark.parametrize("path", [p for p in HF_FILES if HF_SOURCES[p.stem]["verdict"]
-                                  .startswith("refused: transformers")], ids=lambda p: p.stem)
-def test_what_transformers_cannot_build_is_refused_as_transformers_refuses(path):
-    pytest.importorskip("transformers")
-    theirs = transformers_verdict(json.loads(path.read_text()))
-    assert isinstance(theirs, str)
-    with pytest.raises(ConfigError) as e:
-        load_model(str(path))
-    assert theirs.split(":")[0] in str(e.value)
 
 
 # ----------------------------------------------------------------------------------------------
