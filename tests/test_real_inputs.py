@@ -215,3 +215,24 @@ def test_data_efficiency_that_changes_a_step_is_refused_by_key(block, key):
            "optimizer": {"type": "AdamW"}, "data_efficiency": block}
     with pytest.raises(ConfigError, match=f"my.json: data_efficiency.{key}=true"):
         parse_ds_config(cfg, where="my.json")
+
+
+FIXED_BATCH = [p for p in DS_FILES if DS_SOURCES[p.name]["tierlab"] == "simulated"
+               and isinstance(open_as_deepspeed(p).get("train_batch_size"), int)]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="needs deepspeed")
+@pytest.mark.parametrize("path", FIXED_BATCH, ids=lambda p: p.stem)
+def test_a_micro_batch_that_breaks_a_fixed_train_batch_size_is_refused(path, monkeypatch):
+    """A file that fixes train_batch_size, a --micro-batch that cannot multiply to it: DeepSpeed
+    refuses the config (runtime/config.py _batch_assertion) and tierlab refuses it in one line
+    naming the file and the flag, never rewriting the file's train_batch_size."""
+    raw = open_as_deepspeed(path)
+    micro = raw["train_batch_size"] + 1
+    assert deepspeed_verdict(dict(raw, train_micro_batch_size_per_gpu=micro), 1,
+                             monkeypatch).error is not None
+    cfg, where = load_ds_config(str(path))
+    with pytest.raises(ConfigError) as e:
+        parse_ds_config(cfg, Flags(micro_batch=micro, hidden=HIDDEN), where=where)
+    text = str(e.value)
+    assert "\n" not in text and text.startswith(str(path)) and "--micro-batch" in text, text
