@@ -66,20 +66,26 @@ def gpus_text(sc: Mapping[str, Any]) -> str:
     return f"{world} GPU{'s' if int(world) > 1 else ''}"
 
 
-def _fields(sc: Mapping[str, Any]) -> dict[str, str]:
-    def num(key, name):
-        return f"{name} {sc[key]}" if sc.get(key) is not None else ""
+# field -> (prefix written once, how a scenario's value reads)
+_FIELDS = {"model": ("", lambda sc: sc.get("model")),
+           "hardware": ("on ", lambda sc: sc.get("hardware")),
+           "gpus": ("", lambda sc: gpus_text(sc) if sc.get("hardware") else None),
+           "zero": ("", zero_text),
+           "micro_batch": ("micro-batch ", lambda sc: sc.get("micro_batch")),
+           "grad_accum": ("grad. accum. ", lambda sc: sc.get("grad_accum")),
+           "seq_len": ("seq ", lambda sc: sc.get("seq_len")),
+           "precision": ("", lambda sc: sc.get("precision"))}
+_MANY = {"model": "models", "hardware": "machines", "gpus": "GPU counts",
+         "zero": "ZeRO setups", "micro_batch": "sizes", "grad_accum": "settings",
+         "seq_len": "lengths", "precision": "precisions"}
 
-    return {"model": str(sc.get("model") or ""),
-            "hardware": f"on {sc['hardware']} ({gpus_text(sc)})" if sc.get("hardware") else "",
-            "zero": zero_text(sc), "micro_batch": num("micro_batch", "micro-batch"),
-            "grad_accum": num("grad_accum", "grad. accum."), "seq_len": num("seq_len", "seq"),
-            "precision": str(sc.get("precision") or "")}
 
-
-_MANY = {"model": "models", "hardware": "machines", "zero": "ZeRO setups",
-         "micro_batch": "micro-batch sizes", "grad_accum": "grad. accum. settings",
-         "seq_len": "sequence lengths", "precision": "precisions"}
+def _values(scs: Sequence[Mapping[str, Any]], key: str) -> tuple[list[str], bool]:
+    """A field's distinct values over the scenarios, and whether every scenario has the same."""
+    got = [_FIELDS[key][1](sc) for sc in scs]
+    texts = [str(v) for v in got if v not in (None, "")]
+    distinct = list(dict.fromkeys(texts))
+    return distinct, len(distinct) == 1 and len(texts) == len(got)
 
 
 def scenario_line(scenarios: Sequence[Mapping[str, Any]] | Mapping[str, Any],
@@ -87,34 +93,36 @@ def scenario_line(scenarios: Sequence[Mapping[str, Any]] | Mapping[str, Any],
     """What a figure shows, in one line: 'TinyLlama-1.1B on workstation-rtx3070 (1 node x 1 GPU),
     ZeRO-3, params + optimizer on CPU, micro-batch 4, grad. accum. 1, seq 1024, bf16'. Over several
     scenarios (SimResult.scenario dicts) a field that differs is left out (`varying="omit"`: the
-    plot's bars, axis or legend name it) or its values are joined with ' | ' ("join"; more than
-    four: counted, '5 machines')."""
+    plot's bars, axis or legend name it) or its values are joined with ' | ' ("join": 'micro-batch
+    1 | 4 | 8'; more than four: counted, 'on 5 machines')."""
     scs = [scenarios] if isinstance(scenarios, Mapping) else [s for s in scenarios if s]
     if not scs:
         return ""
-    per = [_fields(s) for s in scs]
-    parts = []
-    for key in per[0]:
-        values = list(dict.fromkeys(f[key] for f in per if f[key]))
-        if len(values) == 1 and all(f[key] == values[0] for f in per):
-            parts.append(values[0])
+    parts: dict[str, str] = {}
+    for key, (prefix, _) in _FIELDS.items():
+        values, same = _values(scs, key)
+        if same:
+            parts[key] = prefix + values[0]
         elif values and varying == "join":
-            parts.append(" | ".join(values) if len(values) <= 4 else
-                         f"{len(values)} {_MANY[key]}")
-    head = " ".join(p for p in parts[:2] if p)
-    return ", ".join(p for p in [head, *parts[2:]] if p)
+            parts[key] = prefix + (" | ".join(values) if len(values) <= 4 else
+                                   f"{len(values)} {_MANY[key]}")
+    head = " ".join(filter(None, (parts.pop("model", ""), parts.pop("hardware", ""))))
+    gpus = parts.pop("gpus", "")
+    head += f" ({gpus})" if head and gpus else gpus
+    return ", ".join(p for p in [head, *parts.values()] if p)
 
 
 def where_text(scenarios: Sequence[Mapping[str, Any]]) -> str:
     """'TinyLlama-1.1B on workstation-rtx3070 (1 node x 1 GPU)' for a title, when every scenario
-    has that model and hardware; '' otherwise."""
+    has that model, hardware and GPU count; '' otherwise."""
     scs = [s for s in scenarios if s]
-    first = _fields(scs[0]) if scs else {}
-    if not first.get("model") or not first.get("hardware") or any(
-            (f["model"], f["hardware"]) != (first["model"], first["hardware"])
-            for f in map(_fields, scs)):
+    if not scs:
         return ""
-    return f"{first['model']} {first['hardware']}"
+    (model, m_same), (hw, h_same), (gpus, g_same) = (_values(scs, k) for k in
+                                                     ("model", "hardware", "gpus"))
+    if not (m_same and h_same and g_same):
+        return ""
+    return f"{model[0]} on {hw[0]} ({gpus[0]})"
 
 
 def add_footer(fig: Figure, text: str, y: float = 0.005) -> None:
