@@ -134,7 +134,13 @@ def what_if(hardware: Any, items: Sequence[str]):
             raise ConfigError(f"--hw {key}: not a hardware key (--hw takes the hardware keys "
                               "of tierlab sweep --list-keys; a DeepSpeed key goes to --set)")
         point[key] = parse_value(key, raw, flag="--hw")
-    return replace(apply_hardware(hw, point), name=f"{hw.name} with {', '.join(items)}")
+    try:
+        changed = apply_hardware(hw, point)
+    except ValueError as e:      # the profile's own checks (GPU.hbm_bytes must be > 0)
+        if isinstance(e, ConfigError):
+            raise
+        raise ConfigError(f"--hw {', '.join(items)}: {e}") from None
+    return replace(changed, name=f"{hw.name} with {', '.join(items)}")
 
 
 def resolve(base: Base, point: Mapping[str, Any] = {}):
