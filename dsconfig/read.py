@@ -448,11 +448,12 @@ def load_ds_config(name: str) -> tuple[dict, str]:
 
 
 def _parse_file(path) -> dict:
-    from tierlab.safeio import check_finite, read_text
+    from tierlab.safeio import MAX_DATA_BYTES, check_finite, decode, read_bytes
 
     # hjson, as DeepSpeedConfig reads a config path: comments, trailing commas, a BOM; a
-    # duplicate key is refused
-    text = read_text(path)
+    # duplicate key is refused; at most MAX_DATA_BYTES, as every JSON/YAML input (a 200 MB
+    # file is not a ds_config, and hjson takes minutes over it)
+    text = decode(read_bytes(path, MAX_DATA_BYTES), str(path))
     if not text.strip():      # hjson reads an empty file as {}: DeepSpeed's defaults, unasked
         raise ConfigError(f"{path}: empty file, expected a ds_config JSON object")
     try:
