@@ -95,8 +95,14 @@ def decode(data: bytes, where: str) -> str:
                           "save it as UTF-8") from None
 
 
-def read_text(path: str | Path) -> str:
-    return decode(read_bytes(path), str(path))
+def read_text(path: str | Path, max_bytes: int = MAX_INPUT_BYTES, what: str = "") -> str:
+    """A UTF-8 text file (read_bytes' checks); `what`: the flag that named it, in the error."""
+    try:
+        return decode(read_bytes(path, max_bytes), str(path))
+    except ConfigError as e:
+        if not what:
+            raise
+        raise ConfigError(f"{what} {e}") from None
 
 
 def first_non_finite(obj: Any, path: str = "") -> tuple[str, float] | None:

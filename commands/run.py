@@ -13,7 +13,7 @@ from tierlab.commands.seams import seam
 from tierlab.commands.options import (RUNNER_KEYS, no_progress_option, quiet_option,
                                       runner_options, scenario_options)
 from tierlab.errors import ConfigError, Interrupted, require
-from tierlab.safeio import write_text
+from tierlab.safeio import read_text, write_text
 
 
 @click.command(epilog=epilog("run"))
@@ -69,6 +69,8 @@ def _run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_prog
         raise ConfigError(f"--out {out_dir}: holds a measurement already; choose another folder "
                           "or pass --overwrite to replace it")
     writable(out_dir, "--out", folder=True)
+    if hostfile:     # read now: a bad one is one line before any of the record is written
+        read_text(hostfile, max_bytes=1 << 20, what="--hostfile")
     if kw["skip_preflight"]:     # else preflight's [swap-path] check says it, with a fix
         writable(kw["swap_dir"], "--swap-dir", folder=True)  # a file is refused, not used
     opts = RunnerOptions(**{k: kw[k] for k in RUNNER_KEYS})
