@@ -252,6 +252,8 @@ def resolve(model: Any = DEFAULT_MODEL, hardware: Any = DEFAULT_HARDWARE,
     flags = Flags(micro_batch=micro_batch, grad_accum=grad_accum, world_size=hw.world_size,
                   precision=precision, default_precision=default_precision(hw),
                   activation_checkpointing=bool(checkpointing), hidden=mdl.hidden)
+    if swap_dir is not None and not str(swap_dir).strip():
+        raise ConfigError("--swap-dir: empty path (leave it out to keep the config's nvme_path)")
     strategy, warnings = _strategy(cfg, flags, where, judge or "table", swap_dir)
     return Scenario(hardware=hw, model=mdl, strategy=strategy, software=software_for(hw, software),
                     warnings=tuple(warnings), notes=notes, config_where=where,

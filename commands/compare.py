@@ -52,6 +52,8 @@ def compare(ctx, variants, uncapped_baseline, timeout_s, budget_s, out_dir, over
 
     out_dir = out_dir or str(free_folder(f"runs/compare-{_time.strftime('%Y%m%d-%H%M%S')}"))
     writable(out_dir, "--out", folder=True)
+    if kw["swap_dir"] is not None:   # a file, a FIFO, /proc: no variant could swap there
+        writable(kw["swap_dir"], "--swap-dir", folder=True)
     require("torch", "deepspeed", "transformers", "psutil", what="tierlab compare")
     from tierlab.runner.compare import format_table, rows_to_csv, run_comparison, variant_records
     from tierlab.validate.plot_compare import compare_figure
