@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
+from tierlab.bounds import QUANTITIES
+
 Status = Literal["running", "ok", "failed", "interrupted"]
 FailureKind = Literal["", "oom", "assertion", "disk_full", "signal", "timeout", "error"]
 Timing = Literal["wall", "synchronised"]
@@ -347,6 +349,11 @@ def _step(rec: Any, where: str) -> StepRecord:
         if key in _NUMBER_FIELDS and value is not None and (
                 isinstance(value, bool) or not isinstance(value, (int, float))):
             raise ConfigError(f"{where}: {key} must be a number, got {value!r}")
+    wall = rec["wall_s"]
+    # a step takes time: none, zero, negative, NaN or beyond 11 days is a broken record, and a
+    # comparison made from it would be a number made up (bounds.QUANTITIES["seconds"])
+    if wall is None or not 0 < wall <= QUANTITIES["seconds"].high:
+        raise ConfigError(f"{where}: wall_s must be a step time in seconds (> 0), got {wall!r}")
     return StepRecord(**rec)
 
 
@@ -375,6 +382,11 @@ def load_measurement(directory: str | Path) -> Measurement:
     for key in ("model", "ds_config", "run", "summary"):
         if not isinstance(getattr(m, key), dict):
             raise ConfigError(f"{d / MEASUREMENT_FILE}: {key} must be an object")
+    for key in ("steps", "warmup_steps"):
+        value = m.run.get(key)
+        if value is not None and (type(value) is not int or value < 0):
+            raise ConfigError(f"{d / MEASUREMENT_FILE}: run.{key} must be a whole number >= 0, "
+                              f"got {value!r}")
     if (d / STEPS_FILE).exists():
         records, _ = read_jsonl(d / STEPS_FILE)     # a line cut by a hard kill is skipped
         m.steps = [_step(r, f"{d / STEPS_FILE}: record {n}") for n, r in enumerate(records, 1)]
