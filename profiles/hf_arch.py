@@ -184,13 +184,15 @@ def _qwen_moe_dense_layers(c: _Cfg, n_layers: int, n_experts: int) -> tuple[int,
     """modeling_qwen2_moe.py: a layer is MoE unless listed in mlp_only_layers, or
     (layer + 1) % decoder_sparse_step != 0."""
     step, only = c.int("decoder_sparse_step", default=1), c.ints("mlp_only_layers")
+    if step < 1:    # modeling_qwen2_moe.py takes (layer + 1) % step: 0 is no layout at all
+        raise ConfigError(f"{c.where}: decoder_sparse_step must be >= 1, got {step}")
     return tuple(i for i in range(n_layers)
                  if i in only or not (n_experts > 0 and (i + 1) % step == 0))
 
 
 def _qwen_moe(c: _Cfg, shared: bool) -> dict:
     from tierlab.profiles.schema import MoE
-    n_layers, n_experts = c.int("num_hidden_layers"), c.int("num_experts")
+    n_layers, n_experts = _n_layers(c), c.int("num_experts")   # bounded before the layer walk
     moe = MoE(n_experts=n_experts, experts_per_token=c.int("num_experts_per_tok"),
               expert_ffn=c.int("moe_intermediate_size"),
               shared_ffn=c.int("shared_expert_intermediate_size") if shared else 0,
@@ -307,8 +309,10 @@ def _deepseek(c: _Cfg) -> dict:
     from tierlab.profiles.schema import MLA, MoE
     _no_attention_bias(c)
     c.refuse("mlp_bias", True, "MLP biases in DeepSeek")
-    n_layers = c.int("num_hidden_layers")
+    n_layers = _n_layers(c)                                     # bounded before the layer walk
     first, freq = c.int("first_k_dense_replace", default=0), c.int("moe_layer_freq", default=1)
+    if freq < 1:
+        raise ConfigError(f"{c.where}: moe_layer_freq must be >= 1, got {freq}")
     expert_ffn = c.int("moe_intermediate_size")
     mla = MLA(q_lora_rank=c.int("q_lora_rank", default=0), kv_lora_rank=c.int("kv_lora_rank"),
               qk_nope_head_dim=c.int("qk_nope_head_dim"), qk_rope_head_dim=c.int("qk_rope_head_dim"),

@@ -330,3 +330,25 @@ def test_a_window_per_layer_is_not_built_for_a_billion_layers(tmp_path):
                        .replace("n_layers: 32", "n_layers: 1000000000"))
     assert_user_error(run("memory", "-m", str(profile), "-H", "dgx-a100"),
                       "n_layers: 1e+09 is beyond the bound 10000")
+
+
+# --- MoE layer walks are bounded and their steps checked (profiles/hf_arch.py) -----------------
+def _moe_variant(path: str, **changes) -> dict:
+    import json as _json
+    data = _json.loads((Path(__file__).parent / "data" / "hf_configs" / path).read_text())
+    return {**data, **changes}
+
+
+@pytest.mark.parametrize("path,changes,message", [
+    ("qwen1.5-moe-a2.7b.json", {"num_hidden_layers": 10**9}, "num_hidden_layers: 1e+09 is beyond"),
+    ("qwen1.5-moe-a2.7b.json", {"decoder_sparse_step": 0}, "decoder_sparse_step must be >= 1"),
+    ("deepseek-v2.5.json", {"num_hidden_layers": 10**9}, "num_hidden_layers: 1e+09 is beyond"),
+    ("deepseek-v2.5.json", {"moe_layer_freq": 0}, "moe_layer_freq must be >= 1"),
+])
+def test_moe_layer_walks_refuse_before_walking(tmp_path, path, changes, message):
+    """A 1e9-layer MoE config hung in the dense-layer walk (built before any bound) and a zero
+    step divided by zero; both are one line naming the key now."""
+    import json as _json
+    f = tmp_path / "config.json"
+    f.write_text(_json.dumps(_moe_variant(path, **changes)))
+    assert_user_error(run("memory", "-m", str(f), "-H", "dgx-h100"), message, "config.json")
