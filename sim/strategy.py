@@ -17,6 +17,7 @@ from typing import Any, Literal, Mapping, get_args
 from tierlab import bounds
 from tierlab.errors import ConfigError
 from tierlab.safeio import first_non_finite
+from tierlab.dsconfig import autotuning as ds_autotuning
 from tierlab.dsconfig import data_efficiency as ds_data_efficiency
 from tierlab.dsconfig import optimizer as ds_optimizer
 from tierlab.dsconfig import parallel as ds_parallel
@@ -518,7 +519,7 @@ def parse_ds_config(cfg: Mapping[str, Any], flags: Flags = Flags(),
             "train nothing); the Hugging Face Trainer passes torch's AdamW instead, slower on "
             "the CPU than predicted")
     cfg, reading = read(cfg, where, prefer=judge)
-    warnings = legacy + list(reading.warnings) + warnings
+    warnings = legacy + list(reading.warnings) + warnings + ds_autotuning.notes(cfg, where)
     _refuse_activation_checkpointing(cfg, where)
     cfg.update({k: dict(v) for k, v in reading.blocks.items() if k in cfg})
     try:

@@ -190,6 +190,7 @@ def test_ds_config_as_deepspeed_judges_it(path, monkeypatch):
             assert ("builds no optimizer" in ours) == (not deepspeed_builds_optimizer(optimizer))
         return
     assert tierlab == "simulated" and ours is None, ours
+    assert all(any(part in w for w in warnings) for part in entry.get("warns", [])), warnings
     assert tierlab_values(strategy) == {k: v for k, v in theirs.values.items() if k != "optimizer"}
     if theirs.values["optimizer"] is None:              # no optimizer block: tierlab says so
         assert any("has no optimizer" in w for w in warnings), warnings
@@ -236,3 +237,12 @@ def test_a_micro_batch_that_breaks_a_fixed_train_batch_size_is_refused(path, mon
         parse_ds_config(cfg, Flags(micro_batch=micro, hidden=HIDDEN), where=where)
     text = str(e.value)
     assert "\n" not in text and text.startswith(str(path)) and "--micro-batch" in text, text
+
+
+@pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="needs deepspeed")
+def test_autotuning_end_step_is_deepspeeds():
+    from deepspeed.autotuning.constants import AUTOTUNING_END_PROFILE_STEP_DEFAULT
+
+    from tierlab.dsconfig.autotuning import END_PROFILE_STEP
+
+    assert END_PROFILE_STEP == AUTOTUNING_END_PROFILE_STEP_DEFAULT
