@@ -63,7 +63,7 @@ def sweep(ctx, varies, out, jobs, memory_only, strict, plot_path, x_key, by, max
         raise ConfigError("empty grid: give at least one --vary KEY=V1,V2,...")
     check_points(axes, max_points)
     writable(out, "--out")
-    if plot_path:
+    if plot_path is not None:        # '' too: check_writable refuses an empty path
         from tierlab.validate.plot_style import image_targets
 
         for target in image_targets(writable(plot_path, "--plot")):
