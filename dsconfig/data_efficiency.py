@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-NOT_MODELLED = "tierlab simulates every step at the full sequence length; remove it to simulate that"
+NOT_MODELLED = ("tierlab simulates every step at the full sequence length; remove it to "
+                "simulate that")
 
 
 def _on(block: Any, *path: str) -> bool:

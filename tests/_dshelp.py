@@ -16,8 +16,9 @@ def hf_filled(cfg: dict, gpus: int) -> dict:
     """The dict the HF Trainer hands DeepSpeed: "auto" filled (batch 8 per GPU, no fp16/bf16
     flag, max_grad_norm 1, hidden 4096)."""
     cfg = json.loads(json.dumps(cfg))
-    for key, value in (("train_micro_batch_size_per_gpu", MICRO), ("gradient_accumulation_steps", 1),
-                       ("train_batch_size", MICRO * gpus), ("gradient_clipping", 1.0)):
+    for key, value in (("train_micro_batch_size_per_gpu", MICRO),
+                       ("gradient_accumulation_steps", 1), ("train_batch_size", MICRO * gpus),
+                       ("gradient_clipping", 1.0)):
         if cfg.get(key) == "auto":
             cfg[key] = value
     if "train_batch_size" not in cfg and "train_micro_batch_size_per_gpu" not in cfg:
@@ -66,7 +67,12 @@ def effective(ds) -> dict[str, Any]:
                 offload_param=_device(z.offload_param) if stage == 3 else "none",
                 offload_optimizer=_device(z.offload_optimizer) if stage >= 1 else "none",
                 reduce_bucket_size=int(z.reduce_bucket_size),
+                allgather_bucket_size=int(z.allgather_bucket_size),
+                overlap_comm=bool(z.overlap_comm),
                 prefetch_bucket_size=int(z.prefetch_bucket_size) if stage == 3 else None,
+                persistence_threshold=int(z.param_persistence_threshold) if stage == 3 else None,
+                max_live_parameters=int(z.max_live_parameters) if stage == 3 else None,
+                sub_group_size=int(z.sub_group_size) if stage == 3 else None,
                 gradient_clipping=float(ds.gradient_clipping), precision=precision,
                 batch=(ds.train_batch_size, ds.train_micro_batch_size_per_gpu,
                        ds.gradient_accumulation_steps),

@@ -151,7 +151,12 @@ def tierlab_values(s) -> dict:
     z = s.zero
     return dict(stage=z.stage, offload_param=s.param_device, offload_optimizer=s.optimizer_device,
                 reduce_bucket_size=z.reduce_bucket_size,
+                allgather_bucket_size=z.allgather_bucket_size, overlap_comm=z.overlap,
                 prefetch_bucket_size=z.stage3_prefetch_bucket_size if z.stage == 3 else None,
+                persistence_threshold=z.stage3_param_persistence_threshold if z.stage == 3
+                else None,
+                max_live_parameters=z.stage3_max_live_parameters if z.stage == 3 else None,
+                sub_group_size=z.sub_group_size if z.stage == 3 else None,
                 gradient_clipping=s.gradient_clipping, precision=s.precision,
                 batch=(s.train_batch_size, s.train_micro_batch_size_per_gpu,
                        s.gradient_accumulation_steps))
