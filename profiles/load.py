@@ -162,6 +162,9 @@ class _Reader:
 
     def number(self, key: str, dimension: str, required: bool = True, field: str | None = None):
         entry = self.raw(key, required)
+        if entry is None and required and key in self.data:     # `adam_throughput:` (null)
+            raise ConfigError(f"{self.where}: {key}: expected {{value: ..., source: ...}}, "
+                              "got null")
         if entry is None:
             return None
         where = f"{self.where}: {key}"
@@ -548,6 +551,7 @@ HF_KEYS = {"n_layers": ("num_hidden_layers", "n_layer", "num_layers"),
            "n_kv_heads": ("num_key_value_heads", "num_kv_heads", "n_head_kv"),
            "vocab": ("vocab_size",),
            "ffn": ("intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size"),
+           "expert_ffn": ("moe_intermediate_size", "intermediate_size", "ffn_dim"),
            "seq_len": ("max_position_embeddings", "n_positions", "seq_length"),
            "max_seq_len": ("max_position_embeddings", "n_positions", "seq_length")}
 """The config.json keys a Model field is read from (profiles/hf_arch.py's readers), so an error
