@@ -57,6 +57,8 @@ def rebuild_from_raw(from_raw: str, name: str | None, out: str | None):
             if str(e).startswith("--hardware"):      # the base the record names, not a flag
                 raise ConfigError(f"{from_raw}: base {record.get('base')!r}: "
                                   f"{str(e).partition(': ')[2]}") from None
+            if str(from_raw) not in str(e):         # what its points rebuilt is refused
+                raise ConfigError(f"{from_raw}: {e}") from None
             raise
         raise ConfigError(f"{from_raw}: not a usable calibrate raw record "
                           f"({type(e).__name__}: {e})") from None

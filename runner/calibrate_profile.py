@@ -536,7 +536,10 @@ def check_loadable(texts: dict[str, str], name: str):
         for kind, text in texts.items():
             (hw / kind).mkdir(parents=True, exist_ok=True)
             (hw / kind / f"{name}.yaml").write_text(text)
-        return load.load_hardware(str(hw / "systems" / f"{name}.yaml"))
+        try:
+            return load.load_hardware(str(hw / "systems" / f"{name}.yaml"))
+        except ConfigError as e:       # named as the document, not as the temporary tree
+            raise ConfigError(str(e).replace(f"{hw}/", "the rebuilt profile's ")) from None
 
 
 def raw_record(name: str, date: str, base: str, plan, results: dict, skipped: dict, facts: dict,
