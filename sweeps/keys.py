@@ -210,7 +210,7 @@ def parse_value(key: str, raw: Any, flag: str = "--vary") -> Any:
     kind = key_kind(key)
     text = raw.strip() if isinstance(raw, str) else raw
     if text == "" or text is None:
-        raise ConfigError(f"--vary {key}: empty value")
+        raise ConfigError(f"{flag} {key}: empty value")
     if kind == "scenario":
         if not isinstance(text, str):
             raise ConfigError(f"{where}: expected a profile name or path")
