@@ -392,7 +392,10 @@ def load_measurement(directory: str | Path) -> Measurement:
         m.steps = [_step(r, f"{d / STEPS_FILE}: record {n}") for n, r in enumerate(records, 1)]
     if (d / SAMPLES_FILE).exists():
         records, _ = read_jsonl(d / SAMPLES_FILE)
-        m.samples = [r for r in records if isinstance(r, dict)]
+        # a record whose time is not a number is skipped as a torn line is (a plot of the
+        # samples has no x for it)
+        m.samples = [r for r in records if isinstance(r, dict)
+                     and (r.get("t") is None or type(r["t"]) in (int, float))]
     return m
 
 
