@@ -178,12 +178,10 @@ YAML_ONLY = ["laughs", "cycle"]
 def dup_key(data: bytes, suffix: str, key: str) -> bytes:
     """The file with its first `key` entry written twice (a JSON object or a YAML mapping)."""
     text = data.decode()
-    if suffix == ".json":
-        token = f'"{key}":'
-        i = text.index(token)
-        j = text.index(",", i) if "," in text[i:] else len(text) - 1
-        line = text[i:j]
-        return (text[:i] + line + ", " + text[i:]).encode()
+    if suffix == ".json":      # the key written once more, first in the top-level object
+        i = text.index("{") + 1
+        value = json.loads(text)[key]
+        return (text[:i] + f" {json.dumps(key)}: {json.dumps(value)}," + text[i:]).encode()
     lines = text.splitlines(keepends=True)
     for n, line in enumerate(lines):
         if line.startswith(f"{key}:"):
@@ -592,7 +590,9 @@ def gen_vary(g: _Gen) -> None:
                                 "--memory-only", "--vary", f"{key}={','.join(values)}", "--out",
                                 "{T}/rows.csv"],
               expect="refuse" if bad else "either", outputs=("{T}/rows.csv",),
-              culprit=(key, key.split(".")[-1], "--vary"), answer="csv_rows", keeps=True)
+              culprit=(key, key.split(".")[-1], "--vary", *(v for v in values if len(v) > 5)),
+              answer="csv_rows",
+              keeps=True)
     for item in ("noequals", "=1,2", "micro_batch=", "micro_batch=1..3:x0"):
         g.add("sweep", "vary", ["sweep", "-m", TINY, "--no-progress", "-j", "1", "--memory-only",
                                 "--vary", item], expect="refuse",
@@ -814,7 +814,9 @@ def gen_measurements(g: _Gen) -> None:
             if name.endswith(".jsonl") and how in ("dup", "list"):
                 continue
 
-            def mutate(files, name=name, how=how, seed=rnd.randrange(10 ** 6)):
+            edited: list = []
+
+            def mutate(files, name=name, how=how, seed=rnd.randrange(10 ** 6), edited=edited):
                 r = random.Random(seed)
                 data = files[name]
                 if how == "missing":
@@ -830,12 +832,15 @@ def gen_measurements(g: _Gen) -> None:
                     lines = data.decode().splitlines()
                     i = r.randrange(len(lines))
                     rec = json.loads(lines[i])
-                    rec[r.choice(sorted(rec))] = r.choice(ODD)
+                    key = r.choice(sorted(rec))
+                    rec[key] = r.choice(ODD)
+                    edited.append(key)
                     lines[i] = json.dumps(rec)
                     files[name] = ("\n".join(lines) + "\n").encode()
                 elif how == "mutated":
                     doc = json.loads(data)
                     path = r.choice(list(_leaves(doc)))
+                    edited.extend(map(str, path))
                     files[name] = _dump(_set(doc, path, r.choice(ODD)), ".json")
                 else:
                     files[name] = damaged(data, how, r, ".json")
@@ -844,9 +849,10 @@ def gen_measurements(g: _Gen) -> None:
             n += 1
             # a folder damaged in one file may still hold a usable record (a torn samples
             # line is skipped): the oracle's other classes only; a hostile type is refused
-            g.add(verb, "measurement", args, files=_meas_files(mutate),
+            files = _meas_files(mutate)         # (fills `edited`: the key path changed)
+            g.add(verb, "measurement", args, files=files,
                   expect="refuse" if how in (FIFO, DIR) and name == "measurement.json" else
-                  "either", culprit=(name, "run"), outputs=outs, codes=(0, 1, 2))
+                  "either", culprit=(name, "run", *edited), outputs=outs, codes=(0, 1, 2))
     # every step's time bad: nothing to compare against, never a number made up
     for bad in (-1.0, 0.0, "slow", None, 1e300):
         def mutate(files, bad=bad):
@@ -1322,7 +1328,7 @@ def run_case(case: Case, folder: Path, hang_s: float = HANG_S) -> Outcome:
         if not errors:
             return Outcome("unclear error", f"exit 2 without an error line: {_last(text)}",
                            seconds, text)
-        culprits = [_sub(c, folder) for c in case.culprit]
+        culprits = [_sub(c, folder) for c in case.culprit if c]
         joined = " ".join(errors)
         # a pre-flight verdict on input the generator does not call bad (`[memory] gpu needs
         # 1.55 GiB of 0.00 GiB` after --hw gpu.hbm=4: a plain number is bytes) names its check
