@@ -1056,9 +1056,32 @@ def gen_pretrain(g: _Gen) -> None:
               outputs=("{T}/r", "{T}/c", "{T}/q.yaml", "{T}/p"))
 
 
+def gen_plot(g: _Gen) -> None:
+    """plot bottleneck / memory: the configs compared, a hostile --compare, odd flags."""
+    out = ("{T}/b.png",)
+    base = ["plot", "bottleneck", "-m", TINY, "-o", "{T}/b.png"]
+    g.add("plot", "plot", base, expect="ok", outputs=out, answer="")
+    g.add("plot", "plot", [*base, "--compare", "zero3-nvme"], expect="ok", outputs=out)
+    g.add("plot", "plot", [*base, "--compare", "{T}/c.json"], expect="ok", outputs=out,
+          files=(("c.json", (ROOT / "profiles/configs/zero2-cpu.json").read_bytes()),))
+    for bad, files in (("no-such-preset", ()), ("{T}/c.json", (("c.json", b"{"),)),
+                       ("{T}/c.json", (("c.json", FIFO),)), ("{T}/nope.json", ())):
+        g.add("plot", "plot", [*base, "--compare", bad], files=files, expect="refuse",
+              culprit=(Path(bad).name,), outputs=out)
+    for flag, value in (("--gpu-mem-cap", "nan"), ("--micro-batch", "0"), ("--set", "bf16=NaN"),
+                        ("--title", "x" * 5000), ("--x", "bogus")):
+        g.add("plot", "plot", [*base, flag, value], outputs=out,
+              expect="refuse" if flag not in ("--title", "--x") else "either",
+              culprit=(flag, value.split("=")[0][:20]))
+    g.add("plot", "plot", ["plot", "bogus-kind", "-m", TINY], expect="refuse",
+          culprit=("bogus-kind",))
+    g.add("plot", "plot", ["plot", "sweep", "-o", "{T}/s.png"], expect="refuse",
+          culprit=("--results",), outputs=("{T}/s.png",))
+
+
 GENERATORS = [gen_ds_config, gen_model_yaml, gen_hf_config, gen_hardware, gen_software, gen_set,
               gen_vary, gen_hw_flag, gen_numbers, gen_outputs, gen_measurements, gen_raw,
-              gen_results, gen_hostile, gen_profiles_dir, gen_pretrain]
+              gen_results, gen_hostile, gen_profiles_dir, gen_pretrain, gen_plot]
 
 
 def cases(seed: int = SEED) -> list[Case]:
