@@ -59,6 +59,8 @@ CLASSES = ("ok", "traceback", "hang", "silent accept", "data loss", "unclear err
            "wrong refusal")
 
 FIFO, DIR = "<fifo>", "<dir>"
+SHM = "/dev/shm/tierlab-fuzz"
+"""A swap folder on tmpfs: a run that launches (--skip-preflight) makes it; removed after."""
 
 
 @dataclass(frozen=True)
@@ -1003,7 +1005,7 @@ def gen_pretrain(g: _Gen) -> None:
     base = ["run", "-m", TINY, "-c", "zero3-nvme", "--steps", "2", "--warmup-steps", "1",
             "--out", "{T}/r"]
     files = (("afile", b"x\n"), ("fifo", FIFO))
-    for swap in ("/dev/shm/tierlab-fuzz", "{T}/afile", "/proc/tierlab-fuzz", "/dev/null",
+    for swap in (SHM, "{T}/afile", "/proc/tierlab-fuzz", "/dev/null",
                  "{T}/afile/sub", f"{{T}}/{LONG}", "{T}/fifo", ""):
         for verb, args in (("run", base),
                            ("run", [*base, "--skip-preflight"]),
@@ -1289,6 +1291,18 @@ def _alarm(signum, frame):
     raise Hang()
 
 
+def _warm() -> None:
+    """Import torch and DeepSpeed before the alarm is set: their first import (seconds; tens of
+    seconds on a cold disk) is the interpreter's, not the case's."""
+    import importlib
+
+    for name in ("torch", "deepspeed", "transformers", "psutil"):
+        try:
+            importlib.import_module(name)
+        except Exception:       # not installed (a core install): the verb says so itself
+            pass
+
+
 def run_case(case: Case, folder: Path, hang_s: float = HANG_S) -> Outcome:
     """Build, run and classify one case in the empty folder `folder`."""
     from click.testing import CliRunner
@@ -1296,8 +1310,11 @@ def run_case(case: Case, folder: Path, hang_s: float = HANG_S) -> Outcome:
     from tierlab.cli import main
 
     folder.mkdir(parents=True, exist_ok=True)
+    if case.verb in ("run", "compare", "preflight", "calibrate"):
+        _warm()
     _build(folder, case.files)
     before, devices = snapshot(folder), _devices()
+    shm_before = os.path.exists(SHM)
     args = [_sub(a, folder) for a in case.args]
     env = {**ENV, **{k: _sub(v, folder) for k, v in case.env}}
     old = signal.signal(signal.SIGALRM, _alarm)
@@ -1316,6 +1333,10 @@ def run_case(case: Case, folder: Path, hang_s: float = HANG_S) -> Outcome:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
     seconds = time.monotonic() - t0
+    if SHM in case.args and not shm_before and os.path.isdir(SHM):
+        import shutil
+
+        shutil.rmtree(SHM, ignore_errors=True)
     if hung:
         return Outcome("hang", f"still running after {hang_s:g} s", seconds)
     if trained or TRAINED:
