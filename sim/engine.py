@@ -238,6 +238,8 @@ class Shape:
     marks: tuple[tuple[int, int, bool, bool], ...] = ()
     """(op index, micro-step, ends the micro-step's backward, ends its forward compute) of each
     op named 'm<m>.' (phase_times, read off the names once per workload)."""
+    counts: tuple[int, ...] = ()
+    """Ops of each kind (sim/ranges.py re-times a kind once and weighs it by its count)."""
 
 
 SHAPE_CACHE_SIZE = 128
@@ -268,8 +270,12 @@ def shape_of(wl: Workload) -> Shape:
     marks = tuple((i, m, op.resource != "nvme_write",
                    op.resource == "gpu_compute" and op.phase == "forward")
                   for i, op in enumerate(wl.ops) if (m := _micro_index(op.name, n)) is not None)
+    counts = [0] * len(kinds)
+    for k in kind_of:
+        counts[k] += 1
     shape = Shape(kinds=tuple(kinds), kind_of=tuple(kind_of), lane=tuple(lane),
-                  contended=contended, previous=_previous_on_resource(lane), marks=marks)
+                  contended=contended, previous=_previous_on_resource(lane), marks=marks,
+                  counts=tuple(counts))
     _shapes[id(wl)] = (wl, shape)
     if len(_shapes) > SHAPE_CACHE_SIZE:
         _shapes.popitem(last=False)

@@ -28,13 +28,15 @@ from __future__ import annotations
 
 import copy
 import math
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 
 from tierlab.profiles.fields import NOT_STEADY
 from tierlab.profiles.ranges import CURVES, field_class
 from tierlab.profiles.schema import Hardware, Model, Software
 from tierlab.sim import host_costs
-from tierlab.sim.engine import Timer, run_steps, step_seconds, summarize
+from tierlab.sim.engine import Timer, run_steps, shape_of, step_seconds, summarize
+from tierlab.sim.resources import READS
 from tierlab.sim.result import SimResult
 from tierlab.sim.strategy import Strategy
 
@@ -162,36 +164,112 @@ def retimed(timer, hw: Hardware, software: Software | None):
     return new
 
 
-def _bracket(kinds, base: list[float], timer) -> tuple[float, float]:
-    """(d_cp, d_busy) of one end: the critical path's change, the summed growth of all ops."""
+def _bracket(shape, moved, on_path: list[int], deltas: list[float]) -> tuple[float, float]:
+    """(d_cp, d_busy) of one end: the critical path's change, the summed growth of all ops,
+    from the change `deltas` of each kind `moved` (in kind order: a kind left out adds +0.0 to
+    either sum)."""
     d_cp = d_busy = 0.0
-    for (op, n, n_path), b in zip(kinds, base):
-        d = timer.seconds(op) - b
-        d_cp += n_path * d
-        d_busy += n * max(0.0, d)
+    counts = shape.counts
+    for k, d in zip(moved, deltas):
+        d_cp += on_path[k] * d
+        d_busy += counts[k] * max(0.0, d)
     return d_cp, d_busy
 
 
+DELTA_CACHE_SIZE = 512
+"""Groups of ends whose op-time changes `_group` keeps. An end's changes (new - base seconds
+of each kind it moves) depend on the op kinds (the Shape), the input and its value, and what
+times those kinds: the profile parts or fields their resources read (resources.READS), the
+node's GPU, node and drive counts, the model and the strategy. A sweep's points that differ
+elsewhere (a CPU Adam rate, when the end moves PCIe ops) share them, so each is computed once.
+An entry holds the objects whose ids key it, so an id is not reused while it is kept."""
+_deltas: OrderedDict[tuple, tuple] = OrderedDict()
+
+
+def _part_of(hw: Hardware, software: Software | None, path: str):
+    """The object a READS entry names: 'software', a part ('pcie') or a part's field."""
+    head, _, field = path.partition(".")
+    obj = software if head == "software" else getattr(hw, head)
+    return getattr(obj, field) if field else obj
+
+
+PART_CACHE_SIZE = 256
+"""Perturbed profile parts `_perturbed_cached` keeps: a sweep's points share their GPU, PCIe...
+objects, so an end's perturbed part is made once and the engine's per-GPU FLOP terms, keyed by
+the GPU object, are computed once for it."""
+_parts: OrderedDict[tuple, tuple] = OrderedDict()
+
+
+def _perturbed_cached(hw: Hardware, software: Software | None, name: str, value: float
+                      ) -> tuple[Hardware, Software | None]:
+    """`perturbed`, its new hardware part (or software profile) kept by (the object it
+    replaces, input, value): the same values, one object per part and end."""
+    part = name.partition(".")[0]
+    obj = software if part == "software" else getattr(hw, part)
+    key = (id(obj), name, value)
+    hit = _parts.get(key)
+    if hit is not None and hit[0] is obj:
+        _parts.move_to_end(key)
+        new = hit[1]
+    else:
+        h2, s2 = perturbed(hw, software, name, value)
+        new = s2 if part == "software" else getattr(h2, part)
+        _parts[key] = (obj, new)
+        if len(_parts) > PART_CACHE_SIZE:
+            _parts.popitem(last=False)
+        return h2, s2
+    if part == "software":
+        return hw, new
+    return replace(hw, **{part: new}), software
+
+
+class _Base:
+    """The point's timer and per-kind seconds, made when first needed (an end whose changes
+    are kept needs neither)."""
+
+    def __init__(self, hw, model, strategy, software, shape):
+        self.hw, self.model, self.strategy, self.software = hw, model, strategy, software
+        self.shape = shape
+        self._timer = self._seconds = self._eff = None
+
+    @property
+    def eff(self):
+        """The software profile with the hardware's measured host costs."""
+        if self._eff is None and self.software is not None:
+            self._eff = host_costs.with_host_costs(self.software, self.hw)
+        return self._eff
+
+    @property
+    def timer(self) -> Timer:
+        if self._timer is None:
+            self._timer = Timer(self.hw, self.model, self.strategy, self.eff)
+        return self._timer
+
+    @property
+    def seconds(self) -> list[float]:
+        if self._seconds is None:
+            self._seconds = [self.timer.seconds(op) for op in self.shape.kinds]
+        return self._seconds
+
+
 def step_range(hw: Hardware, model: Model, strategy: Strategy, software: Software | None,
-               steady, budget: int) -> StepRange:
+               steady, budget: int, *, fast: bool = True) -> StepRange:
     """The steady step's central 80% interval from the point's steady run (engine._Run) with
     `software` (the hardware's measured host costs applied); `budget`: the steady-step
-    re-simulations allowed."""
-    eff = host_costs.with_host_costs(software, hw) if software is not None else None
-    kinds = op_kinds(steady.workload.ops, {rec.op.id for rec in steady.chain()})
-    timer = Timer(hw, model, strategy, eff)
-    base = [timer.seconds(op) for op, _, _ in kinds]
+    re-simulations allowed. `fast` (the default) brackets an end by re-timing only the op
+    kinds whose resource reads the part it moves (resources.READS: the others' times do not
+    change, so their terms are +0.0), keeps an end's changes for the points that share what
+    times them (`_group`) and perturbed parts for the points that share them; off, every kind
+    of every end is re-timed as the method states. Both give the same range bit for bit
+    (tests/test_ranges_fast.py)."""
+    shape = shape_of(steady.workload)
+    on_path = [0] * len(shape.kinds)
+    for rec in steady.chain():
+        on_path[shape.kind_of[rec.op.id]] += 1
+    base = _Base(hw, model, strategy, software, shape)
     point = steady.step_s
-    ends: dict[tuple[str, int], float] = {}
-    width: dict[tuple[str, int], float] = {}
     inputs = uncertain_inputs(hw, software)
-    for name, _, lo, hi in inputs:
-        for side, value in ((0, lo), (1, hi)):
-            h2, s2 = perturbed(hw, software, name, value)
-            e2 = host_costs.with_host_costs(s2, h2) if s2 is not None else None
-            d_cp, d_busy = _bracket(kinds, base, retimed(timer, h2, e2))
-            ends[name, side] = d_cp
-            width[name, side] = (d_busy - d_cp) if d_cp >= 0 else -d_cp
+    ends, width = _brackets(base, inputs, on_path, fast)
     error = software.ranges.get("simulator_error") if software is not None else None
     if error:         # the simulator's own validated error: a factor on the step
         inputs.append(("software.simulator_error", 1.0, *error))
@@ -203,12 +281,85 @@ def step_range(hw: Hardware, model: Model, strategy: Strategy, software: Softwar
             break
         name, side = key
         lo_hi = next((lo, hi) for n, _, lo, hi in inputs if n == name)
-        h2, s2 = perturbed(hw, software, name, lo_hi[side])
+        h2, s2 = (_perturbed_cached if fast else perturbed)(hw, software, name, lo_hi[side])
         e2 = s2 and host_costs.with_host_costs(s2, h2)
         ends[key] = step_seconds(h2, model, strategy, workload=steady.workload, software=e2,
-                                 timer=retimed(timer, h2, e2)) - point
+                                 timer=retimed(base.timer, h2, e2)) - point
         exact.add(key)
     return combine(point, inputs, ends, exact, len(exact))
+
+
+def _brackets(base: _Base, inputs, on_path: list[int], fast: bool
+              ) -> tuple[dict[tuple[str, int], float], dict[tuple[str, int], float]]:
+    """(d_cp, bracket width) of every end (input, 0 low / 1 high)."""
+    hw, software, shape = base.hw, base.software, base.shape
+    ends: dict[tuple[str, int], float] = {}
+    width: dict[tuple[str, int], float] = {}
+    by_res: dict[str, list[int]] = {}
+    for k, op in enumerate(shape.kinds):
+        by_res.setdefault(op.resource, []).append(k)
+    groups: dict[tuple[str, ...], tuple] = {}
+    for name, _, lo, hi in inputs:
+        res = _resources_read(tuple(by_res), name) if fast else tuple(by_res)
+        group = groups.get(res)
+        if group is None:
+            group = groups[res] = _group(base, res, by_res, fast)
+        moved, kept = group
+        part = name.partition(".")[0]
+        for side, value in ((0, lo), (1, hi)):
+            if not moved:            # no op reads this input: the step cannot move
+                ends[name, side] = width[name, side] = 0.0
+                continue
+            deltas = kept.get((name, value)) if kept is not None else None
+            if deltas is None:
+                h2, s2 = (_perturbed_cached if fast else perturbed)(hw, software, name, value)
+                e2 = (base.eff if fast and part not in ("cpu", "software") else
+                      host_costs.with_host_costs(s2, h2) if s2 is not None else None)
+                t2, was = retimed(base.timer, h2, e2), base.seconds
+                deltas = [t2.seconds(shape.kinds[k]) - was[k] for k in moved]
+                if kept is not None:
+                    kept[name, value] = deltas
+            d_cp, d_busy = _bracket(shape, moved, on_path, deltas)
+            ends[name, side] = d_cp
+            width[name, side] = (d_busy - d_cp) if d_cp >= 0 else -d_cp
+    return ends, width
+
+
+def _resources_read(resources: tuple[str, ...], name: str) -> tuple[str, ...]:
+    """Those of `resources` whose ops' times read input `name` ('cpu.adam_params_per_s'): a
+    READS entry that is the input or a part or field holding it."""
+    key = (resources, name)
+    hit = _READERS.get(key)
+    if hit is None:
+        hit = _READERS[key] = tuple(r for r in resources if any(
+            name == p or name.startswith(p + ".") for p in READS[r]))
+    return hit
+
+
+_READERS: dict[tuple, tuple[str, ...]] = {}
+"""(resources, input) -> those that read it: a closed set of names, a few hundred entries."""
+
+
+def _group(base: _Base, res: tuple[str, ...], by_res, fast: bool):
+    """(the kinds of these resources in kind order, the changes kept for the ends that move
+    only them; None off `fast`)."""
+    moved = sorted(k for r in res for k in by_res[r])
+    if not fast or not moved:
+        return moved, None
+    hw = base.hw
+    paths = sorted({p for r in res for p in READS[r]})
+    objs = (base.shape, base.model, base.strategy,
+            *(_part_of(hw, base.software, p) for p in paths))
+    key = (hw.gpus_per_node, hw.nodes, hw.nvme_drives, *map(id, objs))
+    hit = _deltas.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], objs)):
+        _deltas.move_to_end(key)
+        return moved, hit[1]
+    kept: dict = {}
+    _deltas[key] = (objs, kept)
+    if len(_deltas) > DELTA_CACHE_SIZE:
+        _deltas.popitem(last=False)
+    return moved, kept
 
 
 def combine(point: float, inputs, ends: dict, exact: set, simulations: int) -> StepRange:
