@@ -55,6 +55,9 @@ class Scenario:
     """The GPU memory cap (already applied to hardware.gpu.hbm_bytes), or None."""
     swap_dir: str | None = None
     """The directory every nvme_path points at (already applied to the strategy), or None."""
+    headroom: Any = None
+    """sim.headroom.Headroom: what each tier keeps free for the fit verdicts (--gpu-headroom,
+    --host-headroom); None until resolved (resolve always sets it)."""
 
     def describe(self) -> str:
         """One line: model, hardware, GPUs, config and what it does, batch, seq, precision."""
@@ -75,13 +78,16 @@ class Scenario:
                 "seq_len": self.model.seq_len,
                 "micro_batch": self.strategy.train_micro_batch_size_per_gpu,
                 "grad_accum": self.strategy.gradient_accumulation_steps,
-                "precision": self.strategy.precision}
+                "precision": self.strategy.precision,
+                "headroom": {t: self.headroom.of(t).text() for t in ("gpu", "host")}
+                if self.headroom else None}
 
     def memory(self):
         """The per-tier MemoryPlan (sim/memory.plan_memory) with this scenario's software."""
         from tierlab.sim.memory import plan_memory
 
-        return plan_memory(self.hardware, self.model, self.strategy, software=self.software)
+        return plan_memory(self.hardware, self.model, self.strategy, software=self.software,
+                           headroom=self.headroom)
 
     def simulate(self, *, strict: bool = False, ranges: bool = False):
         """The SimResult (sim/engine.simulate) with this scenario's software; `ranges`: with the
@@ -90,7 +96,8 @@ class Scenario:
         from tierlab.sim.ranges import simulate_ranged
 
         return (simulate_ranged if ranges else simulate)(
-            self.hardware, self.model, self.strategy, strict=strict, software=self.software)
+            self.hardware, self.model, self.strategy, strict=strict, software=self.software,
+            headroom=self.headroom)
 
 
 def default_precision(hardware) -> str:
@@ -219,27 +226,32 @@ def resolve(model: Any = DEFAULT_MODEL, hardware: Any = DEFAULT_HARDWARE,
             grad_accum: int | None = None, seq: int | None = None, gpus: int | None = None,
             nodes: int | None = None, precision: str | None = None,
             checkpointing: bool | None = True, gpu_mem_cap: Any = None,
+            gpu_headroom: Any = None, host_headroom: Any = None,
             swap_dir: str | None = None, software: Any = None,
             where: str | None = None, judge: str | None = None) -> Scenario:
     """One Scenario from names (profile name or path) or objects (Hardware, Model, a ds_config
     dict or a Strategy) plus flags. `overrides`: `--set` items or {dotted.key: value}; `ds_keys`:
     ds_config keys set after them (a sweep point's); `gpu_mem_cap`: bytes or text ('8GiB');
-    `software`: a Software (default: profiles/software/'s, with the host's measured costs);
+    `gpu_headroom`/`host_headroom`: '5%', '4GiB' or a sim.headroom.Margin (None: the default,
+    sim/headroom.py); `software`: a Software (default: profiles/software/'s, with the host's measured costs);
     `where`: how errors name a ds_config given as a dict; `judge`: who judges its keys:
     'table' (the default), the vendored copy of DeepSpeed 0.19.8's config classes, which the tests
     hold equal to DeepSpeed's own verdicts, so no simulation imports torch (~2 s); 'deepspeed' or
     'auto' (DeepSpeed when importable), for the verbs that train or probe with it anyway.
     A Strategy as `ds_config` keeps its own activation checkpointing. Raises ConfigError."""
+    from tierlab.sim.headroom import headroom_of
     from tierlab.sim.host_costs import software_for
     from tierlab.sim.strategy import Flags, Strategy, apply_overrides, check_precision
 
     _check_counts(micro_batch=micro_batch, grad_accum=grad_accum)
     check_precision(precision)
+    room = headroom_of(gpu_headroom, host_headroom)
     if isinstance(ds_config, Strategy):
         checkpointing = ds_config.activation_checkpointing
     hw, mdl, notes = machine_and_model(model, hardware, seq=seq, gpus=gpus, nodes=nodes,
                                        gpu_mem_cap=gpu_mem_cap)
     cap = hw.gpu.hbm_bytes if gpu_mem_cap is not None else None
+    room.check(hw)
     cfg, found = _ds_config(ds_config)
     where = where or found
     items = _overrides(overrides)
@@ -258,7 +270,7 @@ def resolve(model: Any = DEFAULT_MODEL, hardware: Any = DEFAULT_HARDWARE,
     return Scenario(hardware=hw, model=mdl, strategy=strategy, software=software_for(hw, software),
                     warnings=tuple(warnings), notes=notes, config_where=where,
                     config_name=Path(found).stem if isinstance(ds_config, str) else "custom",
-                    gpu_mem_cap_bytes=cap, swap_dir=swap_dir or None)
+                    gpu_mem_cap_bytes=cap, swap_dir=swap_dir or None, headroom=room)
 
 
 

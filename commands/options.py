@@ -7,6 +7,7 @@ import click
 from tierlab.commands.common import given, options
 from tierlab.scenario import DEFAULT_CONFIG, DEFAULT_HARDWARE, DEFAULT_MODEL
 from tierlab.profiles.load import PRESET_LADDER
+from tierlab.sim.headroom import headroom_of  # noqa: F401 (the verbs' --*-headroom -> Headroom)
 from tierlab.sim.strategy import PRECISIONS
 
 model_option = click.option(
@@ -49,6 +50,22 @@ gpu_mem_cap_option = click.option(
     "--gpu-mem-cap", default=None, metavar="BYTES",
     help="Cap the GPU's memory, e.g. 8GiB: the what-if of a smaller card (`run` enforces it "
          "with torch.cuda.set_per_process_memory_fraction).")
+headroom_options = options(
+    click.option("--gpu-headroom", default=None, metavar="SHARE|BYTES",
+                 help="GPU memory a 'fits' verdict keeps free, as a share (2%) or a size "
+                      "(512MiB); default 0: the CUDA context and allocator slack are in the plan "
+                      "already (docs/usage.md)."),
+    click.option("--host-headroom", default=None, metavar="SHARE|BYTES",
+                 help="Host RAM a 'fits' verdict keeps free for the OS, other processes and "
+                      "page cache, as a share (10%) or a size (8GiB); default 5%."),
+)
+HEADROOM_KEYS = ("gpu_headroom", "host_headroom")
+"""The headroom options' parameter names, as tierlab.scenario.resolve takes them."""
+
+
+def headroom_given(kw: dict) -> dict:
+    """The headroom options of a verb's keyword arguments, for tierlab.scenario.resolve."""
+    return {k: kw.pop(k) for k in HEADROOM_KEYS if k in kw}
 hw_option = click.option(
     "--hw", "hw", multiple=True, metavar="KEY=VALUE",
     help="Hardware what-if for this answer: set one number of the hardware profile, in the "

@@ -9,9 +9,9 @@ from tierlab.bounds import check_flag
 from tierlab.commands.common import (echo_warnings, finite, options, progress_bar, trust_line,
                                      what_if, writable)
 from tierlab.commands.examples import epilog
-from tierlab.commands.options import (gpus_option, hardware_option, hw_option, json_option,
-                                      model_option, no_progress_option, nodes_option, quiet_option,
-                                      seq_option)
+from tierlab.commands.options import (gpus_option, hardware_option, headroom_options, hw_option,
+                                      json_option, model_option, no_progress_option, nodes_option,
+                                      quiet_option, seq_option, headroom_of)
 from tierlab.errors import ConfigError
 from tierlab.planner.trainer import written_lines
 from tierlab.safeio import write_json
@@ -64,11 +64,12 @@ from tierlab.sim.strategy import PRECISIONS
                    "drops into the HF Trainer, axolotl or LLaMA-Factory unchanged.")
 @click.option("--jobs", "-j", type=int, default=1, show_default=True,
               help="Worker processes for the simulations.")
-@options(json_option, quiet_option, no_progress_option)
+@options(headroom_options, json_option, quiet_option, no_progress_option)
 @click.pass_context
 def plan(ctx, model, hardware, hw, gpus, nodes, seq, global_batch, grad_accum, micro_batch,
          max_micro_batch, checkpointing, precision, min_tokens_per_s, max_gpu_mem, nvme_path,
-         out, config_for, ds_config, write_config, as_json, quiet, jobs, no_progress):
+         out, config_for, ds_config, write_config, gpu_headroom, host_headroom, as_json, quiet,
+         jobs, no_progress):
     """The fastest DeepSpeed configuration that fits every tier, and why the others lost.
 
     Searches ZeRO stage, CPU/NVMe offload of parameters and optimizer, micro-batch, gradient
@@ -83,9 +84,8 @@ def plan(ctx, model, hardware, hw, gpus, nodes, seq, global_batch, grad_accum, m
                         ("--jobs", jobs)):
         if value is not None and value < 1:
             raise ConfigError(f"{flag} must be >= 1, got {value}")
-    for name, value in (("micro_batch", micro_batch), ("grad_accum", grad_accum),
-                        ("global_batch", global_batch)):
-        check_flag(name, value)                 # within its physical bound (tierlab.bounds)
+        if flag != "--jobs" and flag != "--max-micro-batch":   # its bound (tierlab.bounds)
+            check_flag(flag[2:].replace("-", "_"), value)
     if global_batch is not None and grad_accum is not None and not ds_config:
         raise ConfigError("give --global-batch or --grad-accum, not both")
     if write_config and not ds_config:
@@ -99,7 +99,8 @@ def plan(ctx, model, hardware, hw, gpus, nodes, seq, global_batch, grad_accum, m
                   checkpointing=checkpointing, precision=precision,
                   min_tokens_per_s=min_tokens_per_s, nvme_path=nvme_path,
                   max_gpu_mem_bytes=parse_size(max_gpu_mem, "--max-gpu-mem")
-                  if max_gpu_mem else None, max_micro_batch=max_micro_batch, jobs=jobs)
+                  if max_gpu_mem else None, max_micro_batch=max_micro_batch, jobs=jobs,
+                  headroom=headroom_of(gpu_headroom, host_headroom))
     if ds_config:
         return _plan_from(ctx, hw, mdl, ds_config, write_config, (out, config_for), as_json,
                           no_progress, **search)
@@ -140,8 +141,7 @@ def _plan_from(ctx, hw, mdl, ds_config, write_config, out_for, as_json, no_progr
         click.echo(json.dumps({**result.to_dict(), "trainer": told}, indent=2, default=str))
     else:
         click.echo(format_from_config(result))
-        for line in told:
-            click.echo(f"* {line}")
+        click.echo("".join(f"* {line}\n" for line in told), nl=False)
         if write_config:
             click.echo(f"wrote {write_config} (your config with the changes above)")
         _say_out(result.plan, *out_for)

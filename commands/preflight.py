@@ -7,14 +7,15 @@ from dataclasses import asdict
 import click
 
 from tierlab.commands.common import echo_problems, echo_warnings, given, options, scenario_of
-from tierlab.commands.options import (hw_option, gpu_mem_cap_option, json_option, quiet_option,
+from tierlab.commands.options import (headroom_given, headroom_options, hw_option,
+                                      gpu_mem_cap_option, json_option, quiet_option,
                                       scenario_options, swap_dir_option)
 from tierlab.errors import require
 
 
 @click.command()
 @scenario_options
-@options(gpu_mem_cap_option, swap_dir_option, hw_option, json_option)
+@options(gpu_mem_cap_option, headroom_options, swap_dir_option, hw_option, json_option)
 @click.option("--no-probe", is_flag=True,
               help="Probe nothing on this machine (libaio/async_io, swap path O_DIRECT and "
                    "space, RAM): judge the named hardware profile only.")
@@ -40,11 +41,11 @@ def preflight(ctx, gpu_mem_cap, swap_dir, no_probe, no_memory, as_json, quiet, *
     if not no_probe:        # libaio/async_io is probed through DeepSpeed's op builder
         require("torch", "deepspeed", what="preflight (probing this machine; --no-probe judges "
                                            "the named profile only)")
-    sc = scenario_of(kw, gpu_mem_cap=gpu_mem_cap, swap_dir=swap_dir,
+    sc = scenario_of(kw, gpu_mem_cap=gpu_mem_cap, swap_dir=swap_dir, **headroom_given(kw),
                      judge="table" if no_probe else "deepspeed")
     local = not no_probe and not given(ctx, "hardware")
     problems = run_preflight(sc.hardware, sc.model, sc.strategy, software=sc.software,
-                             gpu_mem_cap_bytes=sc.gpu_mem_cap_bytes,
+                             gpu_mem_cap_bytes=sc.gpu_mem_cap_bytes, headroom=sc.headroom,
                              check_memory_plan=not no_memory, probe=not no_probe,
                              local_ram=local)
     if as_json:       # one object: the verdict, each problem's check/severity/message/fix

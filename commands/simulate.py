@@ -7,14 +7,14 @@ import click
 
 from tierlab.commands.examples import epilog
 from tierlab.commands.common import echo_warnings, options, scenario_of, trust_line, writable
-from tierlab.commands.options import hw_option, builtin_configs, gpu_mem_cap_option, json_option, \
-    quiet_option, scenario_options
+from tierlab.commands.options import hw_option, builtin_configs, gpu_mem_cap_option, \
+    headroom_given, headroom_options, json_option, quiet_option, scenario_options
 from tierlab.safeio import write_json
 
 
 @click.command(epilog=epilog("simulate"))
 @scenario_options
-@options(gpu_mem_cap_option, hw_option, json_option, quiet_option)
+@options(gpu_mem_cap_option, headroom_options, hw_option, json_option, quiet_option)
 @click.option("--trace", "trace_path", default=None, metavar="FILE",
               help="Write a Chrome/Perfetto trace of the steady-state step (one track per "
                    "resource; open in ui.perfetto.dev).")
@@ -33,10 +33,10 @@ def simulate(ctx, gpu_mem_cap, as_json, quiet, trace_path, strict, **kw):
     from tierlab.sim.result import format_result, format_table
 
     writable(trace_path, "--trace", inputs=(kw["model"], kw["hardware"], kw["ds_config"]))
-    configs = builtin_configs(ctx, kw)
+    configs, room = builtin_configs(ctx, kw), headroom_given(kw)
     runs = []
     for cfg in configs:
-        sc = scenario_of({**kw, "ds_config": cfg}, gpu_mem_cap=gpu_mem_cap)
+        sc = scenario_of({**kw, "ds_config": cfg}, gpu_mem_cap=gpu_mem_cap, **room)
         echo_warnings(sc.warnings, sc.notes, quiet or as_json)
         runs.append((sc, sc.simulate(strict=strict, ranges=True)))
     if trace_path:

@@ -8,13 +8,15 @@ import click
 from tierlab.commands.examples import epilog
 from tierlab.commands.common import (echo_warnings, interrupted, progress_bar, save_figure,
                                      signals_raise, writable)
-from tierlab.commands.options import no_progress_option, quiet_option, scenario_options
+from tierlab.commands.options import headroom_options, no_progress_option, quiet_option, \
+    scenario_options
 from tierlab.errors import ConfigError, Interrupted
 from tierlab.sweeps.keys import DEFAULT_MAX_POINTS, check_points
 
 
 @click.command(epilog=epilog("sweep"))
 @scenario_options
+@headroom_options
 @click.option("--vary", "varies", multiple=True, metavar="KEY=V1,V2,...",
               help="A swept key and its values (repeatable; the grid is their product). Keys: "
                    "ds_config dotted keys (zero_optimization.sub_group_size), micro_batch, "

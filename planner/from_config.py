@@ -190,7 +190,8 @@ def plan_from_config(hardware, model, cfg: Mapping[str, Any], where: str, *,
                   checkpointing=checkpointing, precision=s.precision, simulator=simulator,
                   jobs=jobs, base=base, **plan_kwargs)
     req = Request(hardware=hardware, model=model, precision=s.precision,
-                  nvme_path=plan_kwargs.get("nvme_path", "/local_nvme"), base=base)
+                  nvme_path=plan_kwargs.get("nvme_path", "/local_nvme"), base=base,
+                  headroom=plan_kwargs.get("headroom"))
     search = Search(req, simulator or simulate, jobs)
     baseline = search.check(yours)
     if baseline.fits:

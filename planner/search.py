@@ -41,7 +41,8 @@ def _over(memory, tier_name: str | None = None) -> str:
     """'host needs 1,234 GiB > 1,000 GiB per node' for the binding (or the given) tier."""
     tier = memory.tiers[tier_name or memory.binding_tier]
     scope = "per GPU" if tier.tier == "gpu" else "per node"
-    return f"{tier.tier} needs {_gib(tier.used_bytes)} > {_gib(tier.capacity_bytes)} {scope}"
+    room = f" after {_gib(tier.headroom_bytes)} headroom" if tier.headroom_bytes else ""
+    return f"{tier.tier} needs {_gib(tier.used_bytes)} > {_gib(tier.limit_bytes)} {scope}{room}"
 
 
 class Search:
@@ -62,7 +63,7 @@ class Search:
             return self.seen[v]
         try:
             hw, strategy = build(v, self.req)
-            memory = plan_memory(hw, self.req.model, strategy)
+            memory = plan_memory(hw, self.req.model, strategy, headroom=self.req.headroom)
             cand = Candidate(variant=v, fits=memory.fits, memory=memory,
                              over="" if memory.fits else _over(memory),
                              ds_config=to_deepspeed(strategy))
@@ -352,16 +353,18 @@ def plan(hardware, model, *, global_batch: int | None = None, grad_accum: int | 
          precision: str | None = None, min_tokens_per_s: float | None = None,
          max_gpu_mem_bytes: float | None = None, nvme_path: str = DEFAULT_NVME_PATH,
          max_micro_batch: int = 64, simulator: Callable | None = None,
-         jobs: int = 1, base: dict | None = None,
+         jobs: int = 1, base: dict | None = None, headroom=None,
          progress: Callable[[int], None] | None = None) -> PlanResult:
     """Search placements, micro-batch, grad accumulation and knobs for `model` on `hardware`
     (profile objects). `global_batch`: sequences per optimizer step over all GPUs (the planner
     then trades micro-batch against gradient accumulation); without it gradient accumulation
     is `grad_accum` (default 1). `checkpointing` None tries both. `base`: the user's ds_config,
     which every variant changes instead of the planner's template (planner/from_config.py).
+    `headroom`: what each fit verdict keeps free (sim/headroom.py; None: the default).
     `progress(n)` is called as each n simulations finish (a progress bar's update)."""
     from tierlab.scenario import default_precision
     from tierlab.sim.engine import simulate
+    from tierlab.sim.headroom import DEFAULT_HEADROOM
 
     if max_gpu_mem_bytes is not None:
         if max_gpu_mem_bytes <= 0:
@@ -369,8 +372,9 @@ def plan(hardware, model, *, global_batch: int | None = None, grad_accum: int | 
         hardware = replace(hardware, gpu=replace(
             hardware.gpu, hbm_bytes=min(hardware.gpu.hbm_bytes, max_gpu_mem_bytes)))
     precision = precision or default_precision(hardware)
+    headroom = (headroom or DEFAULT_HEADROOM).check(hardware)
     req = Request(hardware=hardware, model=model, precision=precision, nvme_path=nvme_path,
-                  base=base)
+                  base=base, headroom=headroom)
     s = Search(req, simulator or simulate, jobs, progress)
     batches = _batches(hardware.world_size, global_batch, grad_accum, micro_batch, max_micro_batch)
     ckpts = (True, False) if checkpointing is None else (checkpointing,)
@@ -407,7 +411,8 @@ def plan(hardware, model, *, global_batch: int | None = None, grad_accum: int | 
                       trust=plan_trust(hardware, winner),
                       notes=notes, nvme_scaling=scaling, simulations=s.simulations,
                       gpus_per_node=hardware.gpus_per_node, nodes=hardware.nodes,
-                      precision=precision)
+                      precision=precision, headroom={t: headroom.of(t).text()
+                                                     for t in ("gpu", "host", "nvme")})
 
 
 def plan_trust(hardware, best: Candidate | None) -> dict:
@@ -458,6 +463,9 @@ def format_plan(result: PlanResult) -> str:
                         if r["step_time_s"] else f"{r['nvme_drives']}: -"
                         for r in result.nvme_scaling)
         lines.append(f"NVMe drives -> step time: {row}")
+    if result.headroom:
+        lines.append("fits = below capacity less the headroom kept free: " + ", ".join(
+            f"{t} {h}" for t, h in result.headroom.items()))
     lines += [f"* {n}" for n in result.notes]
     return "\n".join(lines)
 

@@ -112,6 +112,8 @@ class Request:
     base: Mapping[str, Any] | None = None
     """The user's ds_config (`plan --ds-config`): variants change it, not a template
     (sim/plan_from.base_ds_config)."""
+    headroom: Any = None
+    """sim.headroom.Headroom each fit verdict keeps free (None: the default)."""
 
 
 def ds_config_dict(v: Variant, req: Request) -> dict:
@@ -276,6 +278,8 @@ class PlanResult:
     """The compute dtype every candidate was simulated in."""
     trust: Mapping[str, Any] = field(default_factory=dict)
     """Where the inputs of the answer come from (profiles/ranges.trust_of)."""
+    headroom: Mapping[str, str] = field(default_factory=dict)
+    """What each tier's fit verdict kept free: {'gpu': '0', 'host': '5%', 'nvme': '0'}."""
 
     @property
     def scale(self) -> str:
@@ -318,7 +322,8 @@ class PlanResult:
                 "alternatives": [c.to_dict() for c in self.alternatives], "notes": self.notes,
                 "nvme_scaling": self.nvme_scaling, "simulations": self.simulations,
                 "ds_config": self.ds_config, "trainer_config": self.trainer_config,
-                "trainer_args": self.trainer_args, "trust": dict(self.trust)}
+                "trainer_args": self.trainer_args, "trust": dict(self.trust),
+                "headroom": dict(self.headroom)}
 
 
 def base_ds_config(v: Variant, req: Request) -> dict:

@@ -125,9 +125,31 @@ def check_memory(plan, strategy: Strategy) -> list[Problem]:
     """The memory planner's verdict, one problem per tier that does not fit."""
     if plan.fits:
         return []
-    return [Problem("memory", f"{tier} needs {_gib(t.used_bytes)} of {_gib(t.capacity_bytes)} "
-                    f"(binding tier: {plan.binding_tier})", tier_fix(tier, strategy))
+    room = {name: getattr(t, "headroom_bytes", 0.0) for name, t in plan.tiers.items()}
+    return [Problem("memory", f"{tier} needs {_gib(t.used_bytes)} of "
+                    f"{_gib(t.capacity_bytes - room[tier])}"
+                    + (f" ({_gib(t.capacity_bytes)} less {_gib(room[tier])} headroom)"
+                       if room[tier] else "")
+                    + f" (binding tier: {plan.binding_tier})", tier_fix(tier, strategy))
             for tier, t in plan.tiers.items() if not t.fits]
+
+
+MOMENT_FIXES = {
+    "checkpoint_save": "offload the optimizer (its state is then written from the host), or a "
+                       "host with more RAM",
+    "model_save_16bit": "set zero_optimization.stage3_gather_16bit_weights_on_model_save false "
+                        "and consolidate offline with zero_to_fp32.py",
+    "model_load": "ZeRO-3 with the HF integration (only rank 0 reads the weights), or fewer "
+                  "ranks per node",
+    "checkpoint_load": "resume on a host with more RAM, or the optimizer on NVMe (its files are "
+                       "copied, not loaded)"}
+
+
+def check_moments(plan) -> list[Problem]:
+    """A warning per moment outside the step whose host peak does not fit (sim/memory_moments.py):
+    training runs, then dies at a save or a resume."""
+    return [Problem("memory-moment", m.line(), MOMENT_FIXES[m.name], "warning")
+            for m in getattr(plan, "moments", ()) if not m.fits]
 
 
 @dataclass(frozen=True)
@@ -459,10 +481,11 @@ def effective_hardware(hardware, *, gpu_mem_cap_bytes: float | None = None,
 def run_preflight(hardware, model: Model, strategy: Strategy, *, env: Mapping[str, str] | None = None,
                   host_ram_bytes: float | None = None, gpu_mem_cap_bytes: float | None = None,
                   check_memory_plan: bool = True, probe: bool = True, local_ram: bool = True,
-                  software=None) -> list[Problem]:
+                  software=None, headroom=None) -> list[Problem]:
     """Every check for one launch. `probe=False` skips the machine probes (aio, swap path).
     Host RAM: `host_ram_bytes`, else this machine's when `local_ram` (and probing), else the
-    profile's. `software`: as the simulator's (default: the shipped one, sim/host_costs)."""
+    profile's. `software`: as the simulator's (default: the shipped one, sim/host_costs);
+    `headroom`: what each tier keeps free (sim/headroom.py; None: the default)."""
     from tierlab.runner.probes import ram_bytes
     from tierlab.sim.memory import plan_memory
 
@@ -471,7 +494,8 @@ def run_preflight(hardware, model: Model, strategy: Strategy, *, env: Mapping[st
     problems: list[Problem] = []
     if check_memory_plan:
         hw = effective_hardware(hardware, gpu_mem_cap_bytes=gpu_mem_cap_bytes, host_ram_bytes=ram)
-        problems += check_memory(plan_memory(hw, model, strategy, software=software), strategy)
+        plan = plan_memory(hw, model, strategy, software=software, headroom=headroom)
+        problems += check_memory(plan, strategy) + check_moments(plan)
     problems += check_ignored_keys(strategy.raw)
     problems += check_arch_list(env)
     problems += check_pinned(model, strategy, ram, hardware.gpus_per_node)

@@ -848,15 +848,16 @@ class StepRuns:
 
 
 def run_steps(hardware: Hardware, model: Model, strategy: Strategy, *, strict: bool = False,
-              software: Software | None = None) -> StepRuns:
-    """The memory plan and the two step schedules of `simulate` (strict: ConfigError when the
-    config does not fit)."""
+              software: Software | None = None, headroom=None) -> StepRuns:
+    """The memory plan (with `headroom`, sim/headroom.py; None: the default) and the two step
+    schedules of `simulate` (strict: ConfigError when the config does not fit)."""
     software = host_costs.software_for(hardware, software)
-    plan = plan_memory(hardware, model, strategy, software=software)
+    plan = plan_memory(hardware, model, strategy, software=software, headroom=headroom)
     if strict and not plan.fits:
         t = plan.tiers[plan.binding_tier]
         raise ConfigError(f"does not fit: {plan.binding_tier} tier needs "
-                          f"{fmt_gib(t.used_bytes)} of {fmt_gib(t.capacity_bytes)}")
+                          f"{fmt_gib(t.used_bytes)} of {fmt_gib(t.limit_bytes)} (capacity "
+                          f"{fmt_gib(t.capacity_bytes)} less {fmt_gib(t.headroom_bytes)} headroom)")
     timer = Timer(hardware, model, strategy, software)      # both steps' ops, timed once each
     steady = run_step(hardware, model, strategy, first_step=False, software=software,
                       timer=timer)
@@ -866,7 +867,8 @@ def run_steps(hardware: Hardware, model: Model, strategy: Strategy, *, strict: b
 
 
 def simulate(hardware: Hardware, model: Model, strategy: Strategy, *,
-             strict: bool = False, software: Software | None = None) -> SimResult:
+             strict: bool = False, software: Software | None = None,
+             headroom=None) -> SimResult:
     """Simulate one steady-state step (and step 1) of DeepSpeed on `hardware`.
 
     A config that does not fit memory is still simulated (fits=False, binding_tier named) unless
@@ -877,7 +879,8 @@ def simulate(hardware: Hardware, model: Model, strategy: Strategy, *,
     margin (about 3x the cost).
     """
     return summarize(hardware, model, strategy,
-                     run_steps(hardware, model, strategy, strict=strict, software=software))
+                     run_steps(hardware, model, strategy, strict=strict, software=software,
+                               headroom=headroom))
 
 
 def summarize(hardware: Hardware, model: Model, strategy: Strategy, runs: StepRuns, *,

@@ -20,7 +20,9 @@ from typing import Mapping
 
 from tierlab.profiles.layout import mean_active_ffn
 from tierlab.profiles.schema import Hardware, Model, Software
+from tierlab.sim.headroom import DEFAULT_HEADROOM, Headroom
 from tierlab.sim.layout import ParamLayout, param_layout, swap_file_bytes
+from tierlab.sim.memory_moments import Moment, moments as moments_of
 from tierlab.sim.memory_host import host_breakdown, pinned_bytes  # noqa: F401 (re-exported)
 from tierlab.sim.strategy import Strategy
 from tierlab.units import fmt_gib, gib, gib_dict
@@ -42,10 +44,17 @@ class TierUsage:
     capacity_bytes: float
     breakdown: Mapping[str, float] = field(default_factory=dict)
     """Item -> bytes; host items are prefixed 'pinned:' or 'pageable:'."""
+    headroom_bytes: float = 0.0
+    """Kept free for what the plan does not count (sim/headroom.py): fits below capacity - it."""
+
+    @property
+    def limit_bytes(self) -> float:
+        """What the tier may hold and still fit: capacity - headroom."""
+        return self.capacity_bytes - self.headroom_bytes
 
     @property
     def fits(self) -> bool:
-        return self.used_bytes <= self.capacity_bytes
+        return self.used_bytes <= self.limit_bytes
 
     @property
     def utilisation(self) -> float:
@@ -59,7 +68,8 @@ class TierUsage:
     def to_dict(self) -> dict:
         """The JSON view, in GiB (tierlab.units)."""
         return {"used_GiB": gib(self.used_bytes), "capacity_GiB": gib(self.capacity_bytes),
-                "fits": self.fits, "breakdown_GiB": gib_dict(self.breakdown)}
+                "headroom_GiB": gib(self.headroom_bytes), "fits": self.fits,
+                "breakdown_GiB": gib_dict(self.breakdown)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,6 +78,10 @@ class MemoryPlan:
     model_states: Mapping[str, float]
     """Whole-model bytes (all ranks together) of each model state, for the classic arithmetic."""
     n_params: int
+    moments: tuple[Moment, ...] = ()
+    """Host RAM at checkpoint save, 16-bit model save, model load and resume (rank 0's node;
+    sim/memory_moments.py): their own verdicts, not part of `fits` (the training step's)."""
+    headroom: Headroom = DEFAULT_HEADROOM
 
     @property
     def fits(self) -> bool:
@@ -87,7 +101,10 @@ class MemoryPlan:
         return {"n_params": self.n_params, "fits": self.fits, "binding_tier": self.binding_tier,
                 "tiers": {name: t.to_dict() for name, t in self.tiers.items()},
                 "model_states_GiB": {**gib_dict(states), "total": gib(total)},
-                "bytes_per_param": total / self.n_params}
+                "bytes_per_param": total / self.n_params,
+                "headroom": {t: self.headroom.of(t).text() for t in self.tiers},
+                "moments": {m.name: m.to_dict() for m in self.moments},
+                "moments_fit": all(m.fits for m in self.moments)}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -317,31 +334,35 @@ def nvme_breakdown(hw: Hardware, model: Model, strategy: Strategy) -> dict[str, 
 
 
 def plan_memory(hardware: Hardware, model: Model, strategy: Strategy, *,
-                software: Software | None = None) -> MemoryPlan:
-    """Peak bytes per tier, with capacities and what binds."""
-    gpu = gpu_breakdown(hardware, model, strategy)
-    host = host_breakdown(hardware, model, strategy, software)
-    nvme = nvme_breakdown(hardware, model, strategy)
-    tiers = {
-        "gpu": TierUsage(tier="gpu", used_bytes=sum(gpu.values()),
-                         capacity_bytes=hardware.gpu.hbm_bytes, breakdown=gpu),
-        "host": TierUsage(tier="host", used_bytes=sum(host.values()),
-                          capacity_bytes=hardware.dram_bytes, breakdown=host),
-        "nvme": TierUsage(tier="nvme", used_bytes=sum(nvme.values()),
-                          capacity_bytes=hardware.nvme_capacity_bytes, breakdown=nvme),
-    }
+                software: Software | None = None, headroom: Headroom | None = None) -> MemoryPlan:
+    """Peak bytes per tier, with capacities, the headroom each keeps free (default
+    sim/headroom.DEFAULT_HEADROOM) and what binds; and the moments outside the step."""
+    room = headroom or DEFAULT_HEADROOM
+    parts = {"gpu": (gpu_breakdown(hardware, model, strategy), hardware.gpu.hbm_bytes),
+             "host": (host_breakdown(hardware, model, strategy, software), hardware.dram_bytes),
+             "nvme": (nvme_breakdown(hardware, model, strategy), hardware.nvme_capacity_bytes)}
+    tiers = {name: TierUsage(tier=name, used_bytes=sum(items.values()), capacity_bytes=cap,
+                             breakdown=items, headroom_bytes=room.of(name).bytes_of(cap))
+             for name, (items, cap) in parts.items()}
+    host = tiers["host"]
+    base = host.breakdown.get("pageable:process_baseline", 0.0) / hardware.gpus_per_node
     return MemoryPlan(tiers=tiers, model_states=model_state_bytes(model, strategy),
-                      n_params=model.n_params)
+                      n_params=model.n_params, headroom=room,
+                      moments=moments_of(hardware, model, strategy, host.used_bytes, base,
+                                         host.headroom_bytes))
 
 
 def format_memory(plan: MemoryPlan, title: str) -> str:
-    """`tierlab memory`'s table: per tier used / capacity / fits and the breakdown, in GiB."""
+    """`tierlab memory`'s table: per tier used / capacity / fits and the breakdown, in GiB; the
+    headroom each tier keeps; the moments outside the step, each with its verdict."""
     lines = [title, f"{'tier':8s} {'used':>14s} {'capacity':>14s}  fits", "-" * 46]
     for name, tier in plan.tiers.items():
         scope = "per GPU" if name == "gpu" else "per node"
+        room = (f", headroom {plan.headroom.of(name).text()} = {fmt_gib(tier.headroom_bytes)}"
+                if tier.headroom_bytes else "")
         lines.append(f"{name:8s} {fmt_gib(tier.used_bytes):>14s} "
                      f"{fmt_gib(tier.capacity_bytes):>14s}  {'yes' if tier.fits else 'NO'}   "
-                     f"({scope})")
+                     f"({scope}{room})")
         for item, nbytes in sorted(tier.breakdown.items(), key=lambda kv: -kv[1]):
             lines.append(f"    {item:34s} {fmt_gib(nbytes):>14s}")
     states = plan.model_states
@@ -351,4 +372,13 @@ def format_memory(plan: MemoryPlan, title: str) -> str:
                  f"{fmt_gib(total)} ({total / plan.n_params:.0f} B/param)")
     verdict = "fits" if plan.fits else f"does NOT fit: {plan.binding_tier} tier is over capacity"
     lines.append(f"verdict: {verdict}; binding tier: {plan.binding_tier}")
+    lines.append(f"headroom kept free: {headroom_text(plan)}")
+    lines += [f"  {m.line()}" for m in plan.moments]
     return "\n".join(lines)
+
+
+def headroom_text(plan: MemoryPlan) -> str:
+    """'gpu 0, host 5% (2.98 GiB), nvme 0' (--gpu-headroom/--host-headroom)."""
+    return ", ".join(f"{n} {plan.headroom.of(n).text()}" + (
+        f" ({fmt_gib(t.headroom_bytes)})" if t.headroom_bytes and plan.headroom.of(n).fraction
+        else "") for n, t in plan.tiers.items())

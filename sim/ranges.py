@@ -417,7 +417,7 @@ def memory_margin(plan, hw: Hardware, software: Software | None) -> dict[str, di
             if f:
                 lo += nbytes * (f[0] - 1.0)
                 hi += nbytes * (f[1] - 1.0)
-        cap = tier.capacity_bytes
+        cap = tier.limit_bytes           # capacity - headroom (sim/headroom.py)
         if not lo <= cap < hi:
             continue
         what = ", ".join(sorted(k for k in factors if any(
@@ -432,10 +432,12 @@ def memory_margin(plan, hw: Hardware, software: Software | None) -> dict[str, di
 
 
 def simulate_ranged(hardware: Hardware, model: Model, strategy: Strategy, *,
-                    strict: bool = False, software: Software | None = None) -> SimResult:
+                    strict: bool = False, software: Software | None = None,
+                    headroom=None) -> SimResult:
     """`engine.simulate` plus the step time's central 80% interval and the fits margin (about
     3x the cost): the SimResult's step_range and memory_margin."""
-    runs = run_steps(hardware, model, strategy, strict=strict, software=software)
+    runs = run_steps(hardware, model, strategy, strict=strict, software=software,
+                     headroom=headroom)
     span = step_range(hardware, model, strategy, runs.software, runs.steady,
                       budget=2 * (1 + (runs.first is not runs.steady)))
     return summarize(hardware, model, strategy, runs, step_range=span,

@@ -29,6 +29,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from tierlab.errors import ConfigError, Interrupted
 from tierlab.scenario import DEFAULT_CONFIG, DEFAULT_HARDWARE, DEFAULT_MODEL
+from tierlab.sim.headroom import DEFAULT_HEADROOM
 from tierlab.sim.resources import RESOURCES
 from tierlab.sim.strategy import check_precision
 from tierlab.sweeps.keys import (HARDWARE_KEYS, Axis, load_profile, key_kind, make_axis, make_grid,
@@ -62,6 +63,10 @@ class Base:
     nodes: int | None = None
     precision: str | None = None
     checkpointing: bool = True
+    gpu_headroom: Any = None
+    """--gpu-headroom ('2%', '512MiB'; sim/headroom.py); None: the default."""
+    host_headroom: Any = None
+    """--host-headroom ('10%', '8GiB'); None: the default."""
 
     def __post_init__(self) -> None:
         for name in ("micro_batch", "grad_accum", "seq", "gpus", "nodes"):
@@ -82,8 +87,9 @@ class Base:
             if isinstance(v, Mapping):
                 return json.dumps(v, sort_keys=True, default=str)
             return v if isinstance(v, (str, int, float, bool, type(None), tuple)) else repr(v)
-        return json.dumps({f.name: ident(getattr(self, f.name)) for f in fields(self)},
-                          sort_keys=True, default=str)
+        return json.dumps({f.name: ident(getattr(self, f.name)) for f in fields(self)
+                           if f.name not in ("gpu_headroom", "host_headroom")     # ids kept
+                           or getattr(self, f.name) is not None}, sort_keys=True, default=str)
 
 
 def _set_path(obj, path: tuple[str, ...], value):
@@ -162,7 +168,8 @@ def resolve(base: Base, point: Mapping[str, Any] = {}):
         overrides=base.overrides, ds_keys={k: v for k, v in point.items() if key_kind(k) == "ds"},
         micro_batch=get("micro_batch"), grad_accum=get("grad_accum"),
         seq=None if "seq_len" in mpoint else get("seq"), gpus=get("gpus"), nodes=get("nodes"),
-        precision=get("precision"), checkpointing=get("checkpointing"))
+        precision=get("precision"), checkpointing=get("checkpointing"),
+        gpu_headroom=base.gpu_headroom, host_headroom=base.host_headroom)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -223,8 +230,9 @@ class Evaluator:
             if self.simulator is None:
                 row.update(memory_columns(sc.memory()))
             else:
+                room = {} if sc.headroom == DEFAULT_HEADROOM else {"headroom": sc.headroom}
                 res = self.simulator(sc.hardware, sc.model, sc.strategy, strict=self.strict,
-                                     software=sc.software)
+                                     software=sc.software, **room)
                 row.update(result_columns(res))
         except (ConfigError, ValueError, KeyError) as e:
             row["error"] = str(e).splitlines()[0] if str(e) else type(e).__name__
