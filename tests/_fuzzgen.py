@@ -1088,9 +1088,52 @@ def gen_plot(g: _Gen) -> None:
           culprit=("--results",), outputs=("{T}/s.png",))
 
 
+WORDS = ["zero_optimization", "stage", "offload_param", "offload_optimizer", "device", "nvme_path",
+         "bf16", "enabled", "train_micro_batch_size_per_gpu", "kind", "name", "model", "gpu",
+         "n_layers", "hidden", "vocab", "value", "source", "range", "hbm", "cores", "results",
+         "model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "aio",
+         "block_size", "status", "run_id", "steps", "base", "points", "x", ""]
+
+
+def _tree(rnd: random.Random, depth: int = 0):
+    """A random JSON value over tierlab's own key names."""
+    r = rnd.random()
+    if depth > 3 or r < 0.35:
+        return rnd.choice(ODD + ["8 GB", "1 TFLOP/s", "10 us", "model", "gpu", "nvme", 4, 3])
+    if r < 0.5:
+        return [_tree(rnd, depth + 1) for _ in range(rnd.randint(0, 3))]
+    return {rnd.choice(WORDS): _tree(rnd, depth + 1) for _ in range(rnd.randint(0, 5))}
+
+
+def gen_random_trees(g: _Gen) -> None:
+    """Random documents over the real key names in every file slot: nothing is known about their
+    validity ('either'); a refusal names the file or one of the keys it holds."""
+    rnd = g.rnd
+    slots = [("simulate", ["simulate", "-c", "{T}/f.json", "-m", TINY], "f.json"),
+             ("memory", ["memory", "-m", "{T}/f.yaml"], "f.yaml"),
+             ("memory", ["memory", "-m", "{T}/config.json"], "config.json"),
+             ("simulate", ["simulate", "-H", "{T}/f.yaml", "-m", TINY], "f.yaml"),
+             ("calibrate", ["calibrate", "--from-raw", "{T}/f.json", "--out", "{T}/p/x.yaml"],
+              "f.json"),
+             ("validate", ["validate", CASE_DIR, "-H", "h200x2-host", "--software", "{T}/f.yaml",
+                           "--out", "{T}/v"], "f.yaml")]
+    for n in range(120):
+        verb, args, name = slots[n % len(slots)]
+        doc = _tree(rnd)
+        if n % 3 == 0:      # a mapping at the top, with a kind, as the readers expect
+            doc = {"kind": rnd.choice(["model", "system", "gpu", "software"]),
+                   **(doc if isinstance(doc, dict) else {"x": doc})}
+        data = _dump(doc, Path(name).suffix) if Path(name).suffix == ".json" else \
+            json.dumps(doc).encode()            # JSON is YAML: every key quoted
+        words = sorted({w for w in WORDS if w and f'"{w}"' in data.decode()})
+        g.add(verb, "random_tree", args, files=((name, data),), culprit=(name, *words),
+              outputs=("{T}/p", "{T}/v"), codes=(0, 1, 2))
+
+
 GENERATORS = [gen_ds_config, gen_model_yaml, gen_hf_config, gen_hardware, gen_software, gen_set,
               gen_vary, gen_hw_flag, gen_numbers, gen_outputs, gen_measurements, gen_raw,
-              gen_results, gen_hostile, gen_profiles_dir, gen_pretrain, gen_plot]
+              gen_results, gen_hostile, gen_profiles_dir, gen_pretrain, gen_plot,
+              gen_random_trees]
 
 
 def cases(seed: int = SEED) -> list[Case]:
