@@ -41,8 +41,7 @@ def _over(memory, tier_name: str | None = None) -> str:
     """'host needs 1,234 GiB > 1,000 GiB per node' for the binding (or the given) tier."""
     tier = memory.tiers[tier_name or memory.binding_tier]
     scope = "per GPU" if tier.tier == "gpu" else "per node"
-    room = f" after {_gib(tier.headroom_bytes)} headroom" if tier.headroom_bytes else ""
-    return f"{tier.tier} needs {_gib(tier.used_bytes)} > {_gib(tier.limit_bytes)} {scope}{room}"
+    return f"{tier.tier} needs {_gib(tier.used_bytes)} > {_gib(tier.limit_bytes)} {scope}"
 
 
 class Search:

@@ -127,10 +127,8 @@ def check_memory(plan, strategy: Strategy) -> list[Problem]:
         return []
     room = {name: getattr(t, "headroom_bytes", 0.0) for name, t in plan.tiers.items()}
     return [Problem("memory", f"{tier} needs {_gib(t.used_bytes)} of "
-                    f"{_gib(t.capacity_bytes - room[tier])}"
-                    + (f" ({_gib(t.capacity_bytes)} less {_gib(room[tier])} headroom)"
-                       if room[tier] else "")
-                    + f" (binding tier: {plan.binding_tier})", tier_fix(tier, strategy))
+                    f"{_gib(t.capacity_bytes - room[tier])}{' usable' if room[tier] else ''} "
+                    f"(binding tier: {plan.binding_tier})", tier_fix(tier, strategy))
             for tier, t in plan.tiers.items() if not t.fits]
 
 
@@ -147,7 +145,9 @@ MOMENT_FIXES = {
 
 def check_moments(plan) -> list[Problem]:
     """A warning per moment outside the step whose host peak does not fit (sim/memory_moments.py):
-    training runs, then dies at a save or a resume."""
+    training runs, then dies at a save or a resume (none when the step itself does not fit)."""
+    if not plan.fits:
+        return []
     return [Problem("memory-moment", m.line(), MOMENT_FIXES[m.name], "warning")
             for m in getattr(plan, "moments", ()) if not m.fits]
 

@@ -358,11 +358,9 @@ def format_memory(plan: MemoryPlan, title: str) -> str:
     lines = [title, f"{'tier':8s} {'used':>14s} {'capacity':>14s}  fits", "-" * 46]
     for name, tier in plan.tiers.items():
         scope = "per GPU" if name == "gpu" else "per node"
-        room = (f", headroom {plan.headroom.of(name).text()} = {fmt_gib(tier.headroom_bytes)}"
-                if tier.headroom_bytes else "")
         lines.append(f"{name:8s} {fmt_gib(tier.used_bytes):>14s} "
                      f"{fmt_gib(tier.capacity_bytes):>14s}  {'yes' if tier.fits else 'NO'}   "
-                     f"({scope}{room})")
+                     f"({scope})")
         for item, nbytes in sorted(tier.breakdown.items(), key=lambda kv: -kv[1]):
             lines.append(f"    {item:34s} {fmt_gib(nbytes):>14s}")
     states = plan.model_states
