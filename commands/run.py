@@ -10,8 +10,8 @@ from tierlab.commands.examples import epilog
 from tierlab.commands.common import (SCENARIO_KEYS, echo_problems, echo_warnings, interrupted,
                                      progress_bar, signals_raise, writable)
 from tierlab.commands.seams import seam
-from tierlab.commands.options import (RUNNER_KEYS, no_progress_option, quiet_option,
-                                      runner_options, scenario_options)
+from tierlab.commands.options import (RUNNER_KEYS, json_option, no_progress_option,
+                                      quiet_option, runner_options, scenario_options)
 from tierlab.errors import ConfigError, Interrupted, require
 from tierlab.safeio import read_text, write_text
 
@@ -30,6 +30,7 @@ from tierlab.safeio import read_text, write_text
 @click.option("--overwrite", is_flag=True,
               help="Replace the measurement already in --out (refused without it).")
 @quiet_option
+@json_option
 @no_progress_option
 @click.pass_context
 def run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_progress, **kw):
@@ -38,7 +39,9 @@ def run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_progr
     One GPU (or the CPU) runs in this process; --gpus N > 1 or --hostfile goes through
     DeepSpeed's launcher. Writes DIR/measurement.json, steps.jsonl (flushed every step),
     samples.jsonl and summary.json. Ctrl-C or SIGTERM closes the record as "interrupted" with
-    the steps measured. Exit 0 ok, 1 failed, 2 bad input, 130 Ctrl-C (SIGINT), 143 SIGTERM."""
+    the steps measured. Exit 0 ok, 1 failed, 2 bad input, 130 Ctrl-C (SIGINT), 143 SIGTERM.
+    --json: one object on stdout, the refusal (status "refused", the pre-flight problems) or
+    the result (status, reason, the measurement folder and its summary)."""
     from tierlab.records.measurement import MEASUREMENT_FILE
 
     try:
@@ -86,8 +89,12 @@ def _run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_prog
 
         make_batches(vocab=sc.model.vocab, micro_batch=1, seq=sc.model.seq_len,
                      dataset=kw["dataset"], tokenizer=kw["tokenizer"])
-    if not kw["skip_preflight"] and echo_problems(run_preflight(
-            sc.hardware, sc.model, sc.strategy, gpu_mem_cap_bytes=sc.gpu_mem_cap_bytes)):
+    problems = [] if kw["skip_preflight"] else run_preflight(
+        sc.hardware, sc.model, sc.strategy, gpu_mem_cap_bytes=sc.gpu_mem_cap_bytes)
+    if kw["as_json"] and any(p.severity == "error" for p in problems):
+        _json(sc, "refused", problems=[vars(p) for p in problems])
+        ctx.exit(2)
+    if echo_problems(problems):
         click.echo("error: pre-flight failed (use --skip-preflight to launch anyway)", err=True)
         ctx.exit(2)
     ctx.meta["tierlab.run.out"] = out_dir        # from here on a record is being written
@@ -100,6 +107,9 @@ def _run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_prog
             m = run_training(spec, on_step=lambda rec: bar.update(1),
                              setup=seam(ctx, "setup_engine"))
     s = m.summary or {}
+    if kw["as_json"]:
+        _json(sc, m.status, reason=m.reason, measurement=out_dir, summary=s)
+        ctx.exit(exit_code(m))
     st = (s.get("step_time_s") or {})
     click.echo(f"{m.status}{': ' + m.reason if m.reason else ''}")
     if st.get("n"):
@@ -108,3 +118,11 @@ def _run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_prog
                    f"loss {s.get('loss_last'):.4f}")
     click.echo(f"measurement: {out_dir}")
     ctx.exit(exit_code(m))
+
+
+def _json(sc, status: str, **fields) -> None:
+    """`run --json`'s one object: the scenario's header, the status and what goes with it."""
+    import json
+
+    click.echo(json.dumps({**sc.header(), "scenario": sc.describe(), "status": status,
+                           **fields}, indent=2, default=str))
