@@ -1,6 +1,7 @@
 """`tierlab compare`: the exercise, the same model trained for real under each offload."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -9,7 +10,7 @@ from tierlab.commands.examples import epilog
 from tierlab.commands.common import (SCENARIO_KEYS, finite, interrupted, save_figure,
                                      signals_raise, writable)
 from tierlab.commands.seams import seam
-from tierlab.commands.options import RUNNER_KEYS, runner_options, scenario_options
+from tierlab.commands.options import RUNNER_KEYS, json_option, runner_options, scenario_options
 from tierlab.errors import Interrupted, require
 from tierlab.profiles.load import PRESET_LADDER
 from tierlab.safeio import write_json, write_text
@@ -36,8 +37,10 @@ from tierlab.safeio import write_json, write_text
 @click.option("--overwrite", is_flag=True,
               help="Replace the comparison already in --out: its table files and the "
                    "Measurements of the variants run now (refused without it).")
+@json_option
 @click.pass_context
-def compare(ctx, variants, uncapped_baseline, timeout_s, budget_s, out_dir, overwrite, **kw):
+def compare(ctx, variants, uncapped_baseline, timeout_s, budget_s, out_dir, overwrite, as_json,
+            **kw):
     """The exercise: train the same model and data for real with no offload, ZeRO-2 CPU, ZeRO-3
     CPU and ZeRO-3 NVMe, each in its own subprocess (an OOM or a DeepSpeed failure is a row with
     its reason), e.g. TinyLlama-1.1B on an 8 GiB card: `tierlab compare --gpu-mem-cap 8GiB
@@ -45,7 +48,8 @@ def compare(ctx, variants, uncapped_baseline, timeout_s, budget_s, out_dir, over
     is marked "!") and writes compare.csv, compare.png and compare.json under --out. Ctrl-C or
     SIGTERM stops the running variant, which keeps its finished steps, and still writes the
     table of the rows so far (exit 130/143). --ds-config is not used: each variant uses its
-    preset, with the --set overrides applied to all."""
+    preset, with the --set overrides applied to all. --json prints {rows, files, interrupted}
+    (the table's rows as compare.json holds them) instead of the table."""
     import time as _time
 
     from tierlab.safeio import free_folder
@@ -73,13 +77,19 @@ def compare(ctx, variants, uncapped_baseline, timeout_s, budget_s, out_dir, over
                                   train=seam(ctx, "train"), check=seam(ctx, "preflight"))
     except Interrupted as e:                # the finished rows are kept (runner.compare)
         rows, signum = e.partial, e.signum
-    click.echo(format_table(rows))
     out = Path(out_dir)
+    files = [str(out / f) for f in ("compare.csv", "compare.json", "compare.png")]
+    if not as_json:
+        click.echo(format_table(rows))
     write_text(out / "compare.csv", rows_to_csv(rows))      # runner.compare.TABLE_FILES
     write_json(out / "compare.json", rows)
     save_figure(compare_figure(rows, title=comparison_title(planned, bool(cap)),
-                               runs=variant_records(planned)), out / "compare.png")
-    click.echo(f"wrote {out / 'compare.csv'}, {out / 'compare.json'}")
+                               runs=variant_records(planned)), out / "compare.png", quiet=as_json)
+    if as_json:
+        click.echo(json.dumps({"rows": rows, "files": files, "interrupted": signum is not None},
+                              indent=2, default=str))
+    else:
+        click.echo(f"wrote {out / 'compare.csv'}, {out / 'compare.json'}")
     if signum is not None:
         interrupted(signum, "the rows above are kept")
         ctx.exit(128 + signum)

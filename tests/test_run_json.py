@@ -15,3 +15,24 @@ def test_run_json_refusal_is_one_object_and_exit_2(tmp_path):
     assert data["status"] == "refused" and data["nodes"] == 1
     assert [p["check"] for p in data["problems"] if p["severity"] == "error"] == ["memory"]
     assert not (tmp_path / "r").exists()                 # nothing written before the launch
+
+
+def test_compare_json_prints_the_rows_and_files(tmp_path):
+    # one variant, its training replaced by a recorded Measurement (commands/seams.py)
+    from tierlab.records.measurement import Measurement, MeasurementWriter
+    from _runnerhelp import TINY
+
+    def recorded(spec, limit):
+        return MeasurementWriter(spec.out_dir, Measurement(run_id=spec.label)).close(
+            "ok", samples=[])
+
+    out = tmp_path / "cmp"
+    r = CliRunner().invoke(main, ["compare", "-m", TINY, "--micro-batch", "1", "--seq", "64",
+                                  "--steps", "3", "--warmup-steps", "1", "--variants",
+                                  "no-offload", "--skip-preflight", "--out", str(out), "--json"],
+                           obj={"train": recorded})
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output[r.output.index("{"):])
+    assert [row["variant"] for row in data["rows"]] == ["no-offload"]
+    assert data["files"][0] == str(out / "compare.csv") and data["interrupted"] is False
+    assert (out / "compare.json").is_file()
