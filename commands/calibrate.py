@@ -6,6 +6,7 @@ import sys
 import click
 
 from tierlab.commands.examples import epilog
+from tierlab.commands.options import json_option
 from tierlab.errors import require
 from tierlab.safeio import check_not_input
 from tierlab.scenario import DEFAULT_HARDWARE
@@ -55,14 +56,17 @@ from tierlab.scenario import DEFAULT_HARDWARE
 @click.option("--from-raw", "from_raw", default=None, metavar="FILE",
               help="Measure nothing: rebuild the profile from a raw record that an earlier "
                    "`calibrate --raw` wrote (on this or another host), with this version's rules.")
-def calibrate(nvme_path, out, name, hardware, quick, host_costs, raw, skip, sweep, from_raw):
+@json_option
+def calibrate(nvme_path, out, name, hardware, quick, host_costs, raw, skip, sweep, from_raw,
+              as_json):
     """Measure this host (PCIe, GEMM, NCCL, aio, CPU Adam, memcpy, module call) into a profile.
 
     Writes a system profile in the loader's format whose measured numbers say 'measured <date> by
     tierlab calibrate: <settings>', plus the measured part profiles; what it cannot measure is
     taken from --hardware and keeps its source. Benchmarks that need missing hardware are
     skipped and listed, and so is each DeepSpeed host-cost term that measured nothing (not two
-    depths, or a difference at or below zero): the software profile's value stays for it."""
+    depths, or a difference at or below zero): the software profile's value stays for it.
+    --json prints {profile, wrote, summary} (the files written and the summary's lines)."""
     from tqdm import tqdm
 
     from tierlab.runner import calibrate as cal
@@ -92,6 +96,14 @@ def calibrate(nvme_path, out, name, hardware, quick, host_costs, raw, skip, swee
         result = cal.calibrate(name=name, base=hardware, nvme_path=nvme_path, plan=plan,
                                skip={s.strip() for s in skip.split(",") if s.strip()},
                                progress=bar, save_raw=raw_saver(raw))
-    write_calibration(result, paths, raw, wrote=lambda path: click.echo(f"wrote {path}"))
+    wrote: list[str] = []
+    write_calibration(result, paths, raw, wrote=lambda path: wrote.append(str(path)) or (
+        None if as_json else click.echo(f"wrote {path}")))
+    if as_json:
+        import json
+
+        click.echo(json.dumps({"profile": result.hardware.name, "wrote": wrote,
+                               "summary": list(calibration_summary(result))}, indent=2))
+        return
     for line in calibration_summary(result):
         click.echo(line)

@@ -36,3 +36,21 @@ def test_compare_json_prints_the_rows_and_files(tmp_path):
     assert [row["variant"] for row in data["rows"]] == ["no-offload"]
     assert data["files"][0] == str(out / "compare.csv") and data["interrupted"] is False
     assert (out / "compare.json").is_file()
+
+
+def test_calibrate_from_raw_json_lists_the_files_written(tmp_path, monkeypatch):
+    # h200-t's raw record rebuilt (its base profile h200x2-b is one of the lab's)
+    from pathlib import Path
+
+    from tierlab.profiles import load
+
+    repo = Path(__file__).resolve().parents[1]
+    monkeypatch.setenv(load.PROFILES_ENV, str(repo / "lab" / "profiles"))
+    out = tmp_path / "systems" / "x.yaml"
+    r = CliRunner().invoke(main, ["calibrate", "--from-raw",
+                                  str(repo / "lab/cases/h200-t/h200-t-raw.json"), "--out",
+                                  str(out), "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output[r.output.index("{"):])
+    assert data["profile"] == "x" and str(out) in data["wrote"]
+    assert data["summary"][0].startswith("x: PCIe H2D/D2H pinned")
