@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from tierlab.sim.devices import Span
+from tierlab.sim.memory import headroom_text
 from tierlab.sim.resources import RESOURCES
 from tierlab.units import fmt_gib, gib
 
@@ -122,6 +123,7 @@ def format_result(r: SimResult, title: str) -> str:
                      f"{'' if t.fits else '  DOES NOT FIT'}")
     lines.append(f"fits: {'yes' if r.fits else 'no (' + str(r.binding_tier) + ')'}")
     lines += [f"  margin: {m['statement']}" for m in (r.memory_margin or {}).values()]
+    lines.append(f"headroom kept free: {headroom_text(r.memory)}")
     if r.step_range is not None and r.step_range.drivers:
         lines.append("range drivers (step at the input's low / high end): " + "; ".join(
             f"{d.input} {d.step_at_low_s:.3f} / {d.step_at_high_s:.3f} s"
