@@ -65,15 +65,24 @@ def _forget():
     getattr(engine, "_shapes", {}).clear()
     getattr(engine, "clear_schedule_cache", lambda: None)()
     getattr(engine, "_terms", {}).clear()
+    _forget_ranges()
 
 
 def _reschedule():
     """Drop only the kept schedules and FLOP terms (a point whose workload is kept but whose
-    rates are new): the 'new schedule' figure."""
+    rates are new): the 'new schedule' figure. The range's kept end changes and perturbed
+    parts go too (sim/ranges.clear_range_cache): a point with new rates has none kept."""
     from tierlab.sim import engine
 
     getattr(engine, "clear_schedule_cache", lambda: None)()
     getattr(engine, "_terms", {}).clear()
+    _forget_ranges()
+
+
+def _forget_ranges():
+    from tierlab.sim import ranges
+
+    getattr(ranges, "clear_range_cache", lambda: None)()
 
 
 def _in_process(repeat: int) -> dict:

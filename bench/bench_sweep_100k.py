@@ -4,6 +4,7 @@ CLI as a user runs it (`tierlab sweep ... --out FILE`, every point with its 80% 
 
     .venv/bin/python bench/bench_sweep_100k.py [--quarters K] [--jobs N] [--interrupt-after S]
                                                [--at COMMIT] [--keep DIR] [--points-only]
+                                               [--ratio]
 
 The grid: TinyLlama-1.1B on workstation-rtx3070, 4 sub_group_size x 4 presets x checkpointing
 on/off x 5 seq x 5 micro-batch x 5 gradient accumulation x 5 NVMe drive counts x 5 CPU Adam
@@ -14,8 +15,11 @@ and the whole tree at its peak. After the sweep, the same command is run again: 
 skipped (the resume path over a finished file). `--interrupt-after S` first stops a sweep with
 SIGTERM after S seconds and resumes it, reporting the rows kept. `--at COMMIT` runs the same on
 that commit's tree (`git archive`, imported in place of the checkout). `--points-only` runs the
-point answers without the range (sweeps.run.run_grid(ranges=False); no CLI flag for it yet) through
-the same driver. Prints; asserts nothing.
+point answers without the range (sweeps.run.run_grid(ranges=False), as `tierlab sweep --no-ranges`
+does) through the same driver. `--ratio` runs the ranged sweep and then the points-only one on the
+same grid in this one invocation and prints ranged / points-only wall and CPU: on a machine others
+share, the load moves both alike and the ratio stays (the target, 120 s against ~64 s points-only
+when measured, is a ratio of about 1.9). Prints; asserts nothing.
 """
 from __future__ import annotations
 
@@ -160,7 +164,19 @@ def _tree_at(commit: str, tmp: str) -> str:
 
 
 def measure(quarters: int, jobs: int | None, interrupt: float | None, at: str | None,
-            keep: str | None, points_only: bool) -> None:
+            keep: str | None, points_only: bool, ratio: bool = False) -> dict | None:
+    """One sweep (and its rerun over the finished file); with `ratio`, the ranged one and then
+    the points-only one, and their ratio."""
+    if ratio:
+        ranged = measure(quarters, jobs, None, at, keep, False)
+        points = measure(quarters, jobs, None, at, keep, True)
+        if ranged and points:
+            wall = ranged["wall_s"] / points["wall_s"]
+            print(f"ranged / points-only, same grid, same invocation: wall {wall:.2f}x, CPU "
+                  f"{ranged['cpu_s'] / points['cpu_s']:.2f}x (at 64 s points-only, the figure "
+                  f"measured when the target was set: {64 * wall:.0f} s ranged; target "
+                  f"<= {TARGET_S:.0f} s)")
+        return None
     points = FULL * quarters // len(SUB_GROUPS)
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ)
@@ -187,7 +203,7 @@ def measure(quarters: int, jobs: int | None, interrupt: float | None, at: str | 
         rows, errors = _rows(out)
         if full["rc"] != 0 or rows == 0:
             print(f"  sweep failed (exit {full['rc']}): {' | '.join(full['stderr'])}")
-            return
+            return None
         done = rows - (kept if interrupt is not None else 0)
         rate = done / full["wall_s"]
         print(f"  wall {full['wall_s']:.1f} s for {done:,} points computed ({rows:,} rows, "
@@ -202,6 +218,7 @@ def measure(quarters: int, jobs: int | None, interrupt: float | None, at: str | 
               f"every point skipped), peak RSS driver {again['driver_mib']:.0f} MiB")
         if keep:
             print(f"  results: {out}")
+        return full
 
 
 def main() -> None:
@@ -215,8 +232,10 @@ def main() -> None:
     ap.add_argument("--keep", metavar="DIR", help="write the results CSV into DIR and keep it")
     ap.add_argument("--points-only", action="store_true",
                     help="point answers without the 80%% range (run_grid(ranges=False))")
+    ap.add_argument("--ratio", action="store_true",
+                    help="the ranged sweep, then the points-only one, and their ratio")
     a = ap.parse_args()
-    measure(a.quarters, a.jobs, a.interrupt_after, a.at, a.keep, a.points_only)
+    measure(a.quarters, a.jobs, a.interrupt_after, a.at, a.keep, a.points_only, a.ratio)
 
 
 if __name__ == "__main__":

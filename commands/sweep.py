@@ -34,7 +34,7 @@ from tierlab.sweeps.keys import DEFAULT_MAX_POINTS, check_points
               help="Only plan memory per point (fits, bytes per tier); no simulation.")
 @click.option("--no-ranges", is_flag=True,
               help="Simulate each point without its 80% range: no step_time_low_s / "
-                   "step_time_high_s columns, about 1.6x faster (the range re-times every "
+                   "step_time_high_s columns, about 1.7x faster (the range re-times every "
                    "uncertain input at both ends).")
 @click.option("--strict", is_flag=True,
               help="A point that does not fit memory is an error row instead of a simulated one.")

@@ -11,8 +11,10 @@ analysis, one input at a time, deterministic (no sampling):
    faster one can only shorten the step. So d_i lies in [d_cp, d_busy] when slower and in
    [d_cp, 0] when faster.
 2. The ends whose brackets are widest are re-simulated exactly (the steady step only), as many as
-   the budget allows: twice the point simulation's own step simulations, so a range costs about
-   3x a point. The others keep d_cp (exact when the input's ops stay on the critical path).
+   the budget allows: twice the point simulation's own step simulations, so a range costs at
+   most about 3x a point (about 1.7x over a sweep's points, which share their ends' op-time
+   changes: `_group`). The others keep d_cp (exact when the input's ops stay on the critical
+   path).
 3. The ends are combined by root-sum-square of the one-sided changes, as for independent inputs:
    low = point - sqrt(sum of squared decreases), high = point + sqrt(sum of squared increases).
    For inputs whose changes add linearly and whose P10/P90 are the range ends, this is the
@@ -184,6 +186,12 @@ node's GPU, node and drive counts, the model and the strategy. A sweep's points 
 elsewhere (a CPU Adam rate, when the end moves PCIe ops) share them, so each is computed once.
 An entry holds the objects whose ids key it, so an id is not reused while it is kept."""
 _deltas: OrderedDict[tuple, tuple] = OrderedDict()
+
+
+def clear_range_cache() -> None:
+    """Forget every kept end change and perturbed part (benchmarks time a new point with it)."""
+    _deltas.clear()
+    _parts.clear()
 
 
 def _part_of(hw: Hardware, software: Software | None, path: str):

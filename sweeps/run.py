@@ -606,7 +606,7 @@ def run_grid(base: Base, axes: Sequence[Axis], *, memory_only: bool = False,
     """The sweep driver of `tierlab sweep` and `tierlab.sweep()`: the base checked once
     (check_base), then every point of the grid simulated with its 80% range (columns
     step_time_low_s / step_time_high_s, docs/ranges.md), or with `ranges` off the point answer
-    only (about 2.5x faster: no range columns), or with `memory_only` its memory planned only;
+    only (about 1.7x faster: no range columns), or with `memory_only` its memory planned only;
     resumed from and written to `out` as `run_sweep` does."""
     from tierlab.sim.engine import simulate
     from tierlab.sim.ranges import simulate_ranged
