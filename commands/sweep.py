@@ -8,8 +8,8 @@ import click
 from tierlab.commands.examples import epilog
 from tierlab.commands.common import (echo_warnings, interrupted, progress_bar, save_figure,
                                      signals_raise, writable)
-from tierlab.commands.options import headroom_options, no_progress_option, quiet_option, \
-    scenario_options
+from tierlab.commands.options import headroom_options, json_option, no_progress_option, \
+    quiet_option, scenario_options
 from tierlab.errors import ConfigError, Interrupted
 from tierlab.sweeps.keys import DEFAULT_MAX_POINTS, check_points
 
@@ -49,16 +49,18 @@ from tierlab.sweeps.keys import DEFAULT_MAX_POINTS, check_points
 @click.option("--list-keys", is_flag=True, help="List every key --vary accepts and exit.")
 @no_progress_option
 @quiet_option
+@json_option
 @click.pass_context
 def sweep(ctx, varies, out, jobs, memory_only, no_ranges, strict, plot_path, x_key, by,
-          max_points, list_keys, no_progress, quiet, **kw):
+          max_points, list_keys, no_progress, quiet, as_json, **kw):
     """What-if grid over hardware, strategy, batch and model keys; one row per point.
 
     Invalid combinations are rows with the reason in `error`. Example:
     tierlab sweep -c zero3-nvme --micro-batch 4 --seq 1024 --vary nvme.drives=1,2,4,8
     --vary zero_optimization.sub_group_size=1e8,1e9 --out drives.csv --plot drives.png"""
     from tierlab.sweeps.keys import all_keys
-    from tierlab.sweeps.run import Base, all_failed, check_base, parse_vary, run_grid, summary
+    from tierlab.sweeps.run import (Base, all_failed, check_base, parse_vary, run_grid, summary,
+                                    sweep_json)
 
     if list_keys:
         for key, what in all_keys().items():
@@ -101,9 +103,11 @@ def sweep(ctx, varies, out, jobs, memory_only, no_ranges, strict, plot_path, x_k
     if outcome.torn:
         click.echo(f"warning: {out}: {outcome.torn} torn row(s) ignored and recomputed", err=True)
     df = outcome.frame
-    if out is None:
+    if as_json:    # {rows (without --out), out, summary}: sweeps/run.sweep_json
+        click.echo(sweep_json(outcome, out))
+    elif out is None:
         click.echo(df.to_csv(index=False), nl=False)
-    click.echo(summary(outcome, out), err=out is None)
+    click.echo(summary(outcome, out), err=out is None or as_json)
     if failure := all_failed(outcome):
         raise ConfigError(failure)
     if plot_path and not memory_only:

@@ -741,3 +741,13 @@ def summary(outcome: "SweepOutcome", out: str | None = None) -> str:
             text += (f"\nfastest that fits (most tokens/s): {point}: {best['tokens_per_s']:,.0f} "
                      f"tokens/s, {best['step_time_s']:.3f} s/step, {best['bottleneck']} binds")
     return text
+
+
+def sweep_json(outcome, out: str | None) -> str:
+    """`sweep --json`: {rows (the table's, when no --out file holds them; NaN as null), out,
+    rows_total, errors}."""
+    frame = outcome.frame
+    errors = int((frame["error"].astype(str) != "").sum()) if "error" in frame else 0
+    rows = None if out else json.loads(frame.to_json(orient="records"))
+    return json.dumps({"rows": rows, "out": out, "rows_total": len(frame), "errors": errors},
+                      indent=2)

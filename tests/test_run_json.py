@@ -54,3 +54,17 @@ def test_calibrate_from_raw_json_lists_the_files_written(tmp_path, monkeypatch):
     data = json.loads(r.output[r.output.index("{"):])
     assert data["profile"] == "x" and str(out) in data["wrote"]
     assert data["summary"][0].startswith("x: PCIe H2D/D2H pinned")
+
+
+def test_sweep_json_rows_or_the_file(tmp_path):
+    args = ["sweep", "-c", "zero3-cpu", "--vary", "micro_batch=1,2", "--memory-only", "-q",
+            "--json", "--jobs", "1"]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output[r.output.index("{"):r.output.rindex("}") + 1])
+    assert [row["micro_batch"] for row in data["rows"]] == [1, 2]
+    assert data["rows_total"] == 2 and data["errors"] == 0 and data["out"] is None
+    out = tmp_path / "s.csv"
+    r = CliRunner().invoke(main, [*args, "--out", str(out)])
+    data = json.loads(r.output[r.output.index("{"):r.output.rindex("}") + 1])
+    assert data["rows"] is None and data["out"] == str(out) and out.is_file()
