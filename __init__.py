@@ -46,8 +46,8 @@ def simulate(model: Any = DEFAULT_MODEL, hardware: Any = DEFAULT_HARDWARE,
              **options) -> "SimResult":
     """Simulate one step. `model`/`hardware`: profile names, paths or profile objects;
     `ds_config`: a preset name, a path, a dict or a Strategy. Options: micro_batch, grad_accum,
-    seq, gpus, nodes, precision, checkpointing, gpu_mem_cap, overrides ({"dotted.key": value}
-    or ["dotted.key=value"]). `ranges` (default on, as the CLI): the step time's 80% range
+    seq, gpus, nodes, precision, checkpointing, gpu_mem_cap, gpu_headroom/host_headroom ('5%',
+    '4GiB'), overrides ({"dotted.key": value} or ["dotted.key=value"]). `ranges` (default on, as the CLI): the step time's 80% range
     (`step_time_range_s`, `step_range.drivers`) and the fits margin, at ~2-3x the cost.
     Raises ConfigError on bad input."""
     return scenario(model, hardware, ds_config, **options).simulate(strict=strict, ranges=ranges)

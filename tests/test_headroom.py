@@ -137,3 +137,14 @@ def test_a_moment_that_does_not_fit_is_a_preflight_warning():
                                   "--seq", "1024", "--no-probe", "--host-headroom", "50%"])
     assert "warning: [memory-moment] checkpoint load (resume)" in r.output
     assert r.exit_code == 0                   # the step fits: a warning, not an error
+
+
+def test_python_api_takes_the_headroom():
+    import tierlab
+
+    plan = tierlab.memory("tinyllama-1.1b", "workstation-rtx3070", "zero3-cpu", micro_batch=4,
+                          seq=1024, host_headroom="51%")
+    assert not plan.fits and plan.binding_tier == "host"      # 29.52 GiB > 29.21 GiB usable
+    r = tierlab.simulate("tinyllama-1.1b", "workstation-rtx3070", "zero3-cpu", micro_batch=4,
+                         seq=1024, gpu_headroom="3GiB", ranges=False)
+    assert not r.fits and r.binding_tier == "gpu"             # 5.37 GiB > 5.00 GiB usable
