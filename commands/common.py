@@ -74,19 +74,6 @@ def echo_warnings(warnings=(), notes=(), quiet: bool = False) -> None:
             click.echo(f"note: {n}", err=True)
 
 
-def trust_line(trust: dict) -> str:
-    """'inputs: GPU compute, CPU Adam: estimate, never calibrated; NVMe read: datasheet, ...':
-    where a prediction's inputs come from, grouped by how sure they are (profiles/ranges.py)."""
-    from tierlab.profiles.ranges import trust_phrase
-    from tierlab.sim.resources import BY_NAME
-
-    groups: dict[str, list[str]] = {}
-    for name, entry in trust.items():
-        groups.setdefault(trust_phrase(entry), []).append(
-            BY_NAME[name].label if name in BY_NAME else name)
-    return "inputs: " + "; ".join(f"{', '.join(v)}: {k}" for k, v in groups.items())
-
-
 def echo_problems(problems) -> bool:
     """Print each pre-flight problem on one line; True if any is an error."""
     for p in problems:

@@ -6,9 +6,10 @@ import json
 import click
 
 from tierlab.commands.examples import epilog
-from tierlab.commands.common import echo_warnings, options, scenario_of, trust_line
+from tierlab.commands.common import echo_warnings, options, scenario_of
 from tierlab.commands.options import hw_option, gpu_mem_cap_option, headroom_given, \
     headroom_options, json_option, quiet_option, scenario_options
+from tierlab.sim.result import trust_line
 
 
 @click.command(epilog=epilog("memory"))

@@ -6,8 +6,7 @@ import json
 import click
 
 from tierlab.bounds import check_flag
-from tierlab.commands.common import (echo_warnings, finite, options, progress_bar, trust_line,
-                                     what_if, writable)
+from tierlab.commands.common import echo_warnings, finite, options, progress_bar, what_if, writable
 from tierlab.commands.examples import epilog
 from tierlab.commands.options import (gpus_option, hardware_option, headroom_options, hw_option,
                                       json_option, model_option, no_progress_option, nodes_option,
@@ -15,6 +14,7 @@ from tierlab.commands.options import (gpus_option, hardware_option, headroom_opt
 from tierlab.errors import ConfigError
 from tierlab.planner.trainer import written_lines
 from tierlab.safeio import write_json
+from tierlab.sim.result import trust_line
 from tierlab.sim.strategy import PRECISIONS
 
 

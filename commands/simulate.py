@@ -6,7 +6,7 @@ import json
 import click
 
 from tierlab.commands.examples import epilog
-from tierlab.commands.common import echo_warnings, options, scenario_of, trust_line, writable
+from tierlab.commands.common import echo_warnings, options, scenario_of, writable
 from tierlab.commands.options import hw_option, builtin_configs, gpu_mem_cap_option, \
     headroom_given, headroom_options, json_option, quiet_option, scenario_options
 from tierlab.safeio import write_json
@@ -30,7 +30,7 @@ def simulate(ctx, gpu_mem_cap, as_json, quiet, trace_path, strict, **kw):
     zero3-cpu and zero3-nvme for TinyLlama-1.1B on the RTX 3070 workstation (micro-batch 4,
     seq 1024)."""
     from tierlab.profiles.ranges import trust_of
-    from tierlab.sim.result import format_result, format_table
+    from tierlab.sim.result import format_result, format_table, trust_line
 
     writable(trace_path, "--trace", inputs=(kw["model"], kw["hardware"], kw["ds_config"]))
     configs, room = builtin_configs(ctx, kw), headroom_given(kw)

@@ -6,7 +6,8 @@ from typing import Any, Mapping
 
 from tierlab.sim.devices import Span
 from tierlab.sim.memory import headroom_text
-from tierlab.sim.resources import RESOURCES
+from tierlab.profiles.ranges import trust_phrase
+from tierlab.sim.resources import BY_NAME, RESOURCES
 from tierlab.units import fmt_gib, gib
 
 
@@ -155,3 +156,13 @@ def format_table(results: list[tuple[str, SimResult]], title: str) -> str:
     lines = [title, "  ".join(c.ljust(width[c]) for c in cols).rstrip()]
     lines += ["  ".join(str(r[c]).ljust(width[c]) for c in cols).rstrip() for r in rows]
     return "\n".join(lines)
+
+
+def trust_line(trust: dict) -> str:
+    """'inputs: GPU compute, CPU Adam: estimate, never calibrated; NVMe read: datasheet, ...':
+    where a prediction's inputs come from, grouped by how sure they are (profiles/ranges.py)."""
+    groups: dict[str, list[str]] = {}
+    for name, entry in trust.items():
+        groups.setdefault(trust_phrase(entry), []).append(
+            BY_NAME[name].label if name in BY_NAME else name)
+    return "inputs: " + "; ".join(f"{', '.join(v)}: {k}" for k, v in groups.items())
