@@ -118,6 +118,6 @@ def builtin_configs(ctx, kw: dict, compare: tuple[str, ...] = ()) -> list[str]:
     nor --compare, the built-in presets at micro-batch 4, seq 1024 (kw is filled in)."""
     if given(ctx, "model", "hardware", "ds_config") or compare:
         return [kw["ds_config"], *compare]
-    kw["micro_batch"] = kw["micro_batch"] or 4
-    kw["seq"] = kw["seq"] or 1024
+    kw["micro_batch"] = 4 if kw["micro_batch"] is None else kw["micro_batch"]   # 0 is refused
+    kw["seq"] = 1024 if kw["seq"] is None else kw["seq"]                       # by the resolver
     return list(BUILTIN_PRESETS)

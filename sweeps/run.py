@@ -73,7 +73,8 @@ class Base:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                       or value < 1):
-                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+                raise ConfigError(f"--{name.replace('_', '-')} ({name}) must be an integer >= 1, "
+                                  f"got {value!r}")
         check_precision(self.precision)
 
     def identity(self) -> str:

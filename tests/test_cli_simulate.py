@@ -72,3 +72,13 @@ def test_bad_input_is_one_line_exit_2(run, args, needle):
     assert r.exit_code == 2, r.output
     assert needle in r.output
     assert "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("flag,value", [("--micro-batch", "0"), ("--seq", "0"),
+                                        ("--micro-batch", "-3")])
+def test_the_preset_comparison_refuses_a_zero_batch_or_seq(flag, value):
+    """Without -m/-H/-c simulate compares the presets at micro-batch 4, seq 1024 unless told
+    otherwise; a 0 given on the command line was read as 'not given' and silently replaced by
+    the default (issue 34's silent wrong acceptances); it is refused by name now."""
+    from tests._cli import assert_user_error, run as run_cli
+    assert_user_error(run_cli("simulate", flag, value), flag, value)
