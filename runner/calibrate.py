@@ -286,7 +286,11 @@ def overflow_scan_time(n_elements: int, repeats: int, dtype: str = "float16") ->
 # NVMe through DeepSpeed's aio handle (what ds_io --engine aio_handle does)
 
 def load_aio():
-    """DeepSpeed's async_io op (JIT-built on first use); a ConfigError names the fix."""
+    """DeepSpeed's async_io op (JIT-built on first use); a ConfigError names the fix (a stale
+    build lock included: the load would wait on it forever)."""
+    from tierlab.runner.preflight import refuse_stale_lock
+
+    refuse_stale_lock("async_io")
     try:
         with quiet_deepspeed():
             from deepspeed.ops.op_builder import AsyncIOBuilder

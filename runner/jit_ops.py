@@ -76,14 +76,19 @@ def say_stderr(text: str) -> None:
 
 def build_missing(ops: Iterable, say: Callable[[str], None] = say_stderr,
                   is_cached: Callable[[Any], bool] = cached,
-                  clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
+                  clock: Callable[[], float] = time.perf_counter,
+                  check_lock: Callable[[str], None] | None = None) -> dict[str, float]:
     """Load (so build) each op builder in `ops` that `is_cached` says is not built yet, saying
     it before and after; returns {op name: build seconds}. A failed build raises, as it would
-    inside deepspeed.initialize."""
+    inside deepspeed.initialize; so does a stale build lock of the op (`check_lock`, default
+    preflight.refuse_stale_lock: the load would wait on it forever)."""
+    if check_lock is None:
+        from tierlab.runner.preflight import refuse_stale_lock as check_lock
     took = {}
     for op in ops:
         if is_cached(op):
             continue
+        check_lock(op.name)
         say(f"building DeepSpeed's {op.name} op (first use on this machine; about "
             f"{BUILD_MINUTES.get(op.name, 2)} min) ...")
         t0 = clock()

@@ -409,6 +409,16 @@ def check_build_locks(locks: list[Path]) -> list[Problem]:
                     "forever", f"rm {lock}") for lock in locks]
 
 
+def refuse_stale_lock(op: str, root: Path | None = None) -> None:
+    """Raise a ConfigError naming `op`'s stale JIT-build lock, if it has one: call before
+    loading the op, whose load would otherwise wait on the lock forever."""
+    from tierlab.errors import ConfigError
+
+    for lock in stale_build_locks(root):
+        if lock.parent.name == op:
+            raise ConfigError(check_build_locks([lock])[0].line())
+
+
 def _nearest_existing(path: Path) -> Path:
     p = path
     while not p.exists() and p != p.parent:
@@ -504,8 +514,12 @@ def run_preflight(hardware, model: Model, strategy: Strategy, *, env: Mapping[st
     stale = stale_build_locks() if probe else []
     problems += check_build_locks(stale)
     if probe and "nvme" in (strategy.param_device, strategy.optimizer_device):
-        problems += [] if stale else check_aio(strategy, probe_aio())
-        problems += _check_swap_paths(model, strategy)
+        paths = _check_swap_paths(model, strategy)
+        refused = any(p.severity == "error" for p in paths)
+        # a refused swap path (tmpfs, unwritable) is said before DeepSpeed's async_io is loaded
+        # (the load may JIT-build it: minutes)
+        problems += [] if stale or refused else check_aio(strategy, probe_aio())
+        problems += paths
     return problems
 
 

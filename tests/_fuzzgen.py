@@ -31,6 +31,7 @@ import random
 import re
 import signal
 import stat
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -1341,16 +1342,30 @@ def _alarm(signum, frame):
     raise Hang()
 
 
+_WARMED: list[bool] = []
+
+
 def _warm() -> None:
-    """Import torch and DeepSpeed before the alarm is set: their first import (seconds; tens of
-    seconds on a cold disk) is the interpreter's, not the case's."""
+    """Import torch and DeepSpeed, and JIT-build DeepSpeed's ops, before the alarm is set: their
+    first import (seconds; tens of seconds on a cold disk) and first build (minutes, and again
+    after another checkout's venv built them) are the machine's, not the case's. An alarm
+    inside a build would kill it and could leave its lock, on which every later load waits."""
     import importlib
 
+    if _WARMED:
+        return
+    _WARMED.append(True)
     for name in ("torch", "deepspeed", "transformers", "psutil"):
         try:
             importlib.import_module(name)
         except Exception:       # not installed (a core install): the verb says so itself
             pass
+    try:
+        from tierlab.runner import jit_ops
+
+        jit_ops.build_missing(jit_ops.builders(["deepspeed_shm_comm", "cpu_adam", "async_io"]))
+    except Exception as e:      # no DeepSpeed, no libaio, a stale lock: the cases say so
+        print(f"fuzz: ops not prebuilt ({type(e).__name__}: {e})", file=sys.stderr)
 
 
 def run_case(case: Case, folder: Path, hang_s: float = HANG_S) -> Outcome:

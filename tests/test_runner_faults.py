@@ -311,3 +311,21 @@ def test_a_record_left_open_by_a_dead_worker_is_reopened_and_closed(tmp_path):
     assert closed.status == again.status == "failed" and again.failure_kind == "oom"
     assert len(again.steps) == 3 and again.summary["step_time_s"]["n"] == 2
     assert (out / "steps.jsonl").read_text().count("\n") == 3
+
+
+def test_a_stale_lock_is_refused_before_any_load_would_wait_on_it(tmp_path, monkeypatch):
+    """A build killed mid-way leaves `<op>/lock`; torch's load then waits forever (a CI run hung
+    90 min on one). build_missing and calibrate's load_aio refuse it first, naming the file."""
+    from tierlab.runner.calibrate import load_aio
+
+    lock = tmp_path / "async_io" / "lock"
+    lock.parent.mkdir()
+    lock.write_bytes(b"")
+    os.utime(lock, (1e9, 1e9))
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    op = _Op("async_io", tmp_path / "async_io")
+    with pytest.raises(ConfigError, match=f"rm {lock}"):
+        jit_ops.build_missing([op], say=lambda _: None, is_cached=lambda _: False)
+    assert op.loads == 0
+    with pytest.raises(ConfigError, match="async_io op with no live builder"):
+        load_aio()

@@ -193,3 +193,20 @@ def test_cli_preflight_exit_codes(monkeypatch):
     monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0a")
     r = CliRunner().invoke(main, ["preflight", "-m", TINY, "-c", "zero3-cpu", "--no-probe"])
     assert r.exit_code == 2 and "cuda-arch" in r.output
+
+
+def test_a_refused_swap_path_is_said_before_async_io_is_probed(tmp_path, monkeypatch):
+    """A tmpfs nvme_path is refused without loading async_io (whose load may JIT-build it for
+    minutes): with no op built under $TORCH_EXTENSIONS_DIR, the aio check would warn 'not built
+    yet' had it run."""
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    s = strategy("zero3-nvme", "zero_optimization.offload_param.nvme_path=/dev/shm/tierlab-t",
+                 "zero_optimization.offload_optimizer.nvme_path=/dev/shm/tierlab-t")
+    got = checks(pf.run_preflight(SimpleNamespace(dram_bytes=64e9, gpus_per_node=1), load_model(TINY), s,
+                                  check_memory_plan=False, local_ram=False))
+    assert "swap-path" in got and "aio" not in got
+    s = strategy("zero3-nvme", f"zero_optimization.offload_param.nvme_path={tmp_path}",
+                 f"zero_optimization.offload_optimizer.nvme_path={tmp_path}")
+    got = checks(pf.run_preflight(SimpleNamespace(dram_bytes=64e9, gpus_per_node=1), load_model(TINY), s,
+                                  check_memory_plan=False, local_ram=False))
+    assert "aio" in got and "swap-path" not in got
