@@ -102,17 +102,16 @@ def sweep(ctx, varies, out, jobs, memory_only, no_ranges, strict, plot_path, x_k
         ctx.exit(128 + signum)
     if outcome.torn:
         click.echo(f"warning: {out}: {outcome.torn} torn row(s) ignored and recomputed", err=True)
-    df = outcome.frame
     if as_json:    # {rows (without --out), out, summary}: sweeps/run.sweep_json
         click.echo(sweep_json(outcome, out))
     elif out is None:
-        click.echo(df.to_csv(index=False), nl=False)
+        click.echo(outcome.frame.to_csv(index=False), nl=False)
     click.echo(summary(outcome, out), err=out is None or as_json)
     if failure := all_failed(outcome):
         raise ConfigError(failure)
     if plot_path and not memory_only:
         from tierlab.validate.plot_sweep import sweep_figure
 
-        save_figure(sweep_figure(df, x_key or axes[0].key, by, None), plot_path)
+        save_figure(sweep_figure(outcome.frame, x_key or axes[0].key, by, None), plot_path)
     elif plot_path:
         raise ConfigError("--plot needs simulated rows (drop --memory-only)")

@@ -28,7 +28,7 @@ import math
 import re
 from dataclasses import dataclass, fields
 from functools import lru_cache
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from tierlab import bounds
 from tierlab.errors import ConfigError
@@ -328,6 +328,17 @@ def make_grid(axes: Sequence[Axis]) -> list[dict[str, Any]]:
     if size > MAX_POINTS:
         raise ConfigError(f"grid of {size:,} points is larger than {MAX_POINTS:,}")
     return [dict(zip(keys, combo)) for combo in itertools.product(*(a.values for a in axes))]
+
+
+def iter_grid(axes: Sequence[Axis]) -> tuple[int, Iterator[dict[str, Any]]]:
+    """(point count, the points of `make_grid` one at a time): a long sweep never holds its
+    grid. Checked as make_grid checks it."""
+    make_grid([dataclasses.replace(a, values=a.values[:1]) for a in axes])   # empty, twice
+    size = math.prod(len(a.values) for a in axes)
+    if size > MAX_POINTS:
+        raise ConfigError(f"grid of {size:,} points is larger than {MAX_POINTS:,}")
+    keys = [a.key for a in axes]
+    return size, (dict(zip(keys, combo)) for combo in itertools.product(*(a.values for a in axes)))
 
 
 DEFAULT_MAX_POINTS = 10_000

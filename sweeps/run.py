@@ -19,21 +19,23 @@ the CLI prints them as a finished sweep prints its rows.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import os
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from tierlab.errors import ConfigError, Interrupted
 from tierlab.scenario import DEFAULT_CONFIG, DEFAULT_HARDWARE, DEFAULT_MODEL
 from tierlab.sim.headroom import DEFAULT_HEADROOM
 from tierlab.sim.resources import RESOURCES
 from tierlab.sim.strategy import check_precision
-from tierlab.sweeps.keys import (HARDWARE_KEYS, Axis, load_profile, key_kind, make_axis, make_grid,
-                                    parse_value, parse_vary)
+from tierlab.sweeps.stream import INT_COLUMNS as _INT_COLUMNS
+from tierlab.sweeps.keys import (HARDWARE_KEYS, Axis, iter_grid, load_profile, key_kind, make_axis,
+                                    make_grid, parse_value, parse_vary)
 
 log = logging.getLogger(__name__)
 
@@ -247,6 +249,71 @@ def _evaluate_chunk(evaluate: Callable, chunk: list[dict]) -> list[dict]:
     return [evaluate(p) for p in chunk]
 
 
+def _journal_chunk(evaluate: Callable, chunk: list[dict]):
+    """(rows, their journal lines, their ColumnStats): a worker's share of the driver's work
+    (the driver writes the lines and keeps no row)."""
+    from tierlab.sweeps.stream import ColumnStats
+
+    rows = [evaluate(p) for p in chunk]
+    text = "".join(json.dumps(r, default=_plain) + "\n" for r in rows)
+    return rows, text, ColumnStats().add_rows(rows)
+
+
+class _InOrder:
+    """Items handed in by chunk number in any order, handed on in chunk order."""
+
+    def __init__(self):
+        self.pending: dict[int, Any] = {}
+        self.next = 0
+
+    def push(self, index: int, item) -> list:
+        self.pending[index] = item
+        out = []
+        while self.next in self.pending:
+            out.append(self.pending.pop(self.next))
+            self.next += 1
+        return out
+
+    def rest(self) -> list:
+        """What is still waiting (chunks after one that never finished), in chunk order."""
+        out = [self.pending[i] for i in sorted(self.pending)]
+        self.pending = {}
+        return out
+
+
+IN_FLIGHT = 4
+"""Chunks handed to each worker ahead of its results: the driver holds the points of these
+only, never the grid."""
+
+
+def _run_chunks(chunks: Iterator[list[dict]], work: Callable, evaluate: Callable, jobs: int,
+                on_done: Callable[[int, Any], None]) -> None:
+    """`work(evaluate, chunk)` for each chunk (in a process pool when jobs > 1, at most
+    IN_FLIGHT per worker ahead), `on_done(chunk number, result)` as each finishes."""
+    if jobs == 1:
+        for i, chunk in enumerate(chunks):
+            on_done(i, work(evaluate, chunk))
+        return
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    pool = ProcessPoolExecutor(max_workers=jobs, initializer=_worker_init)
+    try:
+        pending: dict = {}
+        numbered = enumerate(chunks)
+        while True:
+            for i, chunk in itertools.islice(numbered, jobs * IN_FLIGHT - len(pending)):
+                pending[pool.submit(work, evaluate, chunk)] = i
+            if not pending:
+                break
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in sorted(done, key=pending.get):
+                on_done(pending.pop(fut), fut.result())
+    except BaseException:
+        _stop(pool)
+        raise
+    pool.shutdown(wait=True)
+
+
 def _worker_init() -> None:
     """Workers leave Ctrl-C (sent to the whole terminal process group) and SIGTERM handling
     to the parent, which flushes the rows and then terminates them."""
@@ -410,10 +477,6 @@ class _Rows:
         return blocks[0] if len(blocks) == 1 else pd.concat(blocks, ignore_index=True)
 
 
-_INT_COLUMNS = ("n_params", "stage", "micro_batch_size", "grad_accum_steps", "seq_len",
-                "world_size")
-
-
 def _tidy(df):
     """`error` is text ('' = ok); integer scenario columns stay integers when error rows leave
     holes in them (pandas' nullable Int64)."""
@@ -560,8 +623,9 @@ def _done_ids(previous) -> set[str]:
 
 @dataclass
 class SweepOutcome:
-    frame: Any
-    """All rows: this grid's (in grid order) then earlier rows of the file not in this grid."""
+    frame_or_load: Any
+    """The rows as a DataFrame, or a function that reads them back (a sweep written to `out`
+    holds none): `frame`."""
     computed: int
     skipped: int
     errors: int = 0
@@ -570,6 +634,15 @@ class SweepOutcome:
     """Torn rows of the previous file or journal that were ignored (and recomputed)."""
     total: int = 0
     """Points in the grid (fewer rows in `frame`: the sweep was interrupted)."""
+    tally: Any = None
+    """stream.Tally of the rows written (rows, errors, first error, the fastest that fits);
+    None when `frame` is held."""
+
+    @cached_property
+    def frame(self):
+        """All rows: this grid's (in grid order) then earlier rows of the file not in this grid;
+        of a sweep written to a file, read back from it on first use."""
+        return self.frame_or_load() if callable(self.frame_or_load) else self.frame_or_load
 
 
 def run_sweep(base: Base, axes: Sequence[Axis], *, simulator: Callable | None = None,
@@ -624,69 +697,148 @@ def run_grid(base: Base, axes: Sequence[Axis], *, memory_only: bool = False,
 def _run_grid(base, axes, simulator, strict, jobs, out: Path | None, on_rows, on_start):
     import pandas as pd
 
-    grid = make_grid(axes)
-    keys = [a.key for a in axes]
+    jobs = default_jobs() if jobs is None else jobs
+    if jobs < 1:
+        raise ConfigError(f"--jobs must be >= 1, got {jobs}")
+    total, _ = iter_grid(axes)
     previous, torn = read_results_checked(out) if out else (pd.DataFrame(), 0)
     journalled, torn_j = _journal_rows(out) if out else ([], 0)
     if journalled:
         previous = _merge(previous, to_frame(journalled))
     done = _done_ids(previous)
-    evaluate = Evaluator(base, simulator, strict)
-    ids = [point_id(base, p) for p in grid]
-    todo = [p for p, i in zip(grid, ids) if i not in done]
+
+    def ids():
+        """Each grid point's id, or None where no earlier row can be its (nothing to skip)."""
+        if previous.empty:
+            return itertools.repeat(None, total)
+        return (point_id(base, p) for p in iter_grid(axes)[1])
+
+    n_todo = total - (sum(i in done for i in ids()) if done else 0)
     if on_start:
-        on_start(len(todo), len(grid) - len(todo))
-    new_rows = _Rows()
-    assembled: list = []
+        on_start(n_todo, total - n_todo)
+    size = 1 if jobs == 1 or n_todo < 4 else max(1, min(CHUNK_POINTS, n_todo // (jobs * 8)))
+    todo = (p for p, i in zip(iter_grid(axes)[1], ids()) if i is None or i not in done)
+    chunks = iter(lambda: list(itertools.islice(todo, size)), [])
+    run = _run_to_file if out else _run_in_memory
+    return run(base, axes, Evaluator(base, simulator, strict), chunks, jobs, out, on_rows,
+               previous=previous, done=done, ids=ids, size=size, total=total,
+               skipped=total - n_todo, torn=torn + torn_j, rewrite=bool(journalled or torn))
 
-    def assemble():
-        """This grid's rows in grid order, then the file's earlier rows not in it (once)."""
-        if assembled:
-            return assembled[0]
-        new = new_rows.frame()
-        both = not new.empty and not previous.empty
-        frame = _merge(previous, _ordered(new, keys)) if both else (
-            previous if new.empty else new)
-        del new
-        if not frame.empty:
-            order = {i: n for n, i in enumerate(ids)}
-            rank = frame["point_id"].astype(str).map(order).fillna(len(ids)
-                                                                   + frame.index.to_series())
-            frame = frame.iloc[rank.argsort(kind="stable")].reset_index(drop=True)
-            # the file's rows and these typed as one; one frame, typed already: reordered only
-            frame = to_frame(frame.to_dict("records"), keys) if both else _ordered(frame, keys)
-        assembled.append(frame)
-        return frame
 
-    journal = _open_journal(out) if out else None
+def _run_in_memory(base, axes, evaluate, chunks, jobs, out, on_rows, *, total, torn, **_):
+    """No file: the rows kept as blocks in grid order, handed over as one frame."""
+    new_rows, order = _Rows(), _InOrder()
 
-    def collect(rows):
-        new_rows.add(rows)
-        if journal is not None:
-            journal.write("".join(json.dumps(r, default=_plain) + "\n" for r in rows))
-            journal.flush()
+    def done(index, rows):
+        for block in order.push(index, rows):
+            new_rows.add(block)
         if on_rows:
             on_rows(rows)
 
     stopped: BaseException | None = None
     try:
-        run_points(todo, evaluate, jobs=jobs, on_rows=collect, keep=False)
+        _run_chunks(chunks, _evaluate_chunk, evaluate, jobs, done)
     except (KeyboardInterrupt, Interrupted) as e:     # Ctrl-C / SIGTERM: keep the rows done
         stopped = e
-    finally:
-        if journal is not None:
-            journal.close()
-            if new_rows.count or journalled or torn:
-                write_results(assemble(), out)
-            journal_path(out).unlink(missing_ok=True)
-    frame = assemble()
+    for block in order.rest():
+        new_rows.add(block)
+    frame = _ordered(new_rows.frame(), [a.key for a in axes])
     errors = int((frame["error"] != "").sum()) if "error" in frame.columns else 0
-    outcome = SweepOutcome(frame=frame, computed=new_rows.count, skipped=len(grid) - len(todo),
-                           errors=errors, torn=torn + torn_j, total=len(grid))
+    return _outcome(SweepOutcome(frame_or_load=frame, computed=new_rows.count, skipped=0,
+                                 errors=errors, torn=torn, total=total), stopped)
+
+
+def _outcome(outcome: SweepOutcome, stopped: BaseException | None) -> SweepOutcome:
     if stopped is not None:
         stopped.partial = outcome
         raise stopped
     return outcome
+
+
+def _run_to_file(base, axes, evaluate, chunks, jobs, out: Path, on_rows, *, previous, done,
+                 ids, size, total, skipped, torn, rewrite):
+    """Every finished chunk journalled at once (no row kept); at the end, or on Ctrl-C /
+    SIGTERM, the file streamed from the journal in grid order (sweeps/stream.py)."""
+    from tierlab.sweeps.stream import ColumnStats, Journal
+
+    retry = (set(previous["point_id"].astype(str)) - done) if not previous.empty else set()
+    replaced: set[str] = set()
+    stats, order, computed = ColumnStats(), _InOrder(), [0]
+    try:
+        journal = Journal(journal_path(out))
+    except OSError as e:
+        raise ConfigError(f"--out {out}: cannot write its row journal: {e.strerror}") from None
+
+    def finished(index, result):
+        rows, text, chunk_stats = result
+        journal.write(index, text)
+        for s in order.push(index, chunk_stats):
+            stats.merge(s)
+        computed[0] += len(rows)
+        if retry:
+            replaced.update(r["point_id"] for r in rows if r["point_id"] in retry)
+        if on_rows:
+            on_rows(rows)
+
+    stopped: BaseException | None = None
+    try:
+        _run_chunks(chunks, _journal_chunk, evaluate, jobs, finished)
+    except (KeyboardInterrupt, Interrupted) as e:     # Ctrl-C / SIGTERM: keep the rows done
+        stopped = e
+    finally:
+        journal.file.close()
+        for s in order.rest():
+            stats.merge(s)
+        kept = [r for r in previous.to_dict("records") if str(r["point_id"]) not in replaced] \
+            if not previous.empty else []
+        write = bool(computed[0] or rewrite)
+        try:
+            tally = _stream_out(out, [a.key for a in axes], list(previous.columns), stats, kept,
+                                ids(), size, journal, done, write)
+        finally:
+            journal.close()
+        journal_path(out).unlink(missing_ok=True)
+    load = (lambda: read_results(out)) if write else (lambda: _grid_order(previous, ids(), axes))
+    outcome = SweepOutcome(frame_or_load=load, computed=computed[0], skipped=skipped,
+                           errors=tally.errors, torn=torn, total=total, tally=tally)
+    return _outcome(outcome, stopped)
+
+
+def _stream_out(out: Path, keys, first_columns, stats, kept, ids, size, journal, done,
+                write: bool):
+    """Walk the rows in grid order (stream.walk) into `out` when `write`, tallying them for
+    the summary; a Parquet file is assembled as one frame (CSV streams)."""
+    from tierlab.safeio import atomic_target
+    from tierlab.sweeps.stream import ColumnStats, Tally, column_order, walk, write_csv
+
+    every = ColumnStats().add_rows(kept)
+    every.merge(stats)
+    tally = Tally()
+    tally.columns = column_order(first_columns, stats.cols, keys)
+    tally.floaty = every.floaty(every.rows)
+    rows = (tally.add(r) for r in walk(ids, size, journal, kept, done))
+    if not write:
+        for _ in rows:
+            pass
+        return tally
+    fmt = _check_format(out)
+    with atomic_target(out, "--out") as tmp:
+        if fmt == "csv":
+            write_csv(tmp, tally.columns, tally.floaty, rows)
+        else:
+            to_frame(list(rows), keys).to_parquet(tmp, index=False)
+    return tally
+
+
+def _grid_order(previous, ids, axes):
+    """A file's rows (nothing computed) in grid order, then those outside the grid."""
+    if previous.empty:
+        return previous
+    order = {i: n for n, i in enumerate(ids)}
+    rank = previous["point_id"].astype(str).map(order).fillna(len(order)
+                                                              + previous.index.to_series())
+    frame = previous.iloc[rank.argsort(kind="stable")].reset_index(drop=True)
+    return _ordered(frame, [a.key for a in axes])
 
 
 def _plain(value):
@@ -704,13 +856,6 @@ def _merge(previous, new):
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def _open_journal(out: Path):
-    try:
-        return open(journal_path(out), "a", encoding="utf-8")
-    except OSError as e:
-        raise ConfigError(f"--out {out}: cannot write its row journal: {e.strerror}") from None
-
-
 def _num(value) -> str:
     """1000000000 -> 1e9; other values as they are."""
     import numbers
@@ -723,33 +868,58 @@ def _num(value) -> str:
 def all_failed(outcome: "SweepOutcome") -> str | None:
     """When every row has an error (a bad profile, a missing file), the line to exit 2 with:
     such a sweep evaluated nothing, and no row is a verdict. None otherwise."""
+    t = outcome.tally
+    if t is not None:
+        if not t.rows or "error" not in t.columns or not t.all_failed:
+            return None
+        rows, first = t.rows, t.first_error
+    else:
+        df = outcome.frame
+        if df.empty or "error" not in df.columns or (df["error"].fillna("").astype(str)
+                                                     == "").any():
+            return None
+        rows, first = len(df), df["error"].iloc[0]
+    return f"sweep: every one of the {rows} rows could not be evaluated; the first: {first}"
+
+
+def _best(outcome: "SweepOutcome"):
+    """(the grid's key columns, the first fitting row with the most tokens/s or None)."""
+    t = outcome.tally
+    if t is not None:
+        if "tokens_per_s" not in t.columns or "fits" not in t.columns or t.best is None:
+            return [], None
+        best = {k: float(v) if k in t.floaty and isinstance(v, int) and not isinstance(v, bool)
+                else v for k, v in t.best.items()}      # as the file's column holds it
+        return t.columns[1:t.columns.index("config_name")], best
     df = outcome.frame
-    if df.empty or "error" not in df.columns or (df["error"].fillna("").astype(str) == "").any():
-        return None
-    return (f"sweep: every one of the {len(df)} rows could not be evaluated; the first: "
-            f"{df['error'].iloc[0]}")
+    if "tokens_per_s" in df.columns and "fits" in df.columns:
+        ok = df[(df["error"] == "") & (df["fits"].astype(str).str.lower() == "true")]
+        if not ok.empty:
+            return list(df.columns[1:df.columns.get_loc("config_name")]), \
+                ok.loc[ok["tokens_per_s"].idxmax()]
+    return [], None
 
 
 def summary(outcome: "SweepOutcome", out: str | None = None) -> str:
     """Rows computed / skipped / failed, and the point with the most tokens/s that fits."""
-    df = outcome.frame
+    n = outcome.tally.rows if outcome.tally is not None else len(outcome.frame)
     where = f" -> {out}" if out else ""
-    text = (f"{len(df)} rows{where}: {outcome.computed} computed, {outcome.skipped} already "
+    text = (f"{n} rows{where}: {outcome.computed} computed, {outcome.skipped} already "
             f"there, {outcome.errors} with an error")
-    if "tokens_per_s" in df.columns and "fits" in df.columns:
-        ok = df[(df["error"] == "") & (df["fits"].astype(str).str.lower() == "true")]
-        if not ok.empty:
-            best = ok.loc[ok["tokens_per_s"].idxmax()]
-            keys = [c for c in df.columns[1:df.columns.get_loc("config_name")]]
-            point = ", ".join(f"{k}={_num(best[k])}" for k in keys)
-            text += (f"\nfastest that fits (most tokens/s): {point}: {best['tokens_per_s']:,.0f} "
-                     f"tokens/s, {best['step_time_s']:.3f} s/step, {best['bottleneck']} binds")
+    keys, best = _best(outcome)
+    if best is not None:
+        point = ", ".join(f"{k}={_num(best[k])}" for k in keys)
+        text += (f"\nfastest that fits (most tokens/s): {point}: {best['tokens_per_s']:,.0f} "
+                 f"tokens/s, {best['step_time_s']:.3f} s/step, {best['bottleneck']} binds")
     return text
 
 
 def sweep_json(outcome, out: str | None) -> str:
     """`sweep --json`: {rows (the table's, when no --out file holds them; NaN as null), out,
     rows_total, errors}."""
+    if out and outcome.tally is not None:        # the file holds the rows: none read back
+        return json.dumps({"rows": None, "out": out, "rows_total": outcome.tally.rows,
+                           "errors": outcome.tally.errors}, indent=2)
     frame = outcome.frame
     errors = int((frame["error"].astype(str) != "").sum()) if "error" in frame else 0
     rows = None if out else json.loads(frame.to_json(orient="records"))

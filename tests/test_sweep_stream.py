@@ -1,0 +1,128 @@
+"""sweeps/stream.py: a sweep written to --out is streamed from its journal in grid order, byte for
+byte the CSV of the frame the in-memory assembly makes (pandas' to_csv of every row), on a
+fresh sweep, with error rows, over 2 workers, resumed over a previous file and over a killed
+sweep's journal (issue 32: memory flat in the point count)."""
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tierlab.sweeps.keys import make_grid, parse_vary
+from tierlab.sweeps.run import (Base, Evaluator, all_failed, journal_path, read_results,
+                                run_points, run_sweep, summary, to_frame)
+from tierlab.sweeps.stream import ColumnStats, cell, column_order
+
+sys.path.insert(0, str(Path(__file__).parent))
+import fakesim  # noqa: E402
+
+BASE = Base(micro_batch=4, seq=1024)
+# NVMe optimizer offload with ZeRO-2 is an error row (fewer columns, holes in the integer
+# columns); rows of nvme.drives=0 have columns the others lack
+AXES = ["config=zero2-cpu,zero3-nvme", "zero_optimization.stage=2,3", "nvme.drives=0,2",
+        "micro_batch=1,4", "cpu.adam_throughput=1e9,2.5e9"]
+POINTS, ERRORS = 32, 8
+
+
+def _axes(texts=AXES):
+    return [parse_vary(v) for v in texts]
+
+
+def _frame_csv(axes, simulator=fakesim.simulate) -> str:
+    """The old assembly: every row in grid order as one frame, written by pandas."""
+    rows = run_points(make_grid(axes), Evaluator(BASE, simulator), jobs=1)
+    return to_frame(rows, [a.key for a in axes]).to_csv(index=False)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_streamed_file_is_the_frames_csv(tmp_path, jobs):
+    axes = _axes()
+    out = tmp_path / "s.csv"
+    outcome = run_sweep(BASE, axes, simulator=fakesim.simulate, jobs=jobs, out=out)
+    assert out.read_text() == _frame_csv(axes)
+    assert outcome.errors == ERRORS and outcome.tally.rows == POINTS and outcome.computed == POINTS
+    assert not journal_path(out).exists()
+    held = run_sweep(BASE, axes, simulator=fakesim.simulate, jobs=1)       # no file: a frame
+    assert summary(outcome, str(out)) == summary(held, str(out))
+    assert outcome.frame.equals(read_results(out))
+
+
+def test_streamed_file_with_the_real_simulator_and_ranges(tmp_path):
+    from tierlab.sim.ranges import simulate_ranged
+
+    axes = _axes(["config=zero3-cpu,zero3-nvme", "nvme.drives=0,2", "checkpointing=true,false"])
+    out = tmp_path / "r.csv"
+    run_sweep(BASE, axes, simulator=simulate_ranged, jobs=1, out=out)
+    assert out.read_text() == _frame_csv(axes, simulate_ranged)
+
+
+def test_resume_over_a_file_and_a_journal_is_the_whole_sweeps_file(tmp_path):
+    axes = _axes()
+    whole = _frame_csv(axes)
+    out = tmp_path / "s.csv"
+    # an earlier, smaller sweep wrote the file; a killed one left journal lines of others
+    run_sweep(BASE, _axes(["config=zero2-cpu", *AXES[1:]]), simulator=fakesim.simulate,
+              jobs=1, out=out)
+    rows = run_points(make_grid(axes), Evaluator(BASE, fakesim.simulate), jobs=1)
+    journal_path(out).write_text("".join(json.dumps(r) + "\n" for r in rows[20:25]))
+    again = run_sweep(BASE, axes, simulator=fakesim.simulate, jobs=2, out=out)
+    assert (again.computed, again.skipped) == (POINTS - 16 - 5, 16 + 5)
+    assert out.read_text() == whole
+
+
+def test_rows_outside_the_grid_stay_after_it(tmp_path):
+    out = tmp_path / "s.csv"
+    run_sweep(BASE, _axes(["micro_batch=8,16"]), simulator=fakesim.simulate, jobs=1, out=out)
+    run_sweep(BASE, _axes(["micro_batch=1,2"]), simulator=fakesim.simulate, jobs=1, out=out)
+    assert list(read_results(out)["micro_batch"]) == [1, 2, 8, 16]
+
+
+def _broken(hardware, model, strategy, *, strict=False, software=None):
+    raise RuntimeError("boom")
+
+
+def test_internal_errors_replaced_in_place_and_every_failed_row_said(tmp_path):
+    out = tmp_path / "s.csv"
+    axes = _axes(["micro_batch=1,2,4"])
+    failed = run_sweep(BASE, axes, simulator=_broken, jobs=1, out=out)
+    assert all_failed(failed).startswith("sweep: every one of the 3 rows could not be evaluated; "
+                                         "the first: internal: RuntimeError: boom")
+    fixed = run_sweep(BASE, axes, simulator=fakesim.simulate, jobs=1, out=out)
+    assert fixed.computed == 3 and all_failed(fixed) is None
+    assert out.read_text() == _frame_csv(axes)
+
+
+def test_interrupted_sweep_writes_the_rows_done_in_grid_order(tmp_path):
+    out, calls = tmp_path / "s.csv", []
+
+    def stop_after_four(hardware, model, strategy, **kw):
+        calls.append(1)
+        if len(calls) > 4:
+            raise KeyboardInterrupt
+        return fakesim.simulate(hardware, model, strategy, **kw)
+
+    axes = _axes(["micro_batch=1,2,4,8,16,32"])
+    with pytest.raises(KeyboardInterrupt) as e:
+        run_sweep(BASE, axes, simulator=stop_after_four, jobs=1, out=out)
+    assert e.value.partial.tally.rows == 4
+    assert list(read_results(out)["micro_batch"]) == [1, 2, 4, 8]
+    done = run_sweep(BASE, axes, simulator=fakesim.simulate, jobs=1, out=out)
+    assert (done.computed, done.skipped) == (2, 4) and out.read_text() == _frame_csv(axes)
+
+
+@pytest.mark.parametrize("values", [
+    [1, 2.5, None], [1, 2, 3], [0.1, 1e-5, 1e16, 1.5e16, 123456789.123, float("inf"), -0.0],
+    [True, False], [True, None], ["a,b", 'q"uote', None], [1, "x"], [3, 10**17, None]])
+def test_a_cell_is_what_pandas_writes(values):
+    rows = [{"point_id": "0" * 16, "v": v} for v in values] + [{"point_id": "1" * 16}]
+    stats = ColumnStats().add_rows(rows)
+    floaty = stats.floaty(stats.rows)
+    want = pd.DataFrame(rows).to_csv(index=False).splitlines()[1:]
+    got = [f"{cell(r['point_id'], False)},{cell(r.get('v'), 'v' in floaty)}" for r in rows]
+    assert [g.replace('"', "") for g in got] == [w.replace('"', "") for w in want]
+
+
+def test_column_order_is_to_frames():
+    assert column_order(["point_id", "a", "error"], ["b", "k", "error", "c"], ["k"]) == [
+        "point_id", "k", "a", "b", "c", "error"]
