@@ -486,7 +486,9 @@ def load_hardware(name: str, *, gpus_per_node: int | None = None, nodes: int | N
 
 _MODEL_KEYS = {"kind", "name", "source", "n_layers", "hidden", "ffn", "n_heads", "n_kv_heads",
                "vocab", "seq_len", "gated_mlp", "tie_embeddings", "norm", "bias",
-               "learned_pos_emb", "max_seq_len", "attention_windows"}
+               "learned_pos_emb", "max_seq_len", "attention_windows", "attn_head_dim", "qkv_bias"}
+"""A model profile's keys: Model's own field names (profiles/schema.py); `attn_head_dim` where
+a config.json sets `head_dim`, `qkv_bias` for Qwen2's q/k/v biases."""
 
 
 def _model_from_profile(data: Any, where: str) -> Model:
@@ -498,10 +500,10 @@ def _model_from_profile(data: Any, where: str) -> Model:
     r.done()
     kwargs = {k: v for k, v in data.items() if k != "kind"}
     for key in ("n_layers", "hidden", "ffn", "n_heads", "n_kv_heads", "vocab", "seq_len",
-                "max_seq_len"):
+                "max_seq_len", "attn_head_dim"):
         if key in kwargs and (isinstance(kwargs[key], bool) or not isinstance(kwargs[key], int)):
             raise ConfigError(f"{where}: {key} must be an integer, got {kwargs[key]!r}")
-    for key in ("gated_mlp", "tie_embeddings", "bias", "learned_pos_emb"):
+    for key in ("gated_mlp", "tie_embeddings", "bias", "learned_pos_emb", "qkv_bias"):
         if key in kwargs and not isinstance(kwargs[key], bool):
             raise ConfigError(f"{where}: {key} must be true or false, got {kwargs[key]!r}")
     if "attention_windows" in kwargs:
