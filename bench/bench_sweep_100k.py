@@ -4,7 +4,7 @@ CLI as a user runs it (`tierlab sweep ... --out FILE`, every point with its 80% 
 
     .venv/bin/python bench/bench_sweep_100k.py [--quarters K] [--jobs N] [--interrupt-after S]
                                                [--at COMMIT] [--keep DIR] [--points-only]
-                                               [--ratio]
+                                               [--ratio] [--flat]
 
 The grid: TinyLlama-1.1B on workstation-rtx3070, 4 sub_group_size x 4 presets x checkpointing
 on/off x 5 seq x 5 micro-batch x 5 gradient accumulation x 5 NVMe drive counts x 5 CPU Adam
@@ -19,7 +19,9 @@ point answers without the range (sweeps.run.run_grid(ranges=False), as `tierlab 
 does) through the same driver. `--ratio` runs the ranged sweep and then the points-only one on the
 same grid in this one invocation and prints ranged / points-only wall and CPU: on a machine others
 share, the load moves both alike and the ratio stays (the target, 120 s against ~64 s points-only
-when measured, is a ratio of about 1.9). Prints; asserts nothing.
+when measured, is a ratio of about 1.9). `--flat` runs 25,000 points and then 100,000 and
+prints the driver's peak RSS of both, their ratio (memory flat in the point count: about 1) and
+the 100,000-point wall time. Prints; asserts nothing.
 """
 from __future__ import annotations
 
@@ -164,9 +166,20 @@ def _tree_at(commit: str, tmp: str) -> str:
 
 
 def measure(quarters: int, jobs: int | None, interrupt: float | None, at: str | None,
-            keep: str | None, points_only: bool, ratio: bool = False) -> dict | None:
+            keep: str | None, points_only: bool, ratio: bool = False,
+            flat: bool = False) -> dict | None:
     """One sweep (and its rerun over the finished file); with `ratio`, the ranged one and then
     the points-only one, and their ratio."""
+    if flat:
+        small = measure(1, jobs, None, at, keep, points_only)
+        large = measure(4, jobs, None, at, keep, points_only)
+        if small and large:
+            print(f"driver peak RSS: 25,000 points {small['driver_mib']:.0f} MiB, 100,000 points "
+                  f"{large['driver_mib']:.0f} MiB, ratio {large['driver_mib'] / small['driver_mib']:.2f}"
+                  f" (whole tree {small['tree_mib']:.0f} -> {large['tree_mib']:.0f} MiB); 100,000 "
+                  f"points: wall {large['wall_s']:.1f} s, CPU {large['cpu_s']:.1f} s (target <= "
+                  f"{TARGET_S:.0f} s wall)")
+        return None
     if ratio:
         ranged = measure(quarters, jobs, None, at, keep, False)
         points = measure(quarters, jobs, None, at, keep, True)
@@ -234,8 +247,10 @@ def main() -> None:
                     help="point answers without the 80%% range (run_grid(ranges=False))")
     ap.add_argument("--ratio", action="store_true",
                     help="the ranged sweep, then the points-only one, and their ratio")
+    ap.add_argument("--flat", action="store_true",
+                    help="25,000 then 100,000 points: the driver's peak RSS of both and the ratio")
     a = ap.parse_args()
-    measure(a.quarters, a.jobs, a.interrupt_after, a.at, a.keep, a.points_only, a.ratio)
+    measure(a.quarters, a.jobs, a.interrupt_after, a.at, a.keep, a.points_only, a.ratio, a.flat)
 
 
 if __name__ == "__main__":

@@ -107,8 +107,24 @@ def cell(value: Any, floaty: bool, integer: bool = False) -> str:
     return str(value)
 
 
-def row_cells(row: dict, columns: Sequence[str], floaty: set[str]) -> list[str]:
-    return [cell(row.get(c), c in floaty, c in INT_COLUMNS) for c in columns]
+def row_cells(row: dict, columns: Sequence[tuple[str, bool, bool]]) -> list[str]:
+    """`cell` of each of `columns` ((name, floaty, integer) each), the common types inline
+    (a 100,000-row file is 7.5 million cells)."""
+    out = []
+    add = out.append
+    get = row.get
+    for name, floaty, integer in columns:
+        v = get(name)
+        t = type(v)
+        if t is float and not integer:
+            add("" if v != v else float.__repr__(v))
+        elif t is str:
+            add(v)
+        elif t is int and not floaty:
+            add(str(v))
+        else:
+            add(cell(v, floaty, integer))
+    return out
 
 
 class Journal:
@@ -150,8 +166,10 @@ def write_csv(target: Path, columns: Sequence[str], floaty: set[str],
     with open(target, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(columns)
+        plan = [(c, c in floaty, c in INT_COLUMNS) for c in columns]
+        write = w.writerow
         for row in rows:
-            w.writerow(row_cells(row, columns, floaty))
+            write(row_cells(row, plan))
 
 
 class Tally:
