@@ -789,25 +789,31 @@ def _run_to_file(base, axes, evaluate, chunks, jobs, out: Path, on_rows, *, prev
         journal.file.close()
         for s in order.rest():
             stats.merge(s)
-        kept = [r for r in previous.to_dict("records") if str(r["point_id"]) not in replaced] \
-            if not previous.empty else []
-        write = bool(computed[0] or rewrite)
+        write, tally = bool(computed[0] or rewrite), None
         try:
-            tally = _stream_out(out, [a.key for a in axes], list(previous.columns), stats, kept,
-                                ids(), size, journal, done, write)
+            if write:
+                kept = [r for r in previous.to_dict("records")
+                        if str(r["point_id"]) not in replaced] if not previous.empty else []
+                tally = _stream_out(out, [a.key for a in axes], list(previous.columns), stats,
+                                    kept, ids(), size, journal, done)
         finally:
             journal.close()
         journal_path(out).unlink(missing_ok=True)
-    load = (lambda: read_results(out)) if write else (lambda: _grid_order(previous, ids(), axes))
-    outcome = SweepOutcome(frame_or_load=load, computed=computed[0], skipped=skipped,
-                           errors=tally.errors, torn=torn, total=total, tally=tally)
+    if write:
+        outcome = SweepOutcome(frame_or_load=lambda: read_results(out), computed=computed[0],
+                               skipped=skipped, errors=tally.errors, torn=torn, total=total,
+                               tally=tally)
+    else:          # nothing new: the file stands as it was, its rows held already
+        frame = _grid_order(previous, ids(), axes)
+        errors = int((frame["error"] != "").sum()) if "error" in frame.columns else 0
+        outcome = SweepOutcome(frame_or_load=frame, computed=0, skipped=skipped, errors=errors,
+                               torn=torn, total=total)
     return _outcome(outcome, stopped)
 
 
-def _stream_out(out: Path, keys, first_columns, stats, kept, ids, size, journal, done,
-                write: bool):
-    """Walk the rows in grid order (stream.walk) into `out` when `write`, tallying them for
-    the summary; a Parquet file is assembled as one frame (CSV streams)."""
+def _stream_out(out: Path, keys, first_columns, stats, kept, ids, size, journal, done):
+    """Write the rows in grid order (stream.walk) into `out`, tallying them for the summary;
+    a Parquet file is assembled as one frame (a CSV streams)."""
     from tierlab.safeio import atomic_target
     from tierlab.sweeps.stream import ColumnStats, Tally, column_order, walk, write_csv
 
@@ -817,10 +823,6 @@ def _stream_out(out: Path, keys, first_columns, stats, kept, ids, size, journal,
     tally.columns = column_order(first_columns, stats.cols, keys)
     tally.floaty = every.floaty(every.rows)
     rows = (tally.add(r) for r in walk(ids, size, journal, kept, done))
-    if not write:
-        for _ in rows:
-            pass
-        return tally
     fmt = _check_format(out)
     with atomic_target(out, "--out") as tmp:
         if fmt == "csv":
