@@ -33,7 +33,6 @@ from tierlab.scenario import DEFAULT_CONFIG, DEFAULT_HARDWARE, DEFAULT_MODEL
 from tierlab.sim.headroom import DEFAULT_HEADROOM
 from tierlab.sim.resources import RESOURCES
 from tierlab.sim.strategy import check_precision
-from tierlab.sweeps.stream import INT_COLUMNS as _INT_COLUMNS
 from tierlab.sweeps.keys import (HARDWARE_KEYS, Axis, iter_grid, load_profile, key_kind, make_axis,
                                     make_grid, parse_value, parse_vary)
 
@@ -480,10 +479,12 @@ class _Rows:
 def _tidy(df):
     """`error` is text ('' = ok); integer scenario columns stay integers when error rows leave
     holes in them (pandas' nullable Int64)."""
+    from tierlab.sweeps.stream import INT_COLUMNS
+
     df = df.copy()
     if "error" in df.columns:
         df["error"] = ["" if v is None or v != v else str(v) for v in df["error"]]
-    for col in _INT_COLUMNS:
+    for col in INT_COLUMNS:
         if col in df.columns and df[col].dtype.kind == "f":
             df[col] = df[col].astype("Int64")
     return df

@@ -126,3 +126,12 @@ def test_a_cell_is_what_pandas_writes(values):
 def test_column_order_is_to_frames():
     assert column_order(["point_id", "a", "error"], ["b", "k", "error", "c"], ["k"]) == [
         "point_id", "k", "a", "b", "c", "error"]
+
+
+def test_parquet_out_holds_the_same_rows(tmp_path):
+    pytest.importorskip("pyarrow")
+    axes = _axes()
+    run_sweep(BASE, axes, simulator=fakesim.simulate, jobs=2, out=tmp_path / "s.parquet")
+    run_sweep(BASE, axes, simulator=fakesim.simulate, jobs=1, out=tmp_path / "s.csv")
+    a, b = read_results(tmp_path / "s.parquet"), read_results(tmp_path / "s.csv")
+    assert list(a.columns) == list(b.columns) and a.to_csv(index=False) == b.to_csv(index=False)
