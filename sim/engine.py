@@ -30,6 +30,7 @@ from tierlab.errors import ConfigError
 from tierlab.profiles.schema import Hardware, Model, Software
 from tierlab.sim import collectives, devices, flops, host_costs
 from tierlab.sim.devices import SHARED_QUEUE, Device, SwapBuffers
+from tierlab.sim.layout import n_params
 from tierlab.sim.memory import plan_memory
 from tierlab.sim.resources import BYTE_RESOURCES, RESOURCES
 from tierlab.sim.result import SimResult
@@ -832,7 +833,7 @@ def first_step_extra_s(hw: Hardware, model: Model, strategy: Strategy,
         return 0.0
     touch = 0.0
     if strategy.optimizer_device == "cpu":
-        touch = 8.0 * model.n_params / strategy.data_parallel_size * hw.gpus_per_node
+        touch = 8.0 * n_params(model) / strategy.data_parallel_size * hw.gpus_per_node
     return software.first_step_fixed_s + touch / software.first_touch_Bps
 
 

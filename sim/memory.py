@@ -21,7 +21,7 @@ from typing import Mapping
 from tierlab.profiles.layout import mean_active_ffn
 from tierlab.profiles.schema import Hardware, Model, Software
 from tierlab.sim.headroom import DEFAULT_HEADROOM, Headroom
-from tierlab.sim.layout import ParamLayout, param_layout, swap_file_bytes
+from tierlab.sim.layout import ParamLayout, n_params, param_layout, swap_file_bytes
 from tierlab.sim.memory_moments import Moment, moments as moments_of
 from tierlab.sim.memory_host import host_breakdown, pinned_bytes  # noqa: F401 (re-exported)
 from tierlab.sim.strategy import Strategy
@@ -113,7 +113,7 @@ class MemoryPlan:
 def model_state_bytes(model: Model, strategy: Strategy) -> dict[str, float]:
     """Whole-model bytes by state. Mixed precision: 2 + 2 + 4 + 4 + 4 = 16 B/param (+4 B fp32 grads
     that DeepSpeed's optimizer also keeps: see `fp32_grads`). fp32 training: 4 + 4 + 4 + 4."""
-    n = model.n_params
+    n = n_params(model)
     if strategy.precision == "fp32":
         # 70B x (4 params + 4 grads + 8 m,v) = 1.12 TB
         return {"params": 4.0 * n, "grads": 4.0 * n, "adam_m": 4.0 * n, "adam_v": 4.0 * n}
@@ -231,7 +231,7 @@ def gpu_persistent(hw: Hardware, model: Model, strategy: Strategy) -> dict[str, 
 
 def gpu_moments(hw: Hardware, model: Model, strategy: Strategy) -> dict[str, dict[str, float]]:
     """What comes and goes on top of `gpu_persistent`, at each candidate peak of a step."""
-    n, dp, z = model.n_params, strategy.data_parallel_size, strategy.zero
+    n, dp, z = n_params(model), strategy.data_parallel_size, strategy.zero
     b = strategy.bytes_per_param
     lay = param_layout(model, strategy, dp)
     acts = activation_bytes(model, strategy)
@@ -297,7 +297,7 @@ def grad_reduce_bytes(model: Model, strategy: Strategy, lay: ParamLayout,
     (`held`). Llama-0.5B ZeRO-3 CPU, 1 x 512 tokens on one GPU: 0.92 GiB flat + 136M x (2 + 8) B
     = 2.19 GiB; peak allocated measured 3.44 GiB, predicted 3.12 (2.74 without this moment).
     TinyLlama ZeRO-3 NVMe at 8 GiB: measured 5.60 GiB, predicted 5.35."""
-    n, dp, z = model.n_params, strategy.data_parallel_size, strategy.zero
+    n, dp, z = n_params(model), strategy.data_parallel_size, strategy.zero
     b = strategy.bytes_per_param
     bucket = float(min(z.reduce_bucket_size, n))
     out = dict(held)
@@ -347,7 +347,7 @@ def plan_memory(hardware: Hardware, model: Model, strategy: Strategy, *,
     host = tiers["host"]
     base = host.breakdown.get("pageable:process_baseline", 0.0) / hardware.gpus_per_node
     return MemoryPlan(tiers=tiers, model_states=model_state_bytes(model, strategy),
-                      n_params=model.n_params, headroom=room,
+                      n_params=n_params(model), headroom=room,
                       moments=moments_of(hardware, model, strategy, host.used_bytes, base,
                                          host.headroom_bytes))
 

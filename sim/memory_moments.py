@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from tierlab.profiles.schema import Hardware, Model
-from tierlab.sim.layout import param_layout
+from tierlab.sim.layout import n_params, param_layout
 from tierlab.sim.strategy import Strategy
 from tierlab.units import fmt_gib, gib, gib_dict
 
@@ -85,7 +85,7 @@ class Moment:
 def save_items(hw: Hardware, model: Model, strategy: Strategy) -> tuple[dict[str, float], str]:
     """Host bytes `save_checkpoint` adds on rank 0's node, by item, and a note.
     E.g. TinyLlama ZeRO-2 without offload on 1 GPU: the flat fp32 partition, 1.1e9 x 4 B = 4.1 GiB."""
-    z, n, ranks = strategy.zero, model.n_params, hw.gpus_per_node
+    z, n, ranks = strategy.zero, n_params(model), hw.gpus_per_node
     lay = param_layout(model, strategy, strategy.data_parallel_size)
     if z.stage == 0:
         # rank 0's model-states file holds FP16_Optimizer's flat fp32 master and m, v too: the
@@ -114,7 +114,7 @@ def save_16bit_items(hw: Hardware, model: Model, strategy: Strategy
         if not z.stage3_gather_16bit_weights_on_model_save:
             return {}, ("stage3_gather_16bit_weights_on_model_save is false: no 16-bit model is "
                         "written (zero_to_fp32.py consolidates offline)")
-        return {"consolidated_16bit_model_rank0": float(b * model.n_params)}, ""
+        return {"consolidated_16bit_model_rank0": float(b * n_params(model))}, ""
     lay = param_layout(model, strategy, strategy.data_parallel_size)
     return {"staged_largest_param": float(b * max(lay.numels))}, ""
 
@@ -123,7 +123,7 @@ def load_items(hw: Hardware, model: Model, strategy: Strategy) -> dict[str, floa
     """Host bytes of the weights `from_pretrained` holds on rank 0's node (before
     deepspeed.initialize). TinyLlama ZeRO-2 on 8 GPUs: 8 ranks x 1.1e9 x 2 B = 16.4 GiB; under
     ZeRO-3 rank 0 alone: 2.05 GiB, plus each rank's offloaded zero.Init partition."""
-    b, n, ranks = strategy.bytes_per_param, model.n_params, hw.gpus_per_node
+    b, n, ranks = strategy.bytes_per_param, n_params(model), hw.gpus_per_node
     if strategy.zero.stage < 3:
         return {"full_model_per_rank": float(b * n * ranks)}
     lay = param_layout(model, strategy, strategy.data_parallel_size)
@@ -136,7 +136,7 @@ def resume_items(hw: Hardware, model: Model, strategy: Strategy) -> dict[str, fl
     (stages 0-2: the 16-bit module, + the optimizer at stage 0) and the ZeRO shard (fp32 master
     + m + v = 12 B per element of the partition; none for an NVMe optimizer), on every rank.
     TinyLlama ZeRO-3 CPU, 1 GPU: 1.1e9 x 12 B = 12.3 GiB."""
-    z, b, n, ranks = strategy.zero, strategy.bytes_per_param, model.n_params, hw.gpus_per_node
+    z, b, n, ranks = strategy.zero, strategy.bytes_per_param, n_params(model), hw.gpus_per_node
     lay = param_layout(model, strategy, strategy.data_parallel_size)
     states = float(b * n) if z.stage < 3 else 0.0
     if z.stage == 0:

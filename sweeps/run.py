@@ -178,8 +178,10 @@ def resolve(base: Base, point: Mapping[str, Any] = {}):
 # evaluation: one point -> one row
 
 def scenario_columns(sc) -> dict[str, Any]:
+    from tierlab.sim.layout import n_params
+
     s, hw, m = sc.strategy, sc.hardware, sc.model
-    return {"model_name": m.name, "hardware_name": hw.name, "n_params": m.n_params,
+    return {"model_name": m.name, "hardware_name": hw.name, "n_params": n_params(m),
             "stage": s.zero.stage, "offload_param": s.param_device,
             "offload_optimizer": s.optimizer_device, "micro_batch_size": s.train_micro_batch_size_per_gpu,
             "grad_accum_steps": s.gradient_accumulation_steps, "seq_len": m.seq_len,
