@@ -315,11 +315,23 @@ def _run_chunks(chunks: Iterator[list[dict]], work: Callable, evaluate: Callable
     pool.shutdown(wait=True)
 
 
+WORKER_GC_THRESHOLD = (50_000, 50, 100)
+"""The workers' gc thresholds (Python's default: 700, 10, 10). A worker allocates millions of
+short-lived objects per chunk (ops' records, spans, row dicts) beside long-lived caches
+(schedules, workloads) that every full collection walks again; collected less often, a ranged
+sweep point takes ~9% less CPU (25,000-point quarter's configs in-process: 2.16-2.25 -> 1.97 ms).
+Young cycles are still collected every 50,000 allocations; results are the same bit for bit."""
+
+
 def _worker_init() -> None:
     """Workers leave Ctrl-C (sent to the whole terminal process group) and SIGTERM handling
-    to the parent, which flushes the rows and then terminates them."""
+    to the parent, which flushes the rows and then terminates them; they collect garbage less
+    often (WORKER_GC_THRESHOLD)."""
     import ctypes
+    import gc
     import signal
+
+    gc.set_threshold(*WORKER_GC_THRESHOLD)
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -135,3 +135,19 @@ def test_parquet_out_holds_the_same_rows(tmp_path):
     run_sweep(BASE, axes, simulator=fakesim.simulate, jobs=1, out=tmp_path / "s.csv")
     a, b = read_results(tmp_path / "s.parquet"), read_results(tmp_path / "s.csv")
     assert list(a.columns) == list(b.columns) and a.to_csv(index=False) == b.to_csv(index=False)
+
+
+def _thresholds(point):
+    import gc
+
+    return {"point_id": "0" * 16, "gc": gc.get_threshold()}
+
+
+def test_workers_collect_garbage_less_often_the_caller_as_it_was():
+    import gc
+
+    from tierlab.sweeps.run import WORKER_GC_THRESHOLD
+
+    before = gc.get_threshold()
+    rows = run_points([{"micro_batch": m} for m in range(1, 9)], _thresholds, jobs=2)
+    assert {r["gc"] for r in rows} == {WORKER_GC_THRESHOLD} and gc.get_threshold() == before
