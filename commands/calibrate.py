@@ -6,6 +6,7 @@ import sys
 import click
 
 from tierlab.commands.examples import epilog
+from tierlab.commands.json_stdout import json_only_stdout, keep_json
 from tierlab.commands.options import json_option
 from tierlab.errors import require
 from tierlab.safeio import check_not_input
@@ -57,7 +58,8 @@ from tierlab.scenario import DEFAULT_HARDWARE
               help="Measure nothing: rebuild the profile from a raw record that an earlier "
                    "`calibrate --raw` wrote (on this or another host), with this version's rules.")
 @json_option
-def calibrate(nvme_path, out, name, hardware, quick, host_costs, raw, skip, sweep, from_raw,
+@click.pass_context
+def calibrate(ctx, nvme_path, out, name, hardware, quick, host_costs, raw, skip, sweep, from_raw,
               as_json):
     """Measure this host (PCIe, GEMM, NCCL, aio, CPU Adam, memcpy, module call) into a profile.
 
@@ -67,6 +69,13 @@ def calibrate(nvme_path, out, name, hardware, quick, host_costs, raw, skip, swee
     skipped and listed, and so is each DeepSpeed host-cost term that measured nothing (not two
     depths, or a difference at or below zero): the software profile's value stays for it.
     --json prints {profile, wrote, summary} (the files written and the summary's lines)."""
+    with json_only_stdout(ctx, as_json):     # DeepSpeed's host costs log on stdout
+        _calibrate(ctx, nvme_path, out, name, hardware, quick, host_costs, raw, skip, sweep,
+                   from_raw, as_json)
+
+
+def _calibrate(ctx, nvme_path, out, name, hardware, quick, host_costs, raw, skip, sweep,
+               from_raw, as_json) -> None:
     from tqdm import tqdm
 
     from tierlab.runner import calibrate as cal
@@ -102,8 +111,8 @@ def calibrate(nvme_path, out, name, hardware, quick, host_costs, raw, skip, swee
     if as_json:
         import json
 
-        click.echo(json.dumps({"profile": result.hardware.name, "wrote": wrote,
-                               "summary": list(calibration_summary(result))}, indent=2))
+        keep_json(ctx, json.dumps({"profile": result.hardware.name, "wrote": wrote,
+                                   "summary": list(calibration_summary(result))}, indent=2))
         return
     for line in calibration_summary(result):
         click.echo(line)

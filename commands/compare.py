@@ -9,6 +9,7 @@ import click
 from tierlab.commands.examples import epilog
 from tierlab.commands.common import (SCENARIO_KEYS, finite, interrupted, save_figure,
                                      signals_raise, writable)
+from tierlab.commands.json_stdout import json_only_stdout, keep_json
 from tierlab.commands.seams import seam
 from tierlab.commands.options import RUNNER_KEYS, json_option, runner_options, scenario_options
 from tierlab.errors import Interrupted, require
@@ -59,9 +60,16 @@ def compare(ctx, variants, uncapped_baseline, timeout_s, budget_s, out_dir, over
     if kw["swap_dir"] is not None:   # a file, a FIFO, /proc: no variant could swap there
         writable(kw["swap_dir"], "--swap-dir", folder=True)
     require("torch", "deepspeed", "transformers", "psutil", what="tierlab compare")
+    with json_only_stdout(ctx, as_json):      # DeepSpeed logs on stdout from its import on
+        _compare(ctx, variants, uncapped_baseline, timeout_s, budget_s, out_dir, overwrite,
+                 as_json, kw)
+
+
+def _compare(ctx, variants, uncapped_baseline, timeout_s, budget_s, out_dir, overwrite, as_json,
+             kw) -> None:
     from tierlab.runner.compare import format_table, rows_to_csv, run_comparison, variant_records
-    from tierlab.validate.plot_compare import compare_figure
     from tierlab.runner.variants import RunnerOptions, comparison_title, plan_variants
+    from tierlab.validate.plot_compare import compare_figure
 
     cap = kw["gpu_mem_cap"]
     planned = plan_variants({k: kw[k] for k in SCENARIO_KEYS},
@@ -86,8 +94,8 @@ def compare(ctx, variants, uncapped_baseline, timeout_s, budget_s, out_dir, over
     save_figure(compare_figure(rows, title=comparison_title(planned, bool(cap)),
                                runs=variant_records(planned)), out / "compare.png", quiet=as_json)
     if as_json:
-        click.echo(json.dumps({"rows": rows, "files": files, "interrupted": signum is not None},
-                              indent=2, default=str))
+        keep_json(ctx, json.dumps({"rows": rows, "files": files,
+                                   "interrupted": signum is not None}, indent=2, default=str))
     else:
         click.echo(f"wrote {out / 'compare.csv'}, {out / 'compare.json'}")
     if signum is not None:

@@ -1,11 +1,7 @@
 """`tierlab run`: train for real with DeepSpeed and write a Measurement."""
 from __future__ import annotations
 
-import contextlib
-import logging
-import os
 import signal
-import sys
 from pathlib import Path
 
 import click
@@ -13,6 +9,7 @@ import click
 from tierlab.commands.examples import epilog
 from tierlab.commands.common import (SCENARIO_KEYS, echo_problems, echo_warnings, interrupted,
                                      progress_bar, signals_raise, writable)
+from tierlab.commands.json_stdout import json_only_stdout, keep_json
 from tierlab.commands.seams import seam
 from tierlab.commands.options import (RUNNER_KEYS, json_option, no_progress_option,
                                       quiet_option, runner_options, scenario_options)
@@ -49,7 +46,7 @@ def run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_progr
     from tierlab.records.measurement import MEASUREMENT_FILE
 
     try:
-        with signals_raise(), _json_only_stdout(ctx, kw["as_json"]):
+        with signals_raise(), json_only_stdout(ctx, kw["as_json"]):
             _run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_progress, kw)
     except (KeyboardInterrupt, Interrupted) as e:      # before or after the measured part
         signum = getattr(e, "signum", signal.SIGINT)
@@ -124,60 +121,9 @@ def _run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_prog
     ctx.exit(exit_code(m))
 
 
-_JSON_KEY = "tierlab.run.json"
-"""ctx.meta key of the object `run --json` prints once stdout is its own again."""
-
-
 def _json(ctx, sc, status: str, **fields) -> None:
-    """`run --json`'s one object: the scenario's header, the status and what goes with it (kept
-    for _json_only_stdout to print)."""
+    """`run --json`'s one object: the scenario's header, the status and what goes with it."""
     import json
 
-    ctx.meta[_JSON_KEY] = json.dumps({**sc.header(), "scenario": sc.describe(),
-                                      "status": status, **fields}, indent=2, default=str)
-
-
-@contextlib.contextmanager
-def _json_only_stdout(ctx, as_json: bool):
-    """With --json, stdout carries the one object and nothing else. DeepSpeed's logger writes
-    to stdout (deepspeed/utils/logging.py: `StreamHandler(stream=sys.stdout)`, e.g. "[WARNING]
-    [real_accelerator.py:...] Setting accelerator to CPU"), so while the verb runs stdout is
-    stderr: the Python stream, every logging handler that already holds it, and file descriptor
-    1 where it is this process's own (the deepspeed launcher's children, C extensions). The
-    object `_json` kept is printed after, also on the way out through ctx.exit."""
-    if not as_json:
-        yield
-        return
-    real = sys.stdout
-    held = [h for lg in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
-            for h in getattr(lg, "handlers", ()) if isinstance(h, logging.StreamHandler)
-            and h.stream is real]
-    err_fd = _fileno(sys.stderr)
-    fd = 1 if _fileno(real) == 1 and err_fd is not None else None   # not CliRunner's buffer
-    saved = os.dup(fd) if fd is not None else None
-    try:
-        real.flush()
-        if saved is not None:
-            os.dup2(err_fd, fd)
-        for h in held:
-            h.setStream(sys.stderr)
-        with contextlib.redirect_stdout(sys.stderr):
-            yield
-    finally:
-        sys.stderr.flush()
-        for h in held:
-            h.setStream(real)
-        if saved is not None:
-            os.dup2(saved, fd)
-            os.close(saved)
-        if _JSON_KEY in ctx.meta:
-            click.echo(ctx.meta.pop(_JSON_KEY), file=real)
-
-
-def _fileno(stream) -> int | None:
-    """The file descriptor under a text stream; None for one without (click's CliRunner
-    buffers, pytest's capture)."""
-    try:
-        return stream.fileno()
-    except (AttributeError, OSError, ValueError):
-        return None
+    keep_json(ctx, json.dumps({**sc.header(), "scenario": sc.describe(), "status": status,
+                               **fields}, indent=2, default=str))

@@ -11,7 +11,7 @@ def test_run_json_refusal_is_one_object_and_exit_2(tmp_path):
     r = CliRunner().invoke(main, ["run", "-m", "llama-2-7b", "-c", "no-offload", "--steps", "3",
                                   "--out", str(tmp_path / "r"), "--json"])
     assert r.exit_code == 2, r.output
-    data = json.loads(r.output[r.output.index("{"):])   # DeepSpeed may log a line before it
+    data = json.loads(r.stdout)     # the object alone (commands/json_stdout.py)
     assert data["status"] == "refused" and data["nodes"] == 1
     assert [p["check"] for p in data["problems"] if p["severity"] == "error"] == ["memory"]
     assert not (tmp_path / "r").exists()                 # nothing written before the launch
@@ -32,7 +32,7 @@ def test_compare_json_prints_the_rows_and_files(tmp_path):
                                   "no-offload", "--skip-preflight", "--out", str(out), "--json"],
                            obj={"train": recorded})
     assert r.exit_code == 0, r.output
-    data = json.loads(r.output[r.output.index("{"):])
+    data = json.loads(r.stdout)
     assert [row["variant"] for row in data["rows"]] == ["no-offload"]
     assert data["files"][0] == str(out / "compare.csv") and data["interrupted"] is False
     assert (out / "compare.json").is_file()
@@ -51,7 +51,7 @@ def test_calibrate_from_raw_json_lists_the_files_written(tmp_path, monkeypatch):
                                   str(repo / "lab/cases/h200-t/h200-t-raw.json"), "--out",
                                   str(out), "--json"])
     assert r.exit_code == 0, r.output
-    data = json.loads(r.output[r.output.index("{"):])
+    data = json.loads(r.stdout)
     assert data["profile"] == "x" and str(out) in data["wrote"]
     assert data["summary"][0].startswith("x: PCIe H2D/D2H pinned")
 
