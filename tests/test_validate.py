@@ -157,3 +157,18 @@ def test_scatter_labels_keep_apart_and_stay_on_the_axis():
     many = label_heights([0.5 + 0.001 * i for i in range(45)], 0.15, 1.4)  # a whole folder's
     assert all(0.15 < y < 1.4 for y in many)
     assert all(b > a for a, b in zip(many, many[1:]))
+
+
+@pytest.mark.lab
+def test_a_measurement_it_cannot_simulate_is_named_by_its_file(tmp_path):
+    """A recorded ds_config tierlab refuses: the error names the measurement's file (where the
+    user can look), not only its run id."""
+    d = write_case(tmp_path, "a")
+    head = json.loads((d / "measurement.json").read_text())
+    head["ds_config"]["zero_optimization"]["stage"] = 7
+    (d / "measurement.json").write_text(json.dumps(head))
+    r = CliRunner().invoke(main, ["validate", str(d), "-H", "h200-host", "--out",
+                                  str(tmp_path / "v")])
+    assert r.exit_code == 2, r.output
+    (line,) = [x for x in r.output.splitlines() if x.startswith("error:")]
+    assert str(d / "measurement.json") in line and "stage" in line

@@ -47,12 +47,13 @@ def _run(m, *keys, default=None):
     return default
 
 
-def scenario_of(measurement, hardware: Hardware, software=None):
+def scenario_of(measurement, hardware: Hardware, software=None, where: str | None = None):
     """The exact scenario (tierlab.scenario.Scenario) a Measurement ran: its GPU count, memory
-    cap, model, sequence length and resolved ds_config, on `hardware`, with `software`."""
+    cap, model, sequence length and resolved ds_config, on `hardware`, with `software`. Errors
+    name `where` (the file it was read from; default: its run id)."""
     from tierlab.scenario import resolve
 
-    where = f"measurement {measurement.run_id}"
+    where = where or f"measurement {measurement.run_id}"
     model_fields = {k: v for k, v in (measurement.model or {}).items()
                     if k in Model.__dataclass_fields__}
     if not model_fields:
@@ -118,13 +119,14 @@ def compare_measurement(hardware: Hardware, measurement, name: str | None = None
     return _compared(hardware, measurement, name, software)[0]
 
 
-def _compared(hardware: Hardware, measurement, name: str | None, software
-              ) -> tuple[list[Row], dict]:
-    """compare_measurement's rows and the simulated scenario (SimResult.scenario; {} if none)."""
+def _compared(hardware: Hardware, measurement, name: str | None, software,
+              where: str | None = None) -> tuple[list[Row], dict]:
+    """compare_measurement's rows and the simulated scenario (SimResult.scenario; {} if none);
+    errors name `where` (scenario_of)."""
     case = name or measurement.run_id
     if measurement.status != "ok" and measurement.failure_kind != "oom":
         return [], {}
-    result = scenario_of(measurement, hardware, software).simulate()
+    result = scenario_of(measurement, hardware, software, where).simulate()
     oom_measured = 1.0 if measurement.failure_kind == "oom" else 0.0
     rows = [Row(case=case, metric="oom", predicted=0.0 if result.fits else 1.0,
                 measured=oom_measured)]
@@ -270,11 +272,12 @@ def validate_cases(paths: Iterable[str | Path], software, *, hardware: str | Non
                    train: Iterable[str] = ()) -> Validation:
     """Every measurement under `paths` simulated on its profile with `software`, against what
     was measured; `train`: the case names the software's fitted terms were fitted on."""
-    from tierlab.records.measurement import load_measurement
+    from tierlab.records.measurement import MEASUREMENT_FILE, load_measurement
 
     rows, unfinished, scenarios = [], [], {}
     for d, hw in with_profiles(find_measurements(paths), hardware):
-        case_rows, scenario = _compared(hw, load_measurement(d), case_key(d), software)
+        case_rows, scenario = _compared(hw, load_measurement(d), case_key(d), software,
+                                        where=str(Path(d) / MEASUREMENT_FILE))
         rows += case_rows
         if not case_rows:
             unfinished.append(case_key(d))
