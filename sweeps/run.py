@@ -185,7 +185,8 @@ def scenario_columns(sc) -> dict[str, Any]:
             "stage": s.zero.stage, "offload_param": s.param_device,
             "offload_optimizer": s.optimizer_device, "micro_batch_size": s.train_micro_batch_size_per_gpu,
             "grad_accum_steps": s.gradient_accumulation_steps, "seq_len": m.seq_len,
-            "world_size": hw.world_size, "precision": s.precision,
+            "world_size": hw.world_size, "nodes": hw.nodes, "gpus_per_node": hw.gpus_per_node,
+            "precision": s.precision,
             "activation_checkpointing": s.activation_checkpointing}
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 INT_COLUMNS = ("n_params", "stage", "micro_batch_size", "grad_accum_steps", "seq_len",
-               "world_size")
+               "world_size", "nodes", "gpus_per_node")
 """Integer scenario columns: integers also where error rows leave holes (pandas' Int64)."""
 
 

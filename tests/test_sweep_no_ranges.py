@@ -49,3 +49,13 @@ def test_help_explains_no_ranges():
     text = " ".join(r.output.split())
     assert "--no-ranges" in text and "without its 80% range" in text
     assert "tierlab sweep --no-ranges" in text        # an example (commands/examples.py)
+
+
+def test_a_row_records_the_node_split_of_its_world_size(tmp_path):
+    out = tmp_path / "n.csv"
+    r = run("sweep", "-m", "llama-2-7b", "-H", "dgx-a100", "-c", "zero3-cpu", "--vary",
+            "nodes=1,2", "--vary", "gpus=4,8", "--memory-only", "-q", "--out", str(out))
+    assert r.exit_code == 0, r.output
+    got = sorted((int(x["nodes"]), int(x["gpus_per_node"]), int(x["world_size"]))
+                 for x in _rows(out))
+    assert got == [(1, 4, 4), (1, 8, 8), (2, 4, 8), (2, 8, 16)]
