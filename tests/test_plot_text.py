@@ -313,3 +313,16 @@ def test_api_plot_loss():
 
     fig = tierlab.plot("loss", read_runs(EXAMPLE_CASES))
     assert isinstance(fig, Figure) and fig.axes[0].get_ylabel() == "training loss (nats per token)"
+
+
+def test_a_hardware_key_on_the_x_axis_reads_as_words_with_its_unit():
+    """`sweep --plot` along a hardware key: 'PCIe H2D pinned (GB/s)', not 'pcie.h2d_pinned'."""
+    from tierlab.validate.plot_sweep import key_name
+
+    df = run_grid(Base(seq=1024, ds_config="zero3-cpu"),
+                  [parse_vary("pcie.h2d_pinned=8GB/s,16GB/s")], jobs=1).frame
+    fig = plots.sweep(df, "pcie.h2d_pinned")
+    assert {ax.get_xlabel() for ax in fig.axes if ax.get_xlabel()} == {"PCIe H2D pinned (GB/s)"}
+    assert key_name("gpu.peak_flops.bf16") == "GPU peak BF16"
+    assert key_name("network.nic_bandwidth") == "network NIC bandwidth"
+    assert key_name("zero_optimization.sub_group_size") == "zero_optimization.sub_group_size"

@@ -36,9 +36,24 @@ _ROW_SCENARIO = {"model_name": "model", "hardware_name": "hardware", "world_size
 ERRORBAR_LABEL = "error bars: 80% range\nof the prediction"
 
 
+HARDWARE_PARTS = {"gpu": "GPU", "cpu": "CPU", "nvme": "NVMe", "pcie": "PCIe", "hbm": "HBM",
+                  "h2d": "H2D", "d2h": "D2H", "nvlink": "NVLink", "nic": "NIC", "dram": "DRAM",
+                  "cuda": "CUDA", "fp32": "FP32", "tf32": "TF32", "fp16": "FP16", "bf16": "BF16",
+                  "gpus": "GPUs"}
+"""How a hardware key's parts read ('pcie.h2d_pinned' -> 'PCIe H2D pinned')."""
+
+
 def key_name(key: str) -> str:
-    """A swept key as a reader reads it: 'micro_batch' -> 'micro-batch (sequences per GPU)'."""
-    return KEY_LABELS.get(key, key)
+    """A swept key as a reader reads it: 'micro_batch' -> 'micro-batch (sequences per GPU)', a
+    hardware key by its parts ('pcie.h2d_pinned' -> 'PCIe H2D pinned'); others as given."""
+    from tierlab.sweeps.keys import HARDWARE_KEYS
+
+    if key in KEY_LABELS:
+        return KEY_LABELS[key]
+    if key not in HARDWARE_KEYS:
+        return key
+    words = key.replace("peak_flops", "peak").replace(".", "_").split("_")
+    return " ".join(HARDWARE_PARTS.get(w, w) for w in words)
 
 
 def row_scenarios(df) -> list[dict]:
