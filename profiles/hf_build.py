@@ -210,16 +210,18 @@ def windows_of_types(types: list, get: Callable[[str], Any], where: str, *,
     return tuple(out) if any(out) else ()
 
 
-def attention_windows(config: Any, where: str) -> tuple[int, ...]:
+def attention_windows(config: Any, where: str, mixer_layers: tuple = ()) -> tuple[int, ...]:
     """Model.attention_windows of transformers' config object, as its modeling file masks:
     its `layer_types` (the config class fills them in `__post_init__`: Gemma 3's
     sliding_window_pattern, gpt-oss's alternation, Llama 4's no_rope_layers -> chunked), else
     a set `sliding_window` in every layer (modeling_mistral.py and its copies:
-    create_sliding_window_causal_mask unless config.sliding_window is None)."""
+    create_sliding_window_causal_mask unless config.sliding_window is None); `mixer_layers`
+    (Model.mixer: Mamba's "linear_attention", LFM2's "conv" blocks) attend nothing: 0."""
     types = getattr(config, "layer_types", None)
     if not types:
         types = ["sliding_attention" if getattr(config, "sliding_window", None) else
                  "full_attention"] * config.num_hidden_layers
+    types = ["full_attention" if i in mixer_layers else t for i, t in enumerate(types)]
     bidirectional = config.model_type == "gemma3_text" and \
         bool(getattr(config, "use_bidirectional_attention", False))
     return windows_of_types(types, lambda key: getattr(config, key, None), where,
@@ -347,18 +349,29 @@ def moe_fields(mlp: Any, config: Any, hidden: int) -> dict:
 
 
 def layer_fields(layer: Any, config: Any, hidden: int) -> dict:
-    """One decoder block: attention (None when it has none tierlab models), dense MLP or MoE,
+    """One decoder block: attention, or a state-space / short-conv mixer in its place
+    (profiles/hf_mixer.py), None when it has neither that tierlab models; dense MLP or MoE;
     its norms, which projections carry biases, and the children left unread."""
+    from tierlab.profiles.hf_mixer import find_mixer, mixer_fields
+
     attn, mlp = _child(layer, _ATTENTION), _child(layer, _MLP)
+    mixer = find_mixer(layer) if attn is None else None
     norms = [c for _, c in layer.named_children() if _is_norm(c)]
-    read = {n for n, _ in (attn, mlp) if n is not None} if attn and mlp else set()
+    parts = (mixer, mlp) if mixer else ((attn, mlp) if attn and mlp else ())
+    read = {n for n, _ in (p for p in parts if p is not None)}
     other = [f"{n} ({type(c).__name__})" for n, c in layer.named_children()
              if n not in read and not _is_norm(c) and _numel(c)]
-    out = dict(other=other, n_norms=len(norms), norms=norms, attn=None, mlp=None, moe=None)
-    if attn is None or mlp is None:
+    out = dict(other=other, n_norms=len(norms), norms=norms, attn=None, mlp=None, moe=None,
+               mixer=None, attn_bias=None, mlp_bias=None)
+    if mixer is not None:
+        out["mixer"] = mixer_fields(mixer[1])
+    elif attn is None or mlp is None:
         return out
-    out["attn"] = attention_fields(attn[1], config, hidden)
-    out["attn_bias"] = linear_biases(attn[1])
+    else:
+        out["attn"] = attention_fields(attn[1], config, hidden)
+        out["attn_bias"] = linear_biases(attn[1])
+    if mlp is None:                 # Mamba: the mixer alone
+        return out
     out["mlp_bias"] = linear_biases(mlp[1])[1]
     if _child(mlp[1], ("experts",)):
         out["moe"] = moe_fields(mlp[1], config, hidden)
@@ -380,30 +393,58 @@ def norm_kind(norms: list) -> str:
     return "layernorm" if "bias" in names else ("rmsnorm" if names else "nonparametric")
 
 
+NO_ATTENTION = dict(n_heads=1, n_kv_heads=1, attn_head_dim=0, fused_qkv=False, qk_norm="none")
+"""Model's attention fields where no block attends (Mamba: every block a mixer): unused."""
+
+
 def block_fields(layers: list[dict]) -> dict:
-    """Model fields shared by the blocks: attention, MLP or MoE (+ dense layers), norms, biases."""
+    """Model fields shared by the blocks: attention (or none), MLP or MoE (+ dense layers),
+    a mixer in place of attention, norms, biases."""
+    attns = [l["attn"] for l in layers if l["attn"] is not None]
+    fields = dict(_same(attns, "attention shapes") if attns else NO_ATTENTION,
+                  block_norms=_same([l["n_norms"] for l in layers], "norms per block"))
+    fields.update(ffn_fields(layers))
+    biases = [l["attn_bias"] for l in layers if l["attn_bias"] is not None]
+    attn_all, attn_any = _same(biases, "attention biases") if biases else (False, False)
+    bias = attn_all and all(l["mlp_bias"] for l in layers if l["mlp_bias"] is not None)
+    return dict(fields, bias=bias, qkv_bias=attn_any and not bias, mixer=mixer_of(layers))
+
+
+def ffn_fields(layers: list[dict]) -> dict:
+    """MLP or MoE fields of the blocks that have one (every block but a Mamba's)."""
     from tierlab.profiles.schema import MoE
 
-    attn = _same([l["attn"] for l in layers], "attention shapes")
-    dense = [l["mlp"] for l in layers if l["moe"] is None]
+    dense = [l["mlp"] for l in layers if l["mlp"] is not None]
     moes = [l["moe"] for l in layers if l["moe"] is not None]
-    fields = dict(attn, block_norms=_same([l["n_norms"] for l in layers], "norms per block"))
-    if moes:
-        moe = dict(_same(moes, "MoE layers"))
-        fields.update(gated_mlp=moe.pop("gated_mlp"), fused_gate_up=moe.pop("fused_gate_up"))
-        if dense and dense[0]["gated_mlp"] != fields["gated_mlp"]:
-            raise Unmodelled("gated and non-gated MLPs in one model")
-        # a fused gate_up in the experts only (GLM-4-MoE): same numel, split like the dense MLPs
-        fields["fused_gate_up"] &= not dense or dense[0]["fused_gate_up"]
-        fields["ffn"] = _same([d["ffn"] for d in dense], "dense MLP widths") if dense \
-            else moe["expert_ffn"]
-        fields["moe"] = MoE(**moe, dense_layers=tuple(i for i, l in enumerate(layers)
-                                                      if l["moe"] is None))
-    else:
-        fields.update(_same(dense, "MLP shapes"))
-    attn_all, attn_any = _same([l["attn_bias"] for l in layers], "attention biases")
-    bias = attn_all and all(l["mlp_bias"] for l in layers)
-    return dict(fields, bias=bias, qkv_bias=attn_any and not bias)
+    if not moes:
+        return dict(_same(dense, "MLP shapes")) if dense else \
+            dict(ffn=layers[0]["mixer"]["matrices"][0][2] if layers[0]["mixer"] else 1,
+                 gated_mlp=False)
+    fields = {}
+    moe = dict(_same(moes, "MoE layers"))
+    fields.update(gated_mlp=moe.pop("gated_mlp"), fused_gate_up=moe.pop("fused_gate_up"))
+    if dense and dense[0]["gated_mlp"] != fields["gated_mlp"]:
+        raise Unmodelled("gated and non-gated MLPs in one model")
+    # a fused gate_up in the experts only (GLM-4-MoE): same numel, split like the dense MLPs
+    fields["fused_gate_up"] &= not dense or dense[0]["fused_gate_up"]
+    fields["ffn"] = _same([d["ffn"] for d in dense], "dense MLP widths") if dense \
+        else moe["expert_ffn"]
+    fields["moe"] = MoE(**moe, dense_layers=tuple(i for i, l in enumerate(layers)
+                                                  if l["moe"] is None))
+    return fields
+
+
+def mixer_of(layers: list[dict]) -> Any:
+    """Model.mixer of the blocks whose attention is a mixer (the same in each), None without."""
+    from tierlab.profiles.schema import Mixer
+
+    idx = [i for i, l in enumerate(layers) if l["mixer"] is not None]
+    if not idx:
+        return None
+    mixer = _same([layers[i]["mixer"] for i in idx], "mixers")
+    mlp = _same([layers[i]["mlp"] is not None or layers[i]["moe"] is not None for i in idx],
+                "MLPs beside the mixers")
+    return Mixer(**mixer, layers=tuple(idx), mlp=mlp)
 
 
 RECURRENT = ("mamba", "mixer", "delta", "linear_attn", "linearattention", "lightning",
@@ -414,7 +455,7 @@ RECURRENT = ("mamba", "mixer", "delta", "linear_attn", "linearattention", "light
 def missing_layers(read: list[dict], total: int | None = None) -> list[str]:
     """The blocks without the attention + MLP tierlab models, named by their children (`total`:
     the model's blocks, where `read` holds only those read)."""
-    missing = [l for l in read if l["attn"] is None]
+    missing = [l for l in read if l["attn"] is None and l["mixer"] is None]
     if not missing:
         return []
     kids = sorted({o for l in missing for o in l["other"]})
@@ -465,20 +506,20 @@ def built_fields(model: Any, config: Any) -> tuple[dict, list[str], bool]:
     if unread:
         raise Unmodelled("; ".join(missing_layers(read, len(layers)) + sorted(unread)))
     problems = missing_layers(read)
-    problems += sorted({f"{o} in the blocks" for l in read if l["attn"] for o in l["other"]})
-    attn_layers = [l for l in read if l["attn"] is not None]
-    if not attn_layers:
+    modelled = [l for l in read if l["attn"] is not None or l["mixer"] is not None]
+    problems += sorted({f"{o} in the blocks" for l in modelled for o in l["other"]})
+    if not modelled:
         raise Unmodelled(problems[0])
     pos = learned_positions(model, layers, emb, hidden)
     final, left = outside_blocks(model, layers, emb, out, pos)
-    fields = dict(block_fields(attn_layers), n_layers=len(read), hidden=hidden, vocab=vocab,
+    fields = dict(block_fields(modelled), n_layers=len(read), hidden=hidden, vocab=vocab,
                   max_seq_len=getattr(config, "max_position_embeddings", None) or 2048,
                   tie_embeddings=out is not None and out.weight is emb.weight,
                   head_bias=out is not None and getattr(out, "bias", None) is not None,
                   norm=norm_kind(final + [n for l in read for n in l["norms"]]))
     if pos is not None:
         fields.update(learned_pos_emb=True, pos_emb_rows=pos.weight.shape[0])
-    return fields, problems + left, len(attn_layers) < len(read)
+    return fields, problems + left, len(modelled) < len(read)
 
 
 def transformers_counts(model: Any, config: Any) -> tuple[int, int]:
@@ -500,10 +541,13 @@ def fields_of(data: Mapping, where: str) -> dict:
     and checked against its count; a one-line ConfigError when they cannot be matched."""
     from tierlab.profiles.schema import Model
 
+    from tierlab.profiles.hf_mixer import check_mixer_keys
+
     kind = data["model_type"]
     for part in (data, data.get("text_config")):    # transformers' config classes expand some
         if isinstance(part, Mapping):               # counts into lists (layer_types) at once
             check_counts(part.get, where)
+            check_mixer_keys(part, where)
     config = text_config(data, where)
     check_counts(lambda attr: getattr(config, attr, None), where)   # before a model is built
     model = build(config, where, data)
@@ -520,7 +564,8 @@ def fields_of(data: Mapping, where: str) -> dict:
     if off or partial:
         raise ConfigError(refusal(where, kind, config, (ours, ours_active),
                                   (theirs, theirs_active), problems))
-    return dict(fields, attention_windows=attention_windows(config, where))
+    mixed = fields["mixer"].layers if fields["mixer"] is not None else ()
+    return dict(fields, attention_windows=attention_windows(config, where, mixed))
 
 
 def refusal(where: str, kind: str, config: Any, ours: tuple, theirs: tuple,

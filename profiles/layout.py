@@ -57,9 +57,18 @@ def mlp_matrices(model: "Model", ffn: int, prefix: str = "") -> dict[str, tuple[
     return mats
 
 
-def block_matrices(model: "Model", moe_layer: bool) -> dict[str, tuple[int, int]]:
-    """(in, out) of every weight matrix of one block, experts included."""
-    mats = attention_matrices(model)
+def mixer_matrices(model: "Model") -> dict[str, tuple[int, int]]:
+    """(in, out) of the mixer's projections (Model.mixer: as transformers builds them)."""
+    return {f"mixer.{name}": (i, o) for name, i, o in model.mixer.matrices}
+
+
+def block_matrices(model: "Model", moe_layer: bool,
+                   mixer_layer: bool = False) -> dict[str, tuple[int, int]]:
+    """(in, out) of every weight matrix of one block, experts included; a mixer block's mixer
+    in place of the attention (and nothing else when the mixer has no MLP: Mamba)."""
+    mats = mixer_matrices(model) if mixer_layer else attention_matrices(model)
+    if mixer_layer and not model.mixer.mlp:
+        return mats
     if not moe_layer:
         mats.update(mlp_matrices(model, model.ffn))
         return mats
@@ -80,19 +89,25 @@ def _biases(model: "Model", mats: dict[str, tuple[int, int]]) -> dict[str, int]:
     out = {}
     for name, (_, n_out) in mats.items():
         base = name.rsplit(".", 1)[-1]
-        if base in ("router", "shared_expert_gate"):
+        if base in ("router", "shared_expert_gate") or name.startswith("mixer."):
             continue
         if model.bias or (model.qkv_bias and base in qkv):
             out[f"{name}.bias"] = n_out
     return out
 
 
-def block_small_params(model: "Model", moe_layer: bool) -> dict[str, int]:
-    """Parameters of one block that are not matrices: norms and biases."""
+def block_small_params(model: "Model", moe_layer: bool,
+                       mixer_layer: bool = False) -> dict[str, int]:
+    """Parameters of one block that are not matrices: norms and biases (a mixer block: its
+    mixer's conv, A_log, D, dt_bias and norms in place of the attention's)."""
     small = {}
     names = ("input_norm", "post_attention_norm", "pre_feedforward_norm", "post_feedforward_norm")
     for name in names[:model.block_norms]:
         small[name] = norm_numel(model, model.hidden)
+    if mixer_layer:
+        small.update({f"mixer.{name}": n for name, n in model.mixer.small_params})
+        small.update(_biases(model, block_matrices(model, moe_layer, True)))
+        return small
     if model.qk_norm == "head":
         small["q_norm"] = norm_numel(model, model.head_dim)
         small["k_norm"] = norm_numel(model, model.head_dim)
@@ -107,15 +122,19 @@ def block_small_params(model: "Model", moe_layer: bool) -> dict[str, int]:
     return small
 
 
-def block_gemms(model: "Model", moe_layer: bool) -> dict[str, tuple[int, int, float]]:
+def block_gemms(model: "Model", moe_layer: bool,
+                mixer_layer: bool = False) -> dict[str, tuple[int, int, float]]:
     """name -> (in, out, token fraction) of every GEMM one block runs in the forward."""
     share = model.moe.experts_per_token / model.moe.n_experts if moe_layer else 1.0
     return {name: (i, o, share if name.startswith("experts.") else 1.0)
-            for name, (i, o) in block_matrices(model, moe_layer).items()}
+            for name, (i, o) in block_matrices(model, moe_layer, mixer_layer).items()}
 
 
-def active_ffn(model: "Model", moe_layer: bool) -> int:
-    """MLP width a token passes through: ffn, or top-k x expert width + shared width."""
+def active_ffn(model: "Model", moe_layer: bool, mixer_layer: bool = False) -> int:
+    """MLP width a token passes through: ffn, or top-k x expert width + shared width; 0 in a
+    mixer-only block (Mamba)."""
+    if mixer_layer and not model.mixer.mlp:
+        return 0
     if not moe_layer:
         return model.ffn
     return model.moe.experts_per_token * model.moe.expert_ffn + model.moe.shared_ffn
@@ -123,7 +142,7 @@ def active_ffn(model: "Model", moe_layer: bool) -> int:
 
 def mean_active_ffn(model: "Model") -> float:
     """active_ffn averaged over the blocks (DeepSeek: 3 dense blocks, 58 MoE blocks)."""
-    return sum(n * active_ffn(model, model.is_moe_layer(rep))
+    return sum(n * active_ffn(model, *model.layer_kind(rep))
                for rep, n in model.layer_groups()) / model.n_layers
 
 

@@ -13,7 +13,7 @@ from tierlab.profiles.fields import HOST_COST_FIELDS, PEAK_FLOPS_DTYPES, SOFTWAR
 from tierlab.profiles.layout import block_matrices, block_small_params, embed_params, head_params
 
 __all__ = ["CPU", "GPU", "HOST_COST_FIELDS", "PEAK_FLOPS_DTYPES", "Hardware", "MLA", "Model",
-           "MoE", "NVMe", "Network", "PCIe", "Software"]
+           "Mixer", "MoE", "NVMe", "Network", "PCIe", "Software"]
 
 
 def _positive(obj, *names: str) -> None:
@@ -271,6 +271,49 @@ class MoE:
         if self.shared_ffn < 0:
             raise ValueError(f"MoE.shared_ffn must be >= 0, got {self.shared_ffn!r}")
 
+MIXER_KINDS = ("mamba", "mamba2", "short_conv")
+"""Token mixers tierlab counts in place of attention (Model.mixer): Mamba's selective scan
+(modeling_mamba.py MambaMixer), Mamba-2's SSD (modeling_mamba2.py Mamba2Mixer), LFM2's gated
+short convolution (modeling_lfm2.py Lfm2ShortConv)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Mixer:
+    """A linear-attention / state-space / short-convolution token mixer that replaces attention
+    in the blocks `layers` (Mamba, Jamba, Bamba, LFM2): its tensors as transformers builds them
+    (profiles/hf_mixer.py reads them off the meta-device model) and the FLOPs of its scan."""
+
+    kind: str
+    """One of MIXER_KINDS."""
+    layers: tuple[int, ...]
+    """Blocks whose attention is this mixer (every block of a pure Mamba model)."""
+    matrices: tuple[tuple[str, int, int], ...]
+    """(name, in, out) of each projection (in_proj, x_proj, dt_proj, out_proj): GEMMs."""
+    small_params: tuple[tuple[str, int], ...]
+    """(name, numel) of the other tensors: the depthwise conv's weight and bias, A_log, D,
+    dt_bias, the mixer's own norms."""
+    scan_flops_per_token: float
+    """Forward FLOPs per token of the conv and the scan (not the projections): hf_mixer.py."""
+    mlp: bool = True
+    """The mixer blocks keep the MLP/MoE (Jamba, Bamba, LFM2); False: mixer only (Mamba)."""
+
+    def __post_init__(self) -> None:
+        if self.kind not in MIXER_KINDS:
+            raise ValueError(f"Mixer.kind must be one of {', '.join(MIXER_KINDS)}, got "
+                             f"{self.kind!r}")
+        for name in ("layers", "matrices", "small_params"):
+            object.__setattr__(self, name, tuple(tuple(v) if isinstance(v, list) else v
+                                                 for v in getattr(self, name)))
+        if not self.layers or any(isinstance(i, bool) or not isinstance(i, int) or i < 0
+                                  for i in self.layers):
+            raise ValueError(f"Mixer.layers must list block indices, got {self.layers!r}")
+        if any(n <= 0 for *_, n in self.small_params) or \
+                any(i <= 0 or o <= 0 for _, i, o in self.matrices):
+            raise ValueError("Mixer.matrices and Mixer.small_params must have positive sizes")
+        if not self.scan_flops_per_token >= 0:
+            raise ValueError(f"Mixer.scan_flops_per_token must be >= 0, got "
+                             f"{self.scan_flops_per_token!r}")
+
 
 @dataclass(frozen=True, kw_only=True)
 class Model:
@@ -331,6 +374,10 @@ class Model:
     causal attention over the sequence; () = every block full. Read from a config.json as
     transformers decides it (profiles/hf_arch.py, profiles/hf_build.py); the score FLOPs take
     min(window, seq_len) keys per query (sim/flops.py)."""
+    mixer: Mixer | None = None
+    """A state-space / short-conv mixer in place of attention in Mixer.layers (Mamba, Jamba,
+    Bamba, LFM2); None = attention in every block. With a mixer in every block and no MLP the
+    attention and MLP fields (n_heads, ffn) are unused."""
     source: str = ""
 
     def __post_init__(self) -> None:
@@ -350,6 +397,11 @@ class Model:
         if self.attn_head_dim < 0 or self.pos_emb_rows < 0:
             raise ValueError("Model.attn_head_dim and Model.pos_emb_rows must be >= 0")
         self._check_windows()
+        if isinstance(self.mixer, Mapping):         # a Model read back from JSON
+            object.__setattr__(self, "mixer", Mixer(**self.mixer))
+        if self.mixer is not None and max(self.mixer.layers) >= self.n_layers:
+            raise ValueError(f"Model.mixer.layers lists block {max(self.mixer.layers)}, the "
+                             f"model has {self.n_layers}")
 
     def _check_windows(self) -> None:
         """attention_windows: () or one whole number per block, 0 (full) or a window within
@@ -382,23 +434,31 @@ class Model:
         return self.head_dim * self.n_kv_heads
 
     def is_moe_layer(self, layer: int) -> bool:
-        return self.moe is not None and layer not in self.moe.dense_layers
+        return self.moe is not None and layer not in self.moe.dense_layers and \
+            (self.mixer is None or self.mixer.mlp or layer not in self.mixer.layers)
+
+    def is_mixer_layer(self, layer: int) -> bool:
+        return self.mixer is not None and layer in self.mixer.layers
+
+    def layer_kind(self, layer: int) -> tuple[bool, bool]:
+        """(MoE block, mixer block): the blocks of one kind are built alike."""
+        return self.is_moe_layer(layer), self.is_mixer_layer(layer)
 
     def layer_groups(self) -> tuple[tuple[int, int], ...]:
         """(a representative layer, how many layers are built like it): one group for a dense
-        model, dense and MoE groups for DeepSeek/Qwen-MoE."""
-        groups: dict[bool, list[int]] = {}
+        model, dense and MoE groups for DeepSeek/Qwen-MoE, x attention and mixer for Jamba."""
+        groups: dict[tuple, list[int]] = {}
         for i in range(self.n_layers):
-            groups.setdefault(self.is_moe_layer(i), []).append(i)
+            groups.setdefault(self.layer_kind(i), []).append(i)
         return tuple((idx[0], len(idx)) for idx in groups.values())
 
     def layer_matrices(self, layer: int = 0) -> dict[str, tuple[int, int]]:
         """(in, out) of each weight matrix of transformer block `layer` (experts included)."""
-        return block_matrices(self, self.is_moe_layer(layer))
+        return block_matrices(self, self.is_moe_layer(layer), self.is_mixer_layer(layer))
 
     def layer_small_params(self, layer: int = 0) -> dict[str, int]:
         """Parameters of block `layer` that are not matrices: norms and biases."""
-        return block_small_params(self, self.is_moe_layer(layer))
+        return block_small_params(self, self.is_moe_layer(layer), self.is_mixer_layer(layer))
 
     def layer_params(self, layer: int = 0) -> int:
         mats = sum(i * o for i, o in self.layer_matrices(layer).values())

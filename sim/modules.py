@@ -54,11 +54,11 @@ def modules(model: Model, strategy: Strategy) -> list[Module]:
         return Module(name=name, kind=kind, fetch_numel=sum(big), fetch_tensors=len(big),
                       own_params=tuple(own.values()), own_names=tuple(own), hooked=hooked)
 
-    blocks = {model.is_moe_layer(rep): _block(model, strategy, rep)
+    blocks = {model.layer_kind(rep): _block(model, strategy, rep)
               for rep, _ in model.layer_groups()}
     out = [mod("embed", "embed", list(emb.values()), emb, len(emb))]
     for i in range(model.n_layers):
-        own, used, hooked = blocks[model.is_moe_layer(i)]
+        own, used, hooked = blocks[model.layer_kind(i)]
         out.append(mod(f"L{i}", "block", used, {f"layers.{i}.{k}": n for k, n in own.items()},
                        hooked))
     out.append(mod("head", "head", list(head.values()), head_own, 2))   # final norm + lm_head

@@ -1,7 +1,7 @@
 """Architectures without a hand reader, built by transformers on the meta device and read off the
 modules (profiles/hf_build.py): real configs of tests/data/hf_configs/built/ load through the
-public path and count within 0.5 % of transformers; what cannot be matched (linear attention,
-Mamba), a remote-code-only model_type and a core install without transformers are refused in one
+public path and count within 0.5 % of transformers; what cannot be matched (Gated DeltaNet
+linear attention, Granite 4's Mamba layers), a remote-code-only model_type and a core install without transformers are refused in one
 line."""
 import json
 import subprocess
@@ -122,8 +122,10 @@ def _write(tmp_path, cfg: dict) -> str:
 
 @pytest.mark.parametrize("kind, extra", [
     ("qwen3_next", dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32)),
-    ("jamba", dict(num_experts=4, num_experts_per_tok=2, attn_layer_period=2,
-                   attn_layer_offset=1, expert_layer_period=2, expert_layer_offset=1))])
+    # Jamba is counted now (Model.mixer, tests/test_hybrid_arch.py); Granite 4's Mamba-2 layers
+    # beside a MoE with a shared MLP are not
+    ("granitemoehybrid", dict(num_local_experts=4, num_experts_per_tok=2,
+                              layer_types=["mamba", "attention", "mamba", "attention"]))])
 def test_linear_attention_and_mamba_are_refused_in_one_line(tmp_path, kind, extra):
     pytest.importorskip("transformers")
     path = _write(tmp_path, dict(BASE, model_type=kind, **extra))
