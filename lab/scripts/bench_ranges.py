@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 import time
 
+from labenv import CASES  # noqa: F401  (sets $TIERLAB_PROFILES to the lab)
 from tierlab.profiles.load import load_software
 from tierlab.validate.coverage import (TARGET_WIDTH, coverage, cross_validated, format_coverage,
                                        summarize_coverage)
@@ -30,7 +31,8 @@ def main(paths: list[str]) -> None:
         t = time.perf_counter()
         got = runs()
         wide = [c for c in got if c.width > TARGET_WIDTH]
-        print(f"{format_coverage(label, got)}  [{time.perf_counter() - t:.1f} s]")
+        print(format_coverage(label, got))
+        print(f"    [{label}: {time.perf_counter() - t:.1f} s]", file=sys.stderr)
         s = summarize_coverage(got)
         print(f"    outside: {', '.join(s['outside']) or 'none'}")
         if wide and label.startswith("calibrated"):       # a stock range may be wide
