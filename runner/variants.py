@@ -61,6 +61,11 @@ def check_dense(model) -> None:
         raise ConfigError(f"model {model.name}: a Mixture-of-Experts model ({model.moe.n_experts} "
                           f"experts, top-{model.moe.experts_per_token}); the runner trains dense "
                           "decoder models only (simulate, memory and plan model MoE)")
+    if model.mixer is not None:
+        raise ConfigError(f"model {model.name}: {len(model.mixer.layers)} of {model.n_layers} "
+                          f"blocks are a {model.mixer.kind} mixer, not attention; the runner "
+                          "trains dense attention decoders only (simulate, memory and plan "
+                          "model the mixer)")
 
 
 def runner_spec(sc, opts: RunnerOptions, out_dir, label: str, **extra) -> RunSpec:

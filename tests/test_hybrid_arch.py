@@ -193,3 +193,12 @@ def test_what_stays_refused_names_the_unmodelled_layer(tmp_path, kind, what):
     path.write_text(json.dumps(cfg))
     assert_user_error(run("memory", "-m", str(path), "-H", "dgx-a100"), str(path),
                       f"model_type {kind!r} is not a supported architecture", what)
+
+
+def test_the_runner_refuses_a_mixer_model_rather_than_train_a_llama():
+    from tierlab.errors import ConfigError
+    from tierlab.runner.variants import check_dense
+
+    model = load_model(str(HYBRID / "mamba-default.json"))
+    with pytest.raises(ConfigError, match="32 of 32 blocks are a mamba mixer"):
+        check_dense(model)
