@@ -276,7 +276,7 @@ def test_layer_point_times_a_real_decoder_layer_on_cpu():
     token count): backward costs more than forward, per-layer times are positive and finite."""
     from tierlab.runner.calibrate_gpu import layer_point
 
-    p = layer_point("llama-0.5b", 128, "fp32", layers=2, iters=1, device="cpu")
+    p = layer_point("llama-0.5b", 128, "fp32", layers=2, iters=5, device="cpu")
     assert p["tokens"] == 128 and p["micro_batch"] * p["seq"] == 128
     assert 0 < p["fwd_s"] < p["bwd_s"] < 60
     assert p["fwd_range_s"][0] <= p["fwd_s"] <= p["fwd_range_s"][1]
