@@ -12,7 +12,7 @@ from tierlab.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = ROOT / "commands"
-SHARED = {"__init__", "common", "examples", "options", "seams"}
+SHARED = {"__init__", "common", "examples", "json_stdout", "options", "seams"}
 MAX_VERB_LINES = 150
 MAX_CLI_LINES = 80
 

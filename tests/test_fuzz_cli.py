@@ -548,7 +548,11 @@ def test_two_sweeps_on_one_file(tmp_path):
     out = tmp_path / "grid.csv"
     first = _start(out)
     _wait_for_rows(out, first, n=1)
-    rc, text = _resume(out)
+    os.killpg(first.pid, signal.SIGSTOP)  # still running while the second starts (else a fast
+    try:                                  # first sweep may finish and let the second resume)
+        rc, text = _resume(out)
+    finally:
+        os.killpg(first.pid, signal.SIGCONT)
     assert rc == 2 and "another tierlab process" in text and "Traceback" not in text, text
     assert first.wait(timeout=300) == 0, first.communicate()[0]
     assert len(pd.read_csv(out)) == TOTAL

@@ -109,7 +109,7 @@ def test_sweep_lines_per_config_skip_errors():
     assert "zero3-nvme" in texts(fig)
     df2 = run_sweep(base, [parse_vary("nvme.read_bandwidth=2GB/s,4GB/s")],
                     simulator=fakesim.simulate, jobs=1).frame
-    assert "nvme.read_bandwidth (GB/s)" in texts(plots.sweep(df2, "nvme.read_bandwidth"))
+    assert "NVMe read bandwidth (GB/s)" in texts(plots.sweep(df2, "nvme.read_bandwidth"))
     with pytest.raises(ValueError, match="no column"):
         plots.sweep(df, "bogus")
 
