@@ -6,6 +6,7 @@ Conversions from the YAML files ("80 GB", "2039 GB/s", "312 TFLOP/s", "10 us") h
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Mapping
 
 from tierlab.bounds import ATTENTION_WINDOW
@@ -477,8 +478,10 @@ class Model:
             head.pop("lm_head")
         return sum(embed_params(self).values()) + sum(head.values())
 
-    @property
+    @cached_property
     def n_params(self) -> int:
+        """Every parameter (worked out once per Model: the walk over the layers is ~20 us and a
+        sweep point's memory plan reads it several times)."""
         blocks = sum(n * self.layer_params(rep) for rep, n in self.layer_groups())
         return blocks + self.embedding_params
 

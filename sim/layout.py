@@ -15,7 +15,6 @@ partitioned_param_swapper.py `swappable_tensor`, `get_buffer`, `_io_aligned_nume
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -30,24 +29,9 @@ AIO_ALIGNED_BYTES = 1024
 """swap_tensor/utils.py: aio reads/writes are aligned to 1 KiB x intra_op_parallelism."""
 
 
-N_PARAMS_CACHE_SIZE = 64
-"""Models whose parameter count `n_params` keeps (by identity, holding the model)."""
-_n_params: OrderedDict[int, tuple[Model, int]] = OrderedDict()
-
-
 def n_params(model: Model) -> int:
-    """`model.n_params`, worked out once per model object: the property walks every layer
-    (~20 us for TinyLlama's 22) and a point's memory plan reads it 8 times; the points of a sweep
-    share their model object (scenario.resolve keeps it)."""
-    hit = _n_params.get(id(model))
-    if hit is not None and hit[0] is model:
-        _n_params.move_to_end(id(model))
-        return hit[1]
-    n = model.n_params
-    _n_params[id(model)] = (model, n)
-    if len(_n_params) > N_PARAMS_CACHE_SIZE:
-        _n_params.popitem(last=False)
-    return n
+    """`model.n_params` (cached on the Model itself: profiles/schema.py)."""
+    return model.n_params
 
 
 @dataclass(frozen=True, kw_only=True)
