@@ -275,8 +275,13 @@ def attention_fields(attn: Any, config: Any, hidden: int) -> dict:
     mats = _matrices(attn)
     numel = sum(p.numel() for p in mats.values())
     # kv heads: the config's, else multi-head (GPT-J has no num_key_value_heads)
-    kv = next((n for n in (getattr(config, "num_key_value_heads", None), heads)
-               if n and numel == 2 * hidden * (q + n * head_dim)), None)
+    kv_heads = [n for n in (getattr(config, "num_key_value_heads", None), heads) if n]
+    kv = next((n for n in kv_heads if numel == 2 * hidden * (q + n * head_dim)), None)
+    # Qwen3-Next: q_proj outputs the query and a gate of q_dim (Model.attn_output_gate)
+    gated = kv is None and len(mats) == 4 and any(
+        numel == 2 * hidden * (q + n * head_dim) + hidden * q for n in kv_heads)
+    if gated:
+        kv = next(n for n in kv_heads if numel == 2 * hidden * (q + n * head_dim) + hidden * q)
     if kv is None:
         raise Unmodelled(f"attention projections of {numel:,} parameters in {type(attn).__name__} "
                          f"(not {heads} heads of {head_dim} with "
@@ -287,7 +292,7 @@ def attention_fields(attn: Any, config: Any, hidden: int) -> dict:
         raise Unmodelled(f"q/k norms {widths} wide in {type(attn).__name__}")
     qk_norm = "none" if not widths else ("head" if max(widths) == head_dim else "full")
     return dict(n_heads=heads, n_kv_heads=kv, attn_head_dim=head_dim if q != hidden else 0,
-                fused_qkv=len(mats) == 2, qk_norm=qk_norm)
+                fused_qkv=len(mats) == 2, qk_norm=qk_norm, attn_output_gate=gated)
 
 
 def linear_biases(module: Any) -> tuple[bool, bool]:
@@ -304,13 +309,22 @@ def mlp_shape(module: Any, hidden: int, n: int = 1, fused_experts: bool = False)
     gate_up (fused), is gated; 2 others are not (GPT: fc_in, fc_out)."""
     mats = _matrices(module)
     per = len(mats) if fused_experts else len(mats) / n
-    gated = per == 3 or (per == 2 and any("gate" in name for name in mats))
+    gated = per == 3 or (per == 2 and (any("gate" in name for name in mats)
+                                       or _fused_gate_up(list(mats.values()))))
     total = sum(p.numel() for p in mats.values()) // n
     width, rest = divmod(total, (3 if gated else 2) * hidden)
     if rest or per not in (2, 3):
         raise Unmodelled(f"an MLP of {per:g} matrices and {total:,} parameters in "
                          f"{type(module).__name__}")
     return dict(ffn=width, gated_mlp=gated, fused_gate_up=gated and per == 2)
+
+
+def _fused_gate_up(mats: list) -> bool:
+    """Two Linear weights (out x in) whose first outputs twice what the second takes: gate and
+    up in one matrix, chunked in two (Granite's shared_mlp input_linear -> output_linear:
+    modeling_granitemoehybrid.py GraniteMoeHybridMLP.forward)."""
+    return len(mats) == 2 and all(p.dim() == 2 for p in mats) and \
+        mats[0].shape[0] == 2 * mats[1].shape[1]
 
 
 def experts_per_token(config: Any) -> int | None:
@@ -325,13 +339,14 @@ def n_experts(experts: Any) -> int:
     return next(iter(_matrices(experts).values())).shape[0]
 
 
-def moe_fields(mlp: Any, config: Any, hidden: int) -> dict:
+def moe_fields(mlp: Any, config: Any, hidden: int, beside: Any = None) -> dict:
     """Routed experts (one 3-D tensor per matrix, or a list of MLPs), router, shared expert(s)
-    and its gate; top-k from the config object."""
+    and its gate; top-k from the config object. `beside`: a shared MLP that the block holds
+    next to the MoE module rather than inside it, as (name, module) (Granite 4's shared_mlp)."""
     experts = _child(mlp, ("experts",))[1]
     n = n_experts(experts)
     shape = mlp_shape(experts, hidden, n, fused_experts=type(experts).__name__ != "ModuleList")
-    shared = _child(mlp, _SHARED)
+    shared = _child(mlp, _SHARED) or beside
     shared_ffn = mlp_shape(shared[1], hidden)["ffn"] if shared else 0
     gate = sum(p.numel() for name, p in mlp.named_parameters()
                if name.startswith("shared_expert_gate.") and p.dim() == 2)
@@ -355,26 +370,28 @@ def layer_fields(layer: Any, config: Any, hidden: int) -> dict:
     from tierlab.profiles.hf_mixer import find_mixer, mixer_fields
 
     attn, mlp = _child(layer, _ATTENTION), _child(layer, _MLP)
-    mixer = find_mixer(layer) if attn is None else None
+    mixer = find_mixer(layer)           # in place of attention, or beside it (Falcon-H1)
+    beside = _child(layer, _SHARED) if mlp is not None else None    # Granite 4's shared_mlp
     norms = [c for _, c in layer.named_children() if _is_norm(c)]
-    parts = (mixer, mlp) if mixer else ((attn, mlp) if attn and mlp else ())
+    parts = (mixer, attn, mlp, beside) if mixer else \
+        ((attn, mlp, beside) if attn and mlp else ())
     read = {n for n, _ in (p for p in parts if p is not None)}
     other = [f"{n} ({type(c).__name__})" for n, c in layer.named_children()
              if n not in read and not _is_norm(c) and _numel(c)]
     out = dict(other=other, n_norms=len(norms), norms=norms, attn=None, mlp=None, moe=None,
                mixer=None, attn_bias=None, mlp_bias=None)
     if mixer is not None:
-        out["mixer"] = mixer_fields(mixer[1])
+        out["mixer"] = dict(mixer_fields(mixer[1]), attention=attn is not None)
     elif attn is None or mlp is None:
         return out
-    else:
+    if attn is not None:
         out["attn"] = attention_fields(attn[1], config, hidden)
         out["attn_bias"] = linear_biases(attn[1])
     if mlp is None:                 # Mamba: the mixer alone
         return out
     out["mlp_bias"] = linear_biases(mlp[1])[1]
     if _child(mlp[1], ("experts",)):
-        out["moe"] = moe_fields(mlp[1], config, hidden)
+        out["moe"] = moe_fields(mlp[1], config, hidden, beside)
     else:
         out["mlp"] = mlp_shape(mlp[1], hidden)
     return out
@@ -459,14 +476,36 @@ def missing_layers(read: list[dict], total: int | None = None) -> list[str]:
     if not missing:
         return []
     kids = sorted({o for l in missing for o in l["other"]})
-    text = " ".join(kids).lower()
-    why = ("linear-attention/Mamba layers" if any(w in text for w in RECURRENT) else
-           "short-convolution layers" if "shortconv" in text else
-           "encoder-decoder cross-attention" if "encoder_attn" in text else
-           "cross-attention to the vision tower" if "cross_attn" in text else
-           "a block layout tierlab does not read")
     return [f"{len(missing)} of {total or len(read)} layers have no attention and MLP tierlab "
-            f"models: {', '.join(kids)} ({why})"]
+            f"models: {', '.join(kids)} ({why_missing(kids, single_part(missing))})"]
+
+
+SINGLE_PART = ("Attention)", "MLP)", "MoE)")
+"""Class-name endings of a block's one child when the block holds a single part (Nemotron-H's
+`mixer`: NemotronHAttention, NemotronHMLP, NemotronHMoE)."""
+
+
+def single_part(blocks: list[dict]) -> bool:
+    """Every block holds one part, an attention or an MLP/MoE alone (and its norm)."""
+    return all(len(l["other"]) == 1 and l["other"][0].endswith(SINGLE_PART) for l in blocks)
+
+
+def why_missing(kids: list[str], single: bool = False) -> str:
+    """What kind of block tierlab does not model, from its unread children ("name (Class)");
+    `single`: each block holds one part (single_part)."""
+    text = " ".join(kids).lower()
+    if "shared_transformer" in text:        # modeling_zamba2.py Zamba2HybridLayer
+        return ("shared attention blocks: one attention + MLP block whose weights several depths "
+                "reuse, each use with its own LoRA adapters and linear, on the concatenated "
+                "hidden state and embedding")
+    if single:                                          # modeling_nemotron_h.py NemotronHBlock
+        return ("blocks of one part each: attention without an MLP, an MLP or MoE without "
+                "attention; tierlab's blocks hold a token mixer and an MLP")
+    return ("linear-attention/Mamba layers" if any(w in text for w in RECURRENT) else
+            "short-convolution layers" if "shortconv" in text else
+            "encoder-decoder cross-attention" if "encoder_attn" in text else
+            "cross-attention to the vision tower" if "cross_attn" in text else
+            "a block layout tierlab does not read")
 
 
 def outside_blocks(model: Any, layers: Any, *read: Any) -> tuple[list, list[str]]:

@@ -17,8 +17,18 @@ the modeling file's forward.
     chunk states (B decay x) 2 N P, the states' output C h 2 N P; D skip 2 d. Counted at the
     full chunk (no causal halving, as the attention scores are) and L = chunk_size: a sequence
     shorter than one chunk is over-counted.
+    Granite 4 (`GraniteMoeHybridMambaLayer.torch_forward`) and Falcon-H1 (`FalconH1Mixer.
+    torch_forward`, heads of width mamba_d_head over mamba_d_ssm channels) are copies of it.
   * LFM2 short conv (modeling_lfm2.py `Lfm2ShortConv.slow_forward`): B x gate 1 h, depthwise
     conv 2 k h, C y gate 1 h.
+  * Gated DeltaNet (modeling_qwen3_next.py `Qwen3NextGatedDeltaNet.forward` ->
+    `torch_chunk_gated_delta_rule`, chunk L = 64, its default): depthwise conv 2 k (2 H_k d_k
+    + H_v d_v); q and k repeated to the H_v value heads, then per value head and token, each
+    product counted in full (no triangular halving, as the SSD and the scores are): the UT
+    system k_beta k^T 2 L d_k, the intra-chunk q k^T 2 L d_k, the two triangular solves for
+    new_values 2 L d_v and k_cumdecay 2 L d_k, v_new's k_cumdecay S 2 d_k d_v, the
+    inter-chunk q S 2 d_k d_v, intra_chunk_attn v_new 2 L d_v, the state update k^T v_new
+    2 d_k d_v -> L (6 d_k + 4 d_v) + 6 d_k d_v; the gated RMSNorm's gate 1 H_v d_v.
 """
 from __future__ import annotations
 
@@ -26,12 +36,16 @@ from typing import Any, Mapping
 
 from tierlab import bounds
 
-MIXER_CHILDREN = ("mixer", "mamba", "conv")
-"""Child names of a decoder block that hold its mixer (Mamba: mixer; Jamba/Bamba: mamba;
-LFM2: conv)."""
+MIXER_CHILDREN = ("mixer", "mamba", "conv", "linear_attn")
+"""Child names of a decoder block that hold its mixer (Mamba: mixer; Jamba/Bamba/Granite 4/
+Falcon-H1: mamba; LFM2: conv; Qwen3-Next: linear_attn)."""
 
 MIXER_CLASSES = {"MambaMixer": "mamba", "FalconMambaMixer": "mamba", "JambaMambaMixer": "mamba",
-                 "Mamba2Mixer": "mamba2", "BambaMixer": "mamba2", "Lfm2ShortConv": "short_conv"}
+                 "Mamba2Mixer": "mamba2", "BambaMixer": "mamba2",
+                 "GraniteMoeHybridMambaLayer": "mamba2", "FalconH1Mixer": "mamba2",
+                 "Zamba2MambaMixer": "mamba2", "NemotronHMamba2Mixer": "mamba2",
+                 "Lfm2ShortConv": "short_conv", "Qwen3NextGatedDeltaNet": "gated_delta",
+                 "Qwen3_5GatedDeltaNet": "gated_delta", "Qwen3_5MoeGatedDeltaNet": "gated_delta"}
 """transformers' mixer classes -> Mixer.kind (the ones whose forward hf_mixer counts)."""
 
 
@@ -83,8 +97,22 @@ def short_conv_flops(module: Any) -> float:
     return float(2 * k * channels + 2 * channels)
 
 
+GATED_DELTA_CHUNK = 64
+"""Chunk length of transformers' `torch_chunk_gated_delta_rule` (its `chunk_size` default, which
+Qwen3NextGatedDeltaNet.forward does not override; fla's chunk kernel uses 64 too)."""
+
+
+def gated_delta_flops(module: Any) -> float:
+    """Gated DeltaNet per token: conv 2 k c + H_v (L (6 d_k + 4 d_v) + 6 d_k d_v) + H_v d_v."""
+    heads, d_k, d_v = int(module.num_v_heads), int(module.head_k_dim), int(module.head_v_dim)
+    channels, k = _conv(module)
+    chunk = GATED_DELTA_CHUNK
+    per_head = chunk * (6 * d_k + 4 * d_v) + 6 * d_k * d_v
+    return float(2 * k * channels + heads * per_head + heads * d_v)
+
+
 SCAN_FLOPS = {"mamba": mamba_scan_flops, "mamba2": mamba2_scan_flops,
-              "short_conv": short_conv_flops}
+              "short_conv": short_conv_flops, "gated_delta": gated_delta_flops}
 
 
 def mixer_fields(module: Any) -> dict:
@@ -99,14 +127,20 @@ _SIZE = bounds.Bound(1, 1_000_000, why="the largest published mixers are < 20k w
 MIXER_KEYS = ("state_size", "mamba_d_state", "ssm_state_size", "conv_kernel", "mamba_d_conv",
               "conv_L_cache", "expand", "mamba_expand", "time_step_rank", "mamba_dt_rank",
               "n_groups", "mamba_n_groups", "num_heads", "mamba_n_heads", "mamba_d_head",
-              "chunk_size", "mamba_chunk_size")
+              "chunk_size", "mamba_chunk_size", "mamba_d_ssm", "linear_conv_kernel_dim",
+              "linear_key_head_dim", "linear_value_head_dim", "linear_num_key_heads",
+              "linear_num_value_heads")
 """config.json keys that size a mixer (MambaConfig, Mamba2Config, JambaConfig, BambaConfig,
-Lfm2Config): whole numbers >= 1 where set, checked before transformers builds anything (a
-negative state_size builds no tensor, or one of nonsense size). `time_step_rank` and
-`mamba_dt_rank` may also be "auto" (the config classes' ceil(hidden / 16))."""
+Lfm2Config, GraniteMoeHybridConfig, FalconH1Config, Qwen3NextConfig): whole numbers >= 1 where
+set, checked before transformers builds anything (a negative state_size builds no tensor, or one
+of nonsense size). `time_step_rank` and `mamba_dt_rank` may also be "auto" (the config classes'
+ceil(hidden / 16)), Granite 4's `mamba_d_head` "auto" (mamba_expand x hidden / mamba_n_heads)."""
 
+AUTO_KEYS = ("time_step_rank", "mamba_dt_rank", "mamba_d_head")
+"""MIXER_KEYS that may be "auto"."""
 
-MIXER_MODEL_TYPES = ("mamba", "falcon_mamba", "mamba2", "jamba", "bamba", "lfm2")
+MIXER_MODEL_TYPES = ("mamba", "falcon_mamba", "mamba2", "jamba", "bamba", "lfm2",
+                     "granitemoehybrid", "falcon_h1", "qwen3_next", "zamba2", "nemotron_h")
 """model_types whose config carries MIXER_KEYS (elsewhere a `num_heads` means something else)."""
 
 
@@ -118,6 +152,6 @@ def check_mixer_keys(data: Mapping, where: str) -> None:
         return
     for key in MIXER_KEYS:
         value = data.get(key)
-        if value is None or (value == "auto" and key in ("time_step_rank", "mamba_dt_rank")):
+        if value is None or (value == "auto" and key in AUTO_KEYS):
             continue
         bounds.check(value, _SIZE, f"{where}: {key}")

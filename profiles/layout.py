@@ -43,7 +43,8 @@ def attention_matrices(model: "Model") -> dict[str, tuple[int, int]]:
         return mats
     if model.fused_qkv:
         return {"qkv_proj": (h, q + 2 * kv), "o_proj": (q, h)}
-    return {"q_proj": (h, q), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (q, h)}
+    gate = 2 if model.attn_output_gate else 1      # Qwen3-Next: q_proj outputs query + gate
+    return {"q_proj": (h, gate * q), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (q, h)}
 
 
 def mlp_matrices(model: "Model", ffn: int, prefix: str = "") -> dict[str, tuple[int, int]]:
@@ -65,8 +66,11 @@ def mixer_matrices(model: "Model") -> dict[str, tuple[int, int]]:
 def block_matrices(model: "Model", moe_layer: bool,
                    mixer_layer: bool = False) -> dict[str, tuple[int, int]]:
     """(in, out) of every weight matrix of one block, experts included; a mixer block's mixer
-    in place of the attention (and nothing else when the mixer has no MLP: Mamba)."""
-    mats = mixer_matrices(model) if mixer_layer else attention_matrices(model)
+    in place of the attention (beside it when Mixer.attention: Falcon-H1; and nothing else
+    when the mixer has no MLP: Mamba)."""
+    mats = attention_matrices(model) if not mixer_layer or model.mixer.attention else {}
+    if mixer_layer:
+        mats.update(mixer_matrices(model))
     if mixer_layer and not model.mixer.mlp:
         return mats
     if not moe_layer:
@@ -106,8 +110,9 @@ def block_small_params(model: "Model", moe_layer: bool,
         small[name] = norm_numel(model, model.hidden)
     if mixer_layer:
         small.update({f"mixer.{name}": n for name, n in model.mixer.small_params})
-        small.update(_biases(model, block_matrices(model, moe_layer, True)))
-        return small
+        if not model.mixer.attention:
+            small.update(_biases(model, block_matrices(model, moe_layer, True)))
+            return small
     if model.qk_norm == "head":
         small["q_norm"] = norm_numel(model, model.head_dim)
         small["k_norm"] = norm_numel(model, model.head_dim)
@@ -118,7 +123,7 @@ def block_small_params(model: "Model", moe_layer: bool,
         if model.mla.q_lora_rank:
             small["q_a_norm"] = norm_numel(model, model.mla.q_lora_rank)
         small["kv_a_norm"] = norm_numel(model, model.mla.kv_lora_rank)
-    small.update(_biases(model, block_matrices(model, moe_layer)))
+    small.update(_biases(model, block_matrices(model, moe_layer, mixer_layer)))
     return small
 
 

@@ -272,10 +272,11 @@ class MoE:
         if self.shared_ffn < 0:
             raise ValueError(f"MoE.shared_ffn must be >= 0, got {self.shared_ffn!r}")
 
-MIXER_KINDS = ("mamba", "mamba2", "short_conv")
+MIXER_KINDS = ("mamba", "mamba2", "short_conv", "gated_delta")
 """Token mixers tierlab counts in place of attention (Model.mixer): Mamba's selective scan
-(modeling_mamba.py MambaMixer), Mamba-2's SSD (modeling_mamba2.py Mamba2Mixer), LFM2's gated
-short convolution (modeling_lfm2.py Lfm2ShortConv)."""
+(modeling_mamba.py MambaMixer), Mamba-2's SSD (modeling_mamba2.py Mamba2Mixer and its copies in
+Bamba, Granite 4, Falcon-H1), LFM2's gated short convolution (modeling_lfm2.py Lfm2ShortConv),
+Qwen3-Next's Gated DeltaNet linear attention (modeling_qwen3_next.py Qwen3NextGatedDeltaNet)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -297,6 +298,10 @@ class Mixer:
     """Forward FLOPs per token of the conv and the scan (not the projections): hf_mixer.py."""
     mlp: bool = True
     """The mixer blocks keep the MLP/MoE (Jamba, Bamba, LFM2); False: mixer only (Mamba)."""
+    attention: bool = False
+    """The mixer blocks keep their attention too, the two run side by side on the same input
+    (Falcon-H1's parallel hybrid: FalconH1DecoderLayer adds self_attn's and mamba's outputs);
+    False: the mixer replaces the attention."""
 
     def __post_init__(self) -> None:
         if self.kind not in MIXER_KINDS:
@@ -363,6 +368,10 @@ class Model:
     + 2); 0 = max_seq_len (or seq_len)."""
     head_bias: bool = False
     """The LM head carries a bias (Phi-2)."""
+    attn_output_gate: bool = False
+    """q_proj also outputs a gate of q_dim that scales the attention output by its sigmoid
+    before o_proj (Qwen3-Next's gated attention, modeling_qwen3_next.py Qwen3NextAttention:
+    q_proj is 2 x q_dim wide)."""
     mla: MLA | None = None
     """Multi-head latent attention instead of q/k/v/o projections (DeepSeek-V2/V3)."""
     moe: MoE | None = None
@@ -397,6 +406,9 @@ class Model:
             raise ValueError(f"Model.block_norms must be 1 to 4, got {self.block_norms!r}")
         if self.attn_head_dim < 0 or self.pos_emb_rows < 0:
             raise ValueError("Model.attn_head_dim and Model.pos_emb_rows must be >= 0")
+        if self.attn_output_gate and (self.fused_qkv or self.mla is not None):
+            raise ValueError("Model.attn_output_gate takes separate q/k/v projections (no "
+                             "fused_qkv, no mla)")
         self._check_windows()
         if isinstance(self.mixer, Mapping):         # a Model read back from JSON
             object.__setattr__(self, "mixer", Mixer(**self.mixer))

@@ -17,9 +17,11 @@ on GPU Clusters", eq. 3, which DeepSpeed's published TFLOP/s figures also use):
   (transformers masking_utils.py `sliding_window_overlay`, `chunked_overlay`). This assumes a
   kernel that skips the masked blocks (FlashAttention-2's window_size, flex attention).
 GQA: K and V projections are h x (n_kv_heads x head_dim); the score FLOPs do not change.
-A mixer block (Model.mixer: Mamba, Mamba-2, LFM2's short conv) runs its projections as GEMMs
-and, in place of the scores, its conv + scan FLOPs (Mixer.scan_flops_per_token, counted from
-the modeling file in profiles/hf_mixer.py), timed like the attention's batched GEMMs.
+A mixer block (Model.mixer: Mamba, Mamba-2, LFM2's short conv, Gated DeltaNet) runs its
+projections as GEMMs and, in place of the scores, its conv + scan FLOPs
+(Mixer.scan_flops_per_token, counted from the modeling file in profiles/hf_mixer.py), timed like
+the attention's batched GEMMs; a parallel hybrid block (Mixer.attention: Falcon-H1) runs both,
+its scores and its scan.
 """
 from __future__ import annotations
 
@@ -77,7 +79,8 @@ def layer_forward(model: Model, micro_batch: int, bytes_per_value: int = 2) -> L
             entry = gemms.setdefault(kind, [2.0 * tokens * share * n_in * n_out, 0.0])
             entry[1] += n / model.n_layers
         hbm += _layer_hbm_bytes(model, micro_batch, bytes_per_value,
-                                active_ffn(model, moe, mixer), 0 if mixer else mean_keys) * n
+                                active_ffn(model, moe, mixer),
+                                0 if mixer and not model.mixer.attention else mean_keys) * n
     # Q K^T: 2 k (heads x qk width) per token, A V: 2 k (heads x v width) per token, k the keys
     # a query attends (all query heads; GQA shares K/V, not FLOPs) = 4 s h for plain attention
     attention = tuple((2.0 * tokens * keys * model.n_heads * (_qk_width(model) + _v_width(model)),
@@ -102,7 +105,7 @@ def attention_spans(model: Model) -> tuple[tuple[int, int], ...]:
     ((s, n_layers),) for full attention; gpt-oss-20b at s = 4096: ((128, 12), (4096, 12))."""
     spans: dict[int, int] = {}
     for i in range(model.n_layers):
-        if model.is_mixer_layer(i):     # no scores: the mixer's scan (layer_forward)
+        if model.is_mixer_layer(i) and not model.mixer.attention:   # the scan (layer_forward)
             continue
         keys = attended_keys(model, i)
         spans[keys] = spans.get(keys, 0) + 1
