@@ -395,9 +395,55 @@ class _Pool:
         return True
 
 
-def _pools_of(wl: Workload, shape: Shape) -> dict[str, _Pool] | None:
-    """The pools of a step whose every pool has one taking and one giving stream (as
-    workload.py builds them), else None."""
+class _QueuePlan:
+    """What the queue-aware pass reads off a contended workload once, whatever the rates: each
+    resource's ops in issue order, each op's lane, dependencies, buffers taken and given and
+    pool, which lanes share the NVMe queue, the pools (None: a pool with more than one taking
+    or giving stream, left to SimPy), whether every give follows takes of as many buffers
+    (`_gives_follow_takes`), and `order`: the order in which the last full pass that answered
+    timed the ops (`_replayed` tries it first)."""
+
+    __slots__ = ("lanes", "lane_of", "deps", "take", "give", "pool", "is_shared", "pools",
+                 "gives_safe", "order")
+
+    def __init__(self, wl: Workload, shape: Shape):
+        ops = wl.ops
+        self.lane_of = shape.lane
+        self.lanes: list[list[int]] = [[] for _ in RESOURCES]
+        for i, r in enumerate(shape.lane):
+            self.lanes[r].append(i)
+        self.deps = tuple(op.deps for op in ops)
+        self.take = tuple(op.take_buffers for op in ops)
+        self.give = tuple(op.give_buffers for op in ops)
+        self.pool = tuple(op.pool for op in ops)
+        self.is_shared = tuple(name in SHARED_QUEUE for name in RESOURCES)
+        self.pools = _pool_specs(wl, shape)
+        self.gives_safe = self.pools is not None and _gives_follow_takes(self, shape.previous)
+        self.order: list[int] | None = None
+
+    def new_pools(self) -> dict[str, "_Pool"]:
+        return {name: _Pool(*spec) for name, spec in self.pools.items()}
+
+
+_plans: OrderedDict[int, tuple[Workload, _QueuePlan]] = OrderedDict()
+
+
+def _plan_of(wl: Workload, shape: Shape) -> _QueuePlan:
+    """The _QueuePlan of `wl` (cached by identity, as shape_of)."""
+    hit = _plans.get(id(wl))
+    if hit is not None and hit[0] is wl:
+        _plans.move_to_end(id(wl))
+        return hit[1]
+    plan = _QueuePlan(wl, shape)
+    _plans[id(wl)] = (wl, plan)
+    if len(_plans) > SHAPE_CACHE_SIZE:
+        _plans.popitem(last=False)
+    return plan
+
+
+def _pool_specs(wl: Workload, shape: Shape) -> dict[str, tuple] | None:
+    """(count, gives, giving lane) of each pool of a step whose every pool has one taking and
+    one giving stream (as workload.py builds them), else None."""
     takers: dict[str, set] = {}
     givers: dict[str, set] = {}
     gives: dict[str, int] = {}
@@ -412,9 +458,35 @@ def _pools_of(wl: Workload, shape: Shape) -> dict[str, _Pool] | None:
     counts = {"optimizer": max(1, wl.optimizer_buffers), "param": max(1, wl.param_buffers)}
     if (set(takers) | set(givers)) - set(counts):
         return None
-    return {name: _Pool(counts[name], gives.get(name, 0),
-                        next(iter(givers[name])) if name in givers else None)
+    return {name: (counts[name], gives.get(name, 0),
+                   next(iter(givers[name])) if name in givers else None)
             for name in counts}
+
+
+def _gives_follow_takes(plan: _QueuePlan, previous: tuple[int, ...]) -> bool:
+    """Whether every give of a pool comes after (through dependencies and stream order) takes
+    of at least as many buffers as that pool's gives up to it: then no processing order the
+    pass can take makes a give overfill the pool (`_Pool.give` never refuses), and `_replayed`
+    need not check. As workload.py builds them: a pinned param buffer is given by the H2D that
+    depends on the read that took it; the optimizer's by the swap-out after its swap-in."""
+    for name in {p for p, g in zip(plan.pool, plan.give) if g}:
+        taken = [0]                   # buffers of the first j takes of this pool
+        reach = [0] * len(plan.deps)  # takes of this pool that precede each op
+        given = 0
+        for i, deps in enumerate(plan.deps):
+            r = reach[previous[i]] if previous[i] >= 0 else 0
+            for d in deps:
+                if reach[d] > r:
+                    r = reach[d]
+            if plan.take[i] and plan.pool[i] == name:
+                taken.append(taken[-1] + plan.take[i])
+                r = len(taken) - 1
+            reach[i] = r
+            if plan.give[i] and plan.pool[i] == name:
+                given += plan.give[i]
+                if given > taken[r]:
+                    return False
+    return True
 
 
 def _first_of_tie(l0, c0, l1, c1, lanes, ptr):
@@ -431,7 +503,84 @@ def _first_of_tie(l0, c0, l1, c1, lanes, ptr):
 
 def _timed_queued(wl: Workload, shape: Shape, seconds: list[float]):
     """The schedule of a contended step without SimPy, or None where it would depend on the
-    order SimPy happens to process same-instant events (then `_timed_with_events` decides).
+    order SimPy happens to process same-instant events (then `_timed_with_events` decides):
+    the order the last full pass of this workload timed its ops in, replayed (`_replayed`),
+    where it still holds; else the full queue-aware pass (`_queued_full`)."""
+    plan = _plan_of(wl, shape)
+    if plan.pools is None:
+        return None
+    if plan.order is not None and plan.gives_safe:
+        timed = _replayed(wl.ops, plan, seconds)
+        if timed is not None:
+            return timed
+    return _queued_full(wl.ops, plan, seconds)
+
+
+def _replayed(ops, plan: _QueuePlan, seconds: list[float]):
+    """The queue-aware pass's schedule by its recorded order (`plan.order`), or None where that
+    order may not be the one the pass would take with these seconds.
+
+    The times of an op follow from those of its dependencies, its stream's previous op, the
+    give that served its buffers (`_Pool.grant`, the pass's own rule) and, on the NVMe queue,
+    the request served before it: every one of them comes earlier in the recorded order, so one
+    loop times the step. The one choice the pass makes from the times is which NVMe stream's
+    request the queue serves next: the earlier request. The replayed order is that choice
+    wherever the requests it serves, in order, rise strictly from one stream to the other (and
+    never fall within one, as a stream asks in time order): by induction on the served
+    requests, each earlier one is timed alike in both, and the pass, which times all it can
+    before it chooses, finds the replayed one the earliest. A same-instant request of the two
+    streams, or a take no give timed before it serves, is None: the full pass decides. Only
+    tried where gives never overfill a pool (`_gives_follow_takes`), as the pass then never
+    refuses one."""
+    lane_of, deps, take, give, pool_of = (plan.lane_of, plan.deps, plan.take, plan.give,
+                                          plan.pool)
+    is_shared = plan.is_shared
+    pools = plan.new_pools()
+    n = len(ops)
+    start: list = [0] * n
+    span_start: list = [0] * n
+    end: list = [0] * n
+    buffer_from: list = [None] * n
+    free: list = [0] * len(RESOURCES)         # SimPy's clock starts at the int 0
+    server_free = last_t = None
+    last_lane = -1
+    for i in plan.order:
+        lane = lane_of[i]
+        t = free[lane]
+        for d in deps[i]:
+            e = end[d]
+            if e >= t:
+                t = e
+        need = take[i]
+        if need:
+            pool = pools[pool_of[i]]
+            got = pool.grant(t, need)
+            if not got:
+                return None
+            t, buffer_from[i] = got
+            pool.taken += need
+        if is_shared[lane]:
+            if lane != last_lane:
+                if last_lane >= 0 and not t > last_t:
+                    return None               # not strictly later than the other stream's
+                last_lane = lane
+            last_t = t
+            s = t if server_free is None or t > server_free else server_free
+            e = server_free = s + seconds[i]
+        else:
+            s, e = t, t + seconds[i]
+        start[i], span_start[i] = t, s
+        end[i] = free[lane] = e
+        if give[i]:
+            pool = pools[pool_of[i]]
+            pool.gives.append((e, give[i], i))
+            pool.left -= 1
+    return (start, end, buffer_from), lambda: _spans(ops, lane_of, span_start, end)
+
+
+def _queued_full(ops, plan: _QueuePlan, seconds: list[float]):
+    """The queue-aware pass, recording the order it times the ops in (`plan.order`) when it
+    answers.
 
     Exclusive streams are the ordered pass's max-plus, done as soon as an op's dependencies are
     timed; a take from a swap-buffer pool is served at the first instant the pool holds enough
@@ -441,15 +590,10 @@ def _timed_queued(wl: Workload, shape: Shape, seconds: list[float]):
     dependencies) on the other's candidate or later ops, so it comes after; two requests at the
     same instant are a tie the times cannot break: None. A stuck step is None too (SimPy names
     it)."""
-    ops, lane_of = wl.ops, shape.lane
-    pools = _pools_of(wl, shape)
-    if pools is None:
-        return None
+    lane_of, lanes, is_shared = plan.lane_of, plan.lanes, plan.is_shared
+    pools = plan.new_pools()
     n = len(ops)
-    lanes: list[list[int]] = [[] for _ in RESOURCES]
-    for i, r in enumerate(lane_of):
-        lanes[r].append(i)
-    is_shared = [name in SHARED_QUEUE for name in RESOURCES]
+    order: list[int] = []
     end: list = [None] * n
     start: list = [0] * n
     span_start: list = [0] * n
@@ -466,6 +610,7 @@ def _timed_queued(wl: Workload, shape: Shape, seconds: list[float]):
     def finish(i, lane, t, s, e):
         op = ops[i]
         start[i], span_start[i], end[i] = t, s, e
+        order.append(i)
         free[lane] = e
         ptr[lane] += 1
         if op.give_buffers and not pools[op.pool].give(e, op.give_buffers, i):
@@ -525,6 +670,7 @@ def _timed_queued(wl: Workload, shape: Shape, seconds: list[float]):
                 e = t + seconds[i]               # an exclusive op: finish(i, lane, t, t, e)
                 start[i] = span_start[i] = t
                 end[i] = free[lane] = e
+                order.append(i)
                 ptr[lane] += 1
                 if op.give_buffers and not pools[op.pool].give(e, op.give_buffers, i):
                     return None
@@ -553,6 +699,7 @@ def _timed_queued(wl: Workload, shape: Shape, seconds: list[float]):
         wake(lane)
     if any(e is None for e in end):
         return None                           # stuck on buffers: SimPy raises the ConfigError
+    plan.order = order
     return (start, end, buffer_from), lambda: _spans(ops, lane_of, span_start, end)
 
 
