@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 import simpy
 
@@ -30,9 +30,9 @@ ADAM_DRAM_BYTES_PER_PARAM = 28
 """DeepSpeedCPUAdam reads p, g, m, v and writes p, m, v: 7 x 4 B (csrc/adam/cpu_adam_impl.cpp)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Span:
-    """One operation on one resource."""
+class Span(NamedTuple):
+    """One operation on one resource (a named tuple: a step makes one per op, and a sweep
+    makes them by the million)."""
 
     resource: str
     name: str

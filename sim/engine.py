@@ -241,6 +241,8 @@ class Shape:
     op named 'm<m>.' (phase_times, read off the names once per workload)."""
     counts: tuple[int, ...] = ()
     """Ops of each kind (sim/ranges.py re-times a kind once and weighs it by its count)."""
+    by_lane: tuple[int, ...] = ()
+    """The ops by resource (RESOURCES order), each resource's in issue order (`_spans`)."""
 
 
 SHAPE_CACHE_SIZE = 128
@@ -274,9 +276,10 @@ def shape_of(wl: Workload) -> Shape:
     counts = [0] * len(kinds)
     for k in kind_of:
         counts[k] += 1
+    by_lane = sorted(range(len(lane)), key=lane.__getitem__)       # stable: issue order within
     shape = Shape(kinds=tuple(kinds), kind_of=tuple(kind_of), lane=tuple(lane),
                   contended=contended, previous=_previous_on_resource(lane), marks=marks,
-                  counts=tuple(counts))
+                  counts=tuple(counts), by_lane=tuple(by_lane))
     _shapes[id(wl)] = (wl, shape)
     if len(_shapes) > SHAPE_CACHE_SIZE:
         _shapes.popitem(last=False)
@@ -345,15 +348,17 @@ def _timed_in_order(wl: Workload, shape: Shape, seconds: list[float]
     """Times and spans of `_in_order`'s schedule, the spans ordered as `_timed_with_events`
     orders them: by start, then resource, then issue order (one device runs in issue order)."""
     start, end = _in_order(wl, shape, seconds)
-    return (start, end, None), lambda: _spans(wl.ops, shape.lane, start, end)
+    return (start, end, None), lambda: _spans(wl.ops, shape.by_lane, start, end)
 
 
-def _spans(ops, lane, start, end) -> list[devices.Span]:
+def _spans(ops, by_lane, start, end) -> list[devices.Span]:
     """One span per op, ordered as `_timed_with_events` orders them: by start, then resource,
-    then issue order (a device serves its ops in issue order)."""
-    order = sorted(range(len(ops)), key=lambda i: (start[i], lane[i], i))
-    Span = devices.Span
-    return [Span(ops[i].resource, ops[i].name, start[i], end[i]) for i in order]
+    then issue order (a device serves its ops in issue order). `by_lane` (Shape.by_lane) is
+    already in (resource, issue) order, and the sort is stable: one key per op, and each
+    resource's ops are a run already sorted by start."""
+    Span, new = devices.Span, tuple.__new__
+    return [new(Span, (op.resource, op.name, start[i], end[i]))
+            for i in sorted(by_lane, key=start.__getitem__) for op in (ops[i],)]
 
 
 class _Pool:
@@ -403,12 +408,12 @@ class _QueuePlan:
     (`_gives_follow_takes`), and `order`: the order in which the last full pass that answered
     timed the ops (`_replayed` tries it first)."""
 
-    __slots__ = ("lanes", "lane_of", "deps", "take", "give", "pool", "is_shared", "pools",
-                 "gives_safe", "order")
+    __slots__ = ("lanes", "lane_of", "by_lane", "deps", "take", "give", "pool", "is_shared",
+                 "pools", "gives_safe", "order")
 
     def __init__(self, wl: Workload, shape: Shape):
         ops = wl.ops
-        self.lane_of = shape.lane
+        self.lane_of, self.by_lane = shape.lane, shape.by_lane
         self.lanes: list[list[int]] = [[] for _ in RESOURCES]
         for i, r in enumerate(shape.lane):
             self.lanes[r].append(i)
@@ -575,7 +580,7 @@ def _replayed(ops, plan: _QueuePlan, seconds: list[float]):
             pool = pools[pool_of[i]]
             pool.gives.append((e, give[i], i))
             pool.left -= 1
-    return (start, end, buffer_from), lambda: _spans(ops, lane_of, span_start, end)
+    return (start, end, buffer_from), lambda: _spans(ops, plan.by_lane, span_start, end)
 
 
 def _queued_full(ops, plan: _QueuePlan, seconds: list[float]):
@@ -700,7 +705,7 @@ def _queued_full(ops, plan: _QueuePlan, seconds: list[float]):
     if any(e is None for e in end):
         return None                           # stuck on buffers: SimPy raises the ConfigError
     plan.order = order
-    return (start, end, buffer_from), lambda: _spans(ops, lane_of, span_start, end)
+    return (start, end, buffer_from), lambda: _spans(ops, plan.by_lane, span_start, end)
 
 
 def _timed_with_events(wl: Workload, seconds: list[float]
