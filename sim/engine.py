@@ -15,7 +15,10 @@ share, swap buffers a Container (`_timed_with_events`). It is timed without SimP
 answer follows from the times alone, bit for bit (issue 32; tests/test_engine_grid.py,
 tests/test_engine_fast.py): a step with no shared queue and no swap buffers in one ordered pass
 (`_timed_in_order`), a contended one by a queue-aware pass (`_timed_queued`) that hands a tie only
-SimPy's event order can break, or a stuck step, to SimPy's events.
+SimPy's event order can break, or a stuck step, to SimPy's events. The queue-aware pass keeps the
+order it timed a workload's ops in and replays it on that workload's next seconds (a sweep's
+points and a range's re-simulations share workloads) wherever it provably still holds
+(`_replayed`).
 """
 from __future__ import annotations
 
@@ -758,9 +761,11 @@ _steps: OrderedDict[tuple, tuple[Workload, float]] = OrderedDict()
 
 
 def clear_schedule_cache() -> None:
-    """Forget every kept schedule and step time (benchmarks time a cold simulation with it)."""
+    """Forget every kept schedule, step time and queue-aware order (`_QueuePlan.order`):
+    benchmarks time a cold simulation with it."""
     _runs.clear()
     _steps.clear()
+    _plans.clear()
 
 
 def _kept(cache: OrderedDict, key: tuple, wl: Workload):
