@@ -540,7 +540,7 @@ def built_fields(model: Any, config: Any) -> tuple[dict, list[str], bool]:
     for layer in layers:        # every block looked at: one line names all that is not modelled
         try:
             read.append(layer_fields(layer, config, hidden))
-        except Unmodelled as e:     # Qwen3.5: gated attention beside linear-attention blocks
+        except Unmodelled as e:     # Zamba2's hybrid blocks beside the Mamba-2 ones
             unread.add(str(e))
     if unread:
         raise Unmodelled("; ".join(missing_layers(read, len(layers)) + sorted(unread)))

@@ -282,8 +282,9 @@ Qwen3-Next's Gated DeltaNet linear attention (modeling_qwen3_next.py Qwen3NextGa
 @dataclass(frozen=True, kw_only=True)
 class Mixer:
     """A linear-attention / state-space / short-convolution token mixer that replaces attention
-    in the blocks `layers` (Mamba, Jamba, Bamba, LFM2): its tensors as transformers builds them
-    (profiles/hf_mixer.py reads them off the meta-device model) and the FLOPs of its scan."""
+    in the blocks `layers` (Mamba, Jamba, Bamba, LFM2, Granite 4, Qwen3-Next; beside it in
+    Falcon-H1): its tensors as transformers builds them (profiles/hf_mixer.py reads them off
+    the meta-device model) and the FLOPs of its scan."""
 
     kind: str
     """One of MIXER_KINDS."""
@@ -385,8 +386,9 @@ class Model:
     transformers decides it (profiles/hf_arch.py, profiles/hf_build.py); the score FLOPs take
     min(window, seq_len) keys per query (sim/flops.py)."""
     mixer: Mixer | None = None
-    """A state-space / short-conv mixer in place of attention in Mixer.layers (Mamba, Jamba,
-    Bamba, LFM2); None = attention in every block. With a mixer in every block and no MLP the
+    """A state-space / short-conv / linear-attention mixer in place of attention in Mixer.layers
+    (Mamba, Jamba, Bamba, LFM2, Granite 4, Qwen3-Next), or beside it (Mixer.attention:
+    Falcon-H1); None = attention in every block. With a mixer in every block and no MLP the
     attention and MLP fields (n_heads, ffn) are unused."""
     source: str = ""
 
@@ -412,6 +414,11 @@ class Model:
         self._check_windows()
         if isinstance(self.mixer, Mapping):         # a Model read back from JSON
             object.__setattr__(self, "mixer", Mixer(**self.mixer))
+        if isinstance(self.moe, Mapping):
+            object.__setattr__(self, "moe", MoE(**dict(
+                self.moe, dense_layers=tuple(self.moe.get("dense_layers", ())))))
+        if isinstance(self.mla, Mapping):
+            object.__setattr__(self, "mla", MLA(**self.mla))
         if self.mixer is not None and max(self.mixer.layers) >= self.n_layers:
             raise ValueError(f"Model.mixer.layers lists block {max(self.mixer.layers)}, the "
                              f"model has {self.n_layers}")

@@ -87,8 +87,9 @@ def test_jamba_places_attention_every_8th_layer_from_4_and_moe_every_2nd():
     assert model.moe.n_experts == 16 and model.moe.experts_per_token == 2
 
 
-def test_a_mixer_model_round_trips_through_json():
-    model = load_model(str(HYBRID / "falcon-mamba-7b.json"))
+@pytest.mark.parametrize("name", ["falcon-mamba-7b", "falcon-h1-default", "qwen3-next-default"])
+def test_a_mixer_model_round_trips_through_json(name):
+    model = load_model(str(HYBRID / f"{name}.json"))
     back = Model(**json.loads(json.dumps(asdict(model))))
     assert back == model and back.n_params == model.n_params
 
