@@ -158,6 +158,14 @@ def check_model(model: Any, where: str) -> Any:
         value = get(key)
         if value is not None:
             check(value, bound, f"{where}: {key}")
+    moe = get("moe")        # the experts live in Model.moe (a mixture of experts), not the Model
+    if moe is not None:
+        mget = moe.get if isinstance(moe, Mapping) else (lambda k: getattr(moe, k, None))
+        for key, bound in (("n_experts", MODEL["n_experts"]),
+                           ("experts_per_token", MODEL["experts_per_token"]),
+                           ("expert_ffn", MODEL["ffn"])):
+            if (value := mget(key)) is not None:
+                check(value, bound, f"{where}: moe.{key}")
     return model
 
 

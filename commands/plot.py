@@ -68,7 +68,11 @@ def plot(ctx, kind, compare, gpu_mem_cap, measurement, results, x_key, by, title
         df = read_results(results, fix="--results takes the CSV or Parquet a sweep wrote")
         if df.empty:
             raise ConfigError(f"{results}: no such file or no rows")
-        save_figure(sweep_figure(df, x_key, by, title), out)
+        try:
+            figure = sweep_figure(df, x_key, by, title)
+        except ConfigError as e:        # the results file named: it is what the message is about
+            raise ConfigError(f"{results}: {e}") from None
+        save_figure(figure, out)
         return
     if kind == "loss":
         from tierlab.validate.plot_loss import loss_figure, read_runs

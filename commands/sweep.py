@@ -73,6 +73,9 @@ def sweep(ctx, varies, out, jobs, memory_only, no_ranges, strict, plot_path, x_k
     if no_ranges and memory_only:
         raise ConfigError("--no-ranges with --memory-only: a memory-only sweep simulates "
                           "nothing, so it has no ranges to skip; give one of them")
+    if x_key is not None and not x_key.strip():     # '' is not "the first --vary key"
+        raise ConfigError(f"--x {x_key!r}: an empty key; give a --vary key, or leave --x out "
+                          "for the first one")
     writable(out, "--out")
     if plot_path is not None:        # '' too: check_writable refuses an empty path
         from tierlab.validate.plot_style import image_targets

@@ -60,6 +60,9 @@ def validate(cases, hardware, out, max_error, as_json, train, software, loco, cl
     from tierlab.profiles.load import load_software
     from tierlab.validate.workflow import mape_over, run_validation, validation_cases
 
+    if hardware is not None and not hardware.strip():   # '' is not "each folder's own"
+        raise ConfigError(f"--hardware {hardware!r}: an empty profile name; leave -H out for "
+                          "the profile each folder's validate.yaml names")
     cases = validation_cases(cases, example)
     writable(out, "--out", folder=True, inputs=cases)
     sw = load_software(software)

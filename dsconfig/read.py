@@ -108,6 +108,12 @@ def loads(text: str, where: str) -> dict:
     try:
         json.loads(text)
     except (json.JSONDecodeError, RecursionError):
+        if data and not any(k in TOP_LEVEL_KEYS for k in data):
+            # hjson reads nearly any text as an object ('root:x:0:0:...' of /etc/passwd is one
+            # key): not JSON and no key DeepSpeed reads is not a ds_config
+            raise ConfigError(f"{where}: not a ds_config: not JSON, and read as hjson it holds "
+                              f"no key DeepSpeed 0.19.8 reads (first: "
+                              f"{str(next(iter(data)))[:40]!r})")
         data[HJSON_ONLY] = (f"{where}: DeepSpeed reads this hjson (comments, trailing commas or "
                             "a BOM) from a path, but the HF Trainer and accelerate load a "
                             "ds_config file with json.load and refuse it")

@@ -20,6 +20,14 @@ _RATE_SUFFIXES = {"_bytes_per_s": 1.0, "_Bps": 1.0, "_MBps": 1e6, "_GBps": 1e9}
 _COUNTER_WORDS = ("pcie", "disk", "nvme", "read", "writ", "rx", "tx", "h2d", "d2h")
 
 
+def _number(value) -> bool:
+    """A finite int or float (not a bool): what a time or a step count read from a record is."""
+    import math
+
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and \
+        math.isfinite(value)
+
+
 def _get(obj: Any, *names: str):
     """The first present field of a mapping or an object (runner Measurement / StepRecord)."""
     for name in names:
@@ -74,9 +82,12 @@ def steady_window(measurement) -> tuple[float, float] | None:
     warm = _get(measurement, "warmup_steps") or (run.get("warmup_steps") if isinstance(
         run, Mapping) else None) or 0
     started = _get(measurement, "started_unix")
+    if not _number(started):        # a record's own field, hand-edited: no start, no span
+        started = None
+    warm = int(warm) if _number(warm) else 0
     spans = []
     for i, s in enumerate(steps):
-        if _get(s, "warmup") or i < int(warm):
+        if _get(s, "warmup") or i < warm:
             continue
         span = _step_span(s, started)
         if span is not None:

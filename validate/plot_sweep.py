@@ -223,6 +223,9 @@ def sweep_figure(df, x_key: str | None, by: Sequence[str] = (), title: str | Non
     that --x and --by name columns of the results (ConfigError otherwise)."""
     from tierlab.errors import ConfigError
 
+    if x_key is not None and not x_key.strip():
+        raise ConfigError(f"--x {x_key!r}: an empty key; give a column of the results, or leave "
+                          "--x out for the first swept key")
     keys = vary_columns(df)
     x = x_key or (keys[0] if keys else None)
     if x is None:
