@@ -412,7 +412,7 @@ class _QueuePlan:
     timed the ops (`_replayed` tries it first)."""
 
     __slots__ = ("lanes", "lane_of", "by_lane", "deps", "take", "give", "pool", "is_shared",
-                 "pools", "gives_safe", "order")
+                 "pools", "gives_safe", "order", "steps")
 
     def __init__(self, wl: Workload, shape: Shape):
         ops = wl.ops
@@ -428,6 +428,8 @@ class _QueuePlan:
         self.pools = _pool_specs(wl, shape)
         self.gives_safe = self.pools is not None and _gives_follow_takes(self, shape.previous)
         self.order: list[int] | None = None
+        self.steps: list[tuple] | None = None
+        """`order` with what `_replayed` reads of each op (made on its first replay)."""
 
     def new_pools(self) -> dict[str, "_Pool"]:
         return {name: _Pool(*spec) for name, spec in self.pools.items()}
@@ -540,9 +542,9 @@ def _replayed(ops, plan: _QueuePlan, seconds: list[float]):
     streams, or a take no give timed before it serves, is None: the full pass decides. Only
     tried where gives never overfill a pool (`_gives_follow_takes`), as the pass then never
     refuses one."""
-    lane_of, deps, take, give, pool_of = (plan.lane_of, plan.deps, plan.take, plan.give,
-                                          plan.pool)
-    is_shared = plan.is_shared
+    if plan.steps is None:          # what the loop reads of each op, in the recorded order
+        plan.steps = [(i, plan.lane_of[i], plan.deps[i], plan.take[i], plan.give[i],
+                       plan.pool[i], plan.is_shared[plan.lane_of[i]]) for i in plan.order]
     pools = plan.new_pools()
     n = len(ops)
     start: list = [0] * n
@@ -552,22 +554,20 @@ def _replayed(ops, plan: _QueuePlan, seconds: list[float]):
     free: list = [0] * len(RESOURCES)         # SimPy's clock starts at the int 0
     server_free = last_t = None
     last_lane = -1
-    for i in plan.order:
-        lane = lane_of[i]
+    for i, lane, deps, need, given, pool_name, shared in plan.steps:
         t = free[lane]
-        for d in deps[i]:
+        for d in deps:
             e = end[d]
             if e >= t:
                 t = e
-        need = take[i]
         if need:
-            pool = pools[pool_of[i]]
+            pool = pools[pool_name]
             got = pool.grant(t, need)
             if not got:
                 return None
             t, buffer_from[i] = got
             pool.taken += need
-        if is_shared[lane]:
+        if shared:
             if lane != last_lane:
                 if last_lane >= 0 and not t > last_t:
                     return None               # not strictly later than the other stream's
@@ -579,9 +579,9 @@ def _replayed(ops, plan: _QueuePlan, seconds: list[float]):
             s, e = t, t + seconds[i]
         start[i], span_start[i] = t, s
         end[i] = free[lane] = e
-        if give[i]:
-            pool = pools[pool_of[i]]
-            pool.gives.append((e, give[i], i))
+        if given:
+            pool = pools[pool_name]
+            pool.gives.append((e, given, i))
             pool.left -= 1
     return (start, end, buffer_from), lambda: _spans(ops, plan.by_lane, span_start, end)
 
@@ -707,7 +707,7 @@ def _queued_full(ops, plan: _QueuePlan, seconds: list[float]):
         wake(lane)
     if any(e is None for e in end):
         return None                           # stuck on buffers: SimPy raises the ConfigError
-    plan.order = order
+    plan.order, plan.steps = order, None
     return (start, end, buffer_from), lambda: _spans(ops, plan.by_lane, span_start, end)
 
 
