@@ -14,12 +14,20 @@ from tierlab.commands.seams import seam
 from tierlab.commands.options import (RUNNER_KEYS, json_option, no_progress_option,
                                       quiet_option, runner_options, scenario_options)
 from tierlab.errors import ConfigError, Interrupted, require
+from tierlab.runner.fsdp2 import ENGINES
 from tierlab.safeio import read_text, write_text
 
 
 @click.command(epilog=epilog("run"))
 @scenario_options
 @runner_options
+@click.option("--engine", type=click.Choice(ENGINES), default="deepspeed", show_default=True,
+              help="Who trains: DeepSpeed with the ds_config, or PyTorch FSDP2 (fully_shard per "
+                   "decoder layer + root, bf16 params / fp32 reduce, torch AdamW): fsdp2 keeps "
+                   "everything on the GPU, fsdp2-offload adds CPUOffloadPolicy(pin_memory=True) "
+                   "(fp32 shards, grads and AdamW on the CPU). FSDP2 keeps the config's batch, "
+                   "precision, AdamW hyper-parameters and clipping and ignores its "
+                   "zero_optimization; it skips DeepSpeed's pre-flight (docs/fsdp2.md).")
 @click.option("--breakdown", is_flag=True,
               help="Synchronised forward/backward/optimizer timing (adds device syncs; the "
                    "record says so). Default: wall time only, no extra synchronisation.")
@@ -34,7 +42,7 @@ from tierlab.safeio import read_text, write_text
 @json_option
 @no_progress_option
 @click.pass_context
-def run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_progress, **kw):
+def run(ctx, engine, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_progress, **kw):
     """Train a Llama model with DeepSpeed for real and write a Measurement.
 
     One GPU (or the CPU) runs in this process; --gpus N > 1 or --hostfile goes through
@@ -47,7 +55,8 @@ def run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_progr
 
     try:
         with signals_raise(), json_only_stdout(ctx, kw["as_json"]):
-            _run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_progress, kw)
+            _run(ctx, engine, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet,
+                 no_progress, kw)
     except (KeyboardInterrupt, Interrupted) as e:      # before or after the measured part
         signum = getattr(e, "signum", signal.SIGINT)
         out_dir = ctx.meta.get("tierlab.run.out")
@@ -57,7 +66,7 @@ def run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_progr
         ctx.exit(128 + signum)
 
 
-def _run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_progress, kw):
+def _run(ctx, engine, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_progress, kw):
     import time as _time
 
     from tierlab.safeio import free_folder, safe_name
@@ -66,6 +75,7 @@ def _run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_prog
     from tierlab.runner.launch import launch_deepspeed
     from tierlab.records.measurement import MEASUREMENT_FILE, load_measurement
     from tierlab.runner.preflight import run_preflight
+    from tierlab.runner.fsdp2 import fsdp2_spec
     from tierlab.runner.train import exit_code, run as run_training
     from tierlab.runner.variants import RunnerOptions, runner_scenario, runner_spec
 
@@ -85,12 +95,13 @@ def _run(ctx, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_prog
     writable(out_dir, "--out", folder=True)
     spec = runner_spec(sc, opts, out_dir, sc.config_where, breakdown=breakdown,
                        keep_swap=keep_swap)
+    spec = fsdp2_spec(spec, engine)      # DeepSpeed's spec as it is; FSDP2's without ZeRO keys
     if kw["dataset"]:   # a bad dataset is a one-line error now, not a failed run later
         from tierlab.runner.data import make_batches
 
         make_batches(vocab=sc.model.vocab, micro_batch=1, seq=sc.model.seq_len,
                      dataset=kw["dataset"], tokenizer=kw["tokenizer"])
-    problems = [] if kw["skip_preflight"] else run_preflight(
+    problems = [] if kw["skip_preflight"] or engine != "deepspeed" else run_preflight(
         sc.hardware, sc.model, sc.strategy, gpu_mem_cap_bytes=sc.gpu_mem_cap_bytes)
     if kw["as_json"] and any(p.severity == "error" for p in problems):
         _json(ctx, sc, "refused", problems=[vars(p) for p in problems])

@@ -177,3 +177,44 @@ def best(points: list[dict], key: str, **where) -> dict | None:
     """The point with the largest `key` among those matching `where` (None if none)."""
     match = [p for p in points if all(p.get(k) == v for k, v in where.items())]
     return max(match, key=lambda p: p[key]) if match else None
+
+
+def torch_cpu_adamw_time(model_name: str = "tinyllama-1.1b", *, repeats: int = 3,
+                         impl: str = "default", clip: float | None = 1.0) -> list[dict]:
+    """Seconds of one torch.optim.AdamW step (+ clip_grad_norm_ when `clip`) on fp32 CPU
+    tensors shaped like `model_name`'s parameters (one tensor per weight, as FSDP2's CPU shards
+    at one rank are): what FSDP2 CPU offload runs after backward (runner/fsdp2.py). `impl`
+    "default" leaves foreach/fused None (on CPU torch picks `_single_tensor_adam`,
+    torch/optim/adam.py), "fused" passes fused=True. Uses torch's intra-op threads as set."""
+    import torch
+
+    from transformers import LlamaForCausalLM
+
+    from tierlab.profiles.load import load_model
+    from tierlab.runner.model import llama_config
+
+    with torch.device("meta"):           # the runner's own model, its tensors' sizes only
+        net = LlamaForCausalLM(llama_config(load_model(model_name)))
+    shapes = [p.numel() for p in net.parameters()]
+    params = [torch.nn.Parameter(torch.zeros(n)) for n in shapes]
+    for p in params:
+        p.grad = torch.full_like(p, 1e-3)
+    kw = {"fused": True} if impl == "fused" else {}
+    opt = torch.optim.AdamW(params, lr=1e-4, betas=(0.9, 0.95), eps=1e-8, **kw)
+    n = sum(shapes)
+
+    def step() -> None:
+        if clip:
+            torch.nn.utils.clip_grad_norm_(params, clip)
+        opt.step()
+
+    step()                                   # warm-up: allocates m and v (first step)
+    points = []
+    for i in range(repeats):
+        t0 = time.perf_counter()
+        step()
+        dt = time.perf_counter() - t0
+        points.append({"model": model_name, "impl": impl, "clip": clip, "rep": i,
+                       "n_params": n, "n_tensors": len(shapes), "seconds": dt,
+                       "params_per_s": n / dt, "threads": torch.get_num_threads()})
+    return points

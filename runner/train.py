@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterator
 from tierlab.errors import ConfigError
 from tierlab.runner import ds_config as dsc
 from tierlab.runner import probes
+from tierlab.runner.fsdp2 import setup_fsdp2
 from tierlab.records.measurement import (DiskFull, FailureKind, Measurement, MeasurementWriter,
                                         Status, StepRecord, new_run_id)
 
@@ -62,6 +63,11 @@ class RunSpec:
     """Leave the swap files in place after the run (default: removed)."""
     label: str = ""
     extra: dict = field(default_factory=dict)
+    engine: str = "deepspeed"
+    """Who trains: "deepspeed" (deepspeed.initialize with ds_config), "fsdp2" or
+    "fsdp2-offload" (runner/fsdp2.py: fully_shard, CPUOffloadPolicy for the latter)."""
+    fsdp: dict = field(default_factory=dict)
+    """FSDP2's settings (runner.fsdp2.fsdp2_config); empty for DeepSpeed."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -495,8 +501,10 @@ def run(spec: RunSpec, on_step: Callable[[StepRecord], None] | None = None, *,
         if cuda is not None:
             cuda.set_device(local_rank)
         probed = (speed or host_speed)(cuda is not None)
-        engine, n_params = (setup or setup_engine)(spec, local_rank)
-        writer.update_header(run={**m.run, **applied, "n_params": n_params,
+        setup = setup or (setup_engine if spec.engine == "deepspeed" else setup_fsdp2)
+        engine, n_params = setup(spec, local_rank)
+        writer.update_header(run={**m.run, **applied, **_engine_record(engine),
+                                  "n_params": n_params,
                                   "init_s": time.time() - m.started_unix},
                              host={**m.host, **probed})
         gc_clock.start()
@@ -516,6 +524,12 @@ def run(spec: RunSpec, on_step: Callable[[StepRecord], None] | None = None, *,
     closed = _close(writer, status, reason, kind, samples, spec.warmup_steps)
     _restore_signal_handlers(old)
     return closed
+
+
+def _engine_record(engine) -> dict:
+    """What an engine says it ran (runner.fsdp2.Fsdp2Engine.record); {} for DeepSpeed's."""
+    record = getattr(engine, "record", None)
+    return record if isinstance(record, dict) else {}
 
 
 def _close(writer: MeasurementWriter, status, reason, kind, samples, warmup_steps) -> Measurement:
