@@ -89,9 +89,19 @@ class Scenario:
         return plan_memory(self.hardware, self.model, self.strategy, software=self.software,
                            headroom=self.headroom)
 
-    def simulate(self, *, strict: bool = False, ranges: bool = False):
+    def simulate(self, *, strict: bool = False, ranges: bool = False,
+                 engine: str = "deepspeed"):
         """The SimResult (sim/engine.simulate) with this scenario's software; `ranges`: with the
-        step time's 80% range and the fits margin (sim/ranges.py, docs/ranges.md)."""
+        step time's 80% range and the fits margin (sim/ranges.py, docs/ranges.md).
+        `engine="fsdp2-offload"`: PyTorch FSDP2 with CPUOffloadPolicy instead, its own schedule
+        (sim/fsdp2.simulate_fsdp2 -> Fsdp2Result; the strategy's batch, precision and
+        checkpointing only, its ZeRO keys unused)."""
+        if engine != "deepspeed":
+            from tierlab.sim.fsdp2 import check_engine, simulate_fsdp2
+
+            check_engine(engine)
+            return simulate_fsdp2(self.hardware, self.model, self.strategy,
+                                  host_baseline_bytes=self.software.process_baseline_bytes)
         from tierlab.sim.engine import simulate
         from tierlab.sim.ranges import simulate_ranged
 

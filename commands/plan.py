@@ -64,12 +64,16 @@ from tierlab.sim.strategy import PRECISIONS
                    "drops into the HF Trainer, axolotl or LLaMA-Factory unchanged.")
 @click.option("--jobs", "-j", type=int, default=1, show_default=True,
               help="Worker processes for the simulations.")
+@click.option("--fsdp2", is_flag=True,
+              help="Also evaluate PyTorch FSDP2 CPU offload (fully_shard + CPUOffloadPolicy) at "
+                   "the winner's micro-batch, with its own schedule and launch line: one GPU "
+                   "without gradient accumulation only (docs/fsdp2.md).")
 @options(headroom_options, json_option, quiet_option, no_progress_option)
 @click.pass_context
 def plan(ctx, model, hardware, hw, gpus, nodes, seq, global_batch, grad_accum, micro_batch,
          max_micro_batch, checkpointing, precision, min_tokens_per_s, max_gpu_mem, nvme_path,
          out, config_for, ds_config, write_config, gpu_headroom, host_headroom, as_json, quiet,
-         jobs, no_progress):
+         jobs, no_progress, fsdp2):
     """The fastest DeepSpeed configuration that fits every tier, and why the others lost.
 
     Searches ZeRO stage, CPU/NVMe offload of parameters and optimizer, micro-batch, gradient
@@ -101,11 +105,13 @@ def plan(ctx, model, hardware, hw, gpus, nodes, seq, global_batch, grad_accum, m
                   max_gpu_mem_bytes=parse_size(max_gpu_mem, "--max-gpu-mem")
                   if max_gpu_mem else None, max_micro_batch=max_micro_batch, jobs=jobs,
                   headroom=headroom_of(gpu_headroom, host_headroom))
+    if ds_config and fsdp2:
+        raise ConfigError("--fsdp2 plans from the search, not from --ds-config")
     if ds_config:
         return _plan_from(ctx, hw, mdl, ds_config, write_config, (out, config_for), as_json,
                           no_progress, **search)
     with progress_bar("plan", "sim", no_progress) as bar:
-        result = run_plan(hw, mdl, progress=bar.update, **search)
+        result = run_plan(hw, mdl, progress=bar.update, fsdp2=fsdp2, **search)
     if out and result.best is not None:
         write_json(out, result.written_config(config_for))
     if as_json:

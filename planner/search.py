@@ -22,6 +22,7 @@ from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 from tierlab.errors import ConfigError
+from tierlab.planner.fsdp2 import format_fsdp2, fsdp2_candidate
 from tierlab.planner.variants import (DEFAULT_NVME_PATH, KNOBS, NVME_DRIVE_COUNTS,
                                      PREFER_NO_OFFLOAD_MARGIN, TUNED_PLACEMENTS, Candidate,
                                      PlanResult, Request, Variant, Simulate, build, frugal_knobs,
@@ -353,14 +354,16 @@ def plan(hardware, model, *, global_batch: int | None = None, grad_accum: int | 
          max_gpu_mem_bytes: float | None = None, nvme_path: str = DEFAULT_NVME_PATH,
          max_micro_batch: int = 64, simulator: Callable | None = None,
          jobs: int = 1, base: dict | None = None, headroom=None,
-         progress: Callable[[int], None] | None = None) -> PlanResult:
+         progress: Callable[[int], None] | None = None, fsdp2: bool = False) -> PlanResult:
     """Search placements, micro-batch, grad accumulation and knobs for `model` on `hardware`
     (profile objects). `global_batch`: sequences per optimizer step over all GPUs (the planner
     then trades micro-batch against gradient accumulation); without it gradient accumulation
     is `grad_accum` (default 1). `checkpointing` None tries both. `base`: the user's ds_config,
     which every variant changes instead of the planner's template (planner/from_config.py).
     `headroom`: what each fit verdict keeps free (sim/headroom.py; None: the default).
-    `progress(n)` is called as each n simulations finish (a progress bar's update)."""
+    `progress(n)` is called as each n simulations finish (a progress bar's update).
+    `fsdp2`: also evaluate PyTorch FSDP2 CPU offload (planner/fsdp2.py) at the winner's
+    micro-batch and checkpointing (micro-batch 1, checkpointing on, when nothing won)."""
     from tierlab.scenario import default_precision
     from tierlab.sim.engine import simulate
     from tierlab.sim.headroom import DEFAULT_HEADROOM
@@ -406,7 +409,14 @@ def plan(hardware, model, *, global_batch: int | None = None, grad_accum: int | 
     if nv is not None:
         scaling = _nvme_scaling(s, nv, hardware.nvme_drives)
         notes.append(f"{nv.label}: " + _nvme_note(scaling, hardware.nvme_drives))
+    f2 = None
+    if fsdp2:
+        v = winner.variant if winner is not None else None
+        f2 = fsdp2_candidate(hardware, model, micro_batch=v.micro_batch if v else 1,
+                             checkpointing=v.checkpointing if v else True, precision=precision,
+                             headroom=headroom, grad_accum=v.grad_accum if v else 1)
     return PlanResult(model=model.name, hardware=hardware.name, best=winner, alternatives=ranked,
+                      fsdp2=f2,
                       trust=plan_trust(hardware, winner),
                       notes=notes, nvme_scaling=scaling, simulations=s.simulations,
                       gpus_per_node=hardware.gpus_per_node, nodes=hardware.nodes,
@@ -465,6 +475,8 @@ def format_plan(result: PlanResult) -> str:
     if result.headroom:
         lines.append("fits = below capacity less the headroom kept free: " + ", ".join(
             f"{t} {h}" for t, h in result.headroom.items()))
+    if result.fsdp2 is not None:
+        lines.append(format_fsdp2(result.fsdp2))
     lines += [f"* {n}" for n in result.notes]
     return "\n".join(lines)
 

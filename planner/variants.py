@@ -280,6 +280,9 @@ class PlanResult:
     """Where the inputs of the answer come from (profiles/ranges.trust_of)."""
     headroom: Mapping[str, str] = field(default_factory=dict)
     """What each tier's fit verdict kept free: {'gpu': '0', 'host': '5%', 'nvme': '0'}."""
+    fsdp2: Mapping[str, Any] | None = None
+    """`plan --fsdp2`: the PyTorch FSDP2 CPU-offload candidate (planner/fsdp2.py), not ranked
+    with the DeepSpeed configurations (another framework; its own launch line)."""
 
     @property
     def scale(self) -> str:
@@ -321,6 +324,7 @@ class PlanResult:
                 "best": self.best.to_dict() if self.best else None,
                 "alternatives": [c.to_dict() for c in self.alternatives], "notes": self.notes,
                 "nvme_scaling": self.nvme_scaling, "simulations": self.simulations,
+                **({"fsdp2": dict(self.fsdp2)} if self.fsdp2 is not None else {}),
                 "ds_config": self.ds_config, "trainer_config": self.trainer_config,
                 "trainer_args": self.trainer_args, "trust": dict(self.trust),
                 "headroom": dict(self.headroom)}

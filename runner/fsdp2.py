@@ -23,14 +23,11 @@ What torch 2.13 does (torch/distributed/fsdp/_fully_shard/):
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any
 
 from tierlab.errors import ConfigError
 
-Engine = Literal["deepspeed", "fsdp2", "fsdp2-offload"]
-ENGINES: tuple[str, ...] = ("deepspeed", "fsdp2", "fsdp2-offload")
-"""The training engines `tierlab run --engine` takes; `fsdp2-offload` is FSDP2 with
-CPUOffloadPolicy(pin_memory=True)."""
+from tierlab.sim.fsdp2 import ENGINES  # noqa: F401 (one home: the engines run and sim know)
 
 RUN_KEYS = ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "train_batch_size",
             "bf16", "fp16", "optimizer", "gradient_clipping")
