@@ -111,6 +111,19 @@ def gen_bytes(g: _Gen) -> None:
             base = {"-c": ["-m", TINY], "-m": [], "-H": ["-m", TINY]}[slot]
             g.add(verb, "encoding", [verb, slot, "{T}/" + name, *base, *extra],
                   files=((name, bad),), expect=ENC_EXPECT[how], culprit=(name,))
+    raw, sw = fg.RAW.read_bytes(), fg.SOFTWARE.read_bytes()
+    for how, bad in _encodings(raw).items():
+        g.add("calibrate", "encoding", ["calibrate", "--from-raw", "{T}/raw.json", "--out",
+                                        "{T}/p/x.yaml"], files=(("raw.json", bad),),
+              expect=ENC_EXPECT[how] if how != "zwsp_key" else "either", culprit=("raw.json",),
+              outputs=("{T}/p",))
+    for how, bad in _encodings(sw).items():
+        if how in ("surrogate", "latin1_key", "zwsp_key", "utf32"):
+            continue
+        g.add("validate", "encoding", ["validate", CASE_DIR, "-H", "h200x2-host", "--software",
+                                       "{T}/sw.yaml", "--out", "{T}/v"],
+              files=(("sw.yaml", bad),), expect=ENC_EXPECT[how], culprit=("sw.yaml",),
+              outputs=("{T}/v",), codes=(0, 1, 2))
     for how, bad in _encodings(hf).items():
         g.add("memory", "encoding", ["memory", "-m", "{T}/config.json"],
               files=(("config.json", bad),), expect=ENC_EXPECT[how], culprit=("config.json",))
@@ -762,8 +775,21 @@ def gen_measure(g: _Gen) -> None:
         for v in ("x", None, [], {}, -1, 1e308):
             variants[f"meas_{key}_{v!r}"[:60]] = _meas(
                 lambda f, key=key, v=v: f.update({"measurement.json": _j({**meas, key: v})}))
+    loss = ["plot", "loss", "--measurement", "{T}/run", "-o", "{T}/l.png"]
+
+    def steps_with(value):
+        def mutate(f):
+            rows = [json.loads(x) for x in f["steps.jsonl"].decode().splitlines() if x.strip()]
+            f["steps.jsonl"] = "".join(json.dumps({**r, "loss": value}) + "\n"
+                                       for r in rows).encode()
+        return mutate
+    for v in (None, "x", float("nan"), float("inf"), -1e308, 1e308, [], {}, True, 10 ** 400):
+        variants[f"loss_{v!r}"[:40]] = _meas(steps_with(v))
     for name, files in variants.items():
-        for args, verb, outs in ((val, "validate", ("{T}/v",)), (tl, "plot", ("{T}/t.png",))):
+        for args, verb, outs in ((val, "validate", ("{T}/v",)), (tl, "plot", ("{T}/t.png",)),
+                                 (loss, "plot", ("{T}/l.png",))):
+            if verb == "validate" and name.startswith("loss_"):
+                continue
             g.add(verb, "meas_odd", args, files=files, outputs=outs, codes=(0, 1, 2),
                   culprit=("run", "measurement", "steps", "summary", "validate.yaml",
                            *name.split("_")[1:2]))
@@ -844,7 +870,45 @@ def gen_outputs(g: _Gen) -> None:
                                                       "{T}/v/phases.png"))
 
 
-GENERATORS = [gen_bytes, gen_hf, gen_ds_nested, gen_flags, gen_env, gen_resume, gen_measure,
+def gen_more(g: _Gen) -> None:
+    """Model YAML optional keys, "auto" where DeepSpeed's HF integration does not fill it, HF
+    counts written as floats."""
+    import yaml
+
+    tiny = yaml.safe_load(TINY.read_text())
+    for key, values in (("attention_windows", [-1, "x", [64], [64, 64, 64], [[64], [64]],
+                                               [64, -5], [1.5, 64], 10 ** 12, True, {}, None]),
+                        ("max_seq_len", [64, -1, "x", 1.5]), ("attn_head_dim", [-1, 7, "x", 1.5]),
+                        ("qkv_bias", ["x", 5, []]), ("learned_pos_emb", ["x", 5]),
+                        ("tie_embeddings", ["yes", 2]), ("norm", [["rmsnorm"], 5, ""]),
+                        ("gated_mlp", [2, None]), ("source", [5, [], None, "x" * 100_000]),
+                        ("name", ["", "a/b", "../x", 5, "x" * 5000, "\u00e9"])):
+        for v in values:
+            g.add("memory", "model_more", ["memory", "-m", "{T}/m.yaml"],
+                  files=(("m.yaml", yaml.safe_dump({**tiny, key: v}).encode()),),
+                  culprit=(key, "m.yaml"))
+    for path, v in ((("zero_optimization", "stage"), "auto"),
+                    (("zero_optimization", "sub_group_size"), "auto"),
+                    (("zero_optimization", "offload_param", "device"), "auto"),
+                    (("zero_optimization", "offload_optimizer"), "auto"),
+                    (("aio", "block_size"), "auto"), (("optimizer", "type"), "auto"),
+                    (("zero_optimization", "stage3_max_live_parameters"), "auto"),
+                    (("gradient_clipping",), "auto"), (("bf16",), "auto"),
+                    (("optimizer", "params", "lr"), "auto"),
+                    (("optimizer", "params", "betas"), "auto")):
+        for verb, extra in READERS:
+            g.add(verb, "auto_odd", [verb, "-c", "{T}/ds.json", "-m", TINY, *extra],
+                  files=(("ds.json", _j(_with(NVME, path, v))),), culprit=("ds.json", *path))
+    doc = _hf("llama-3.1-8b.json")
+    for key in ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size"):
+        for v in (float(doc[key]), doc[key] + 0.5, str(doc[key]), -doc[key]):
+            g.add("memory", "hf_float", ["memory", "-m", "{T}/config.json"],
+                  files=(("config.json", json.dumps({**doc, key: v}).encode()),),
+                  expect="either" if v == float(doc[key]) else "refuse",
+                  culprit=(key, "config.json"))
+
+
+GENERATORS = [gen_more, gen_bytes, gen_hf, gen_ds_nested, gen_flags, gen_env, gen_resume, gen_measure,
               gen_outputs]
 
 

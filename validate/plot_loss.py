@@ -18,31 +18,61 @@ LOSS_LABEL = "training loss (nats per token)"
 """The y axis: the causal-LM cross-entropy the runner records (records/measurement.py)."""
 
 
+LOSS_MAX = 1e15
+"""A recorded loss beyond this magnitude is not a loss (a hand-edited record, 1e308): left out
+like a non-finite one (matplotlib cannot scale an axis to +-1e308 either)."""
+
+
+def _number(value, limit: float = LOSS_MAX) -> float | None:
+    """`value` as a float when it is a finite number within +-limit (not a bool), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        v = float(value)
+    except OverflowError:           # a 400-digit integer
+        return None
+    return v if math.isfinite(v) and abs(v) <= limit else None
+
+
+def _count(value, default: int = 0) -> int:
+    v = _number(value, 1e12)
+    return int(v) if v is not None else default
+
+
+def _map(value) -> Mapping:
+    return value if isinstance(value, Mapping) else {}
+
+
 def loss_points(measurement) -> list[tuple[int, float]]:
     """(step, loss) of a Measurement's finite losses, in step order."""
-    return [(int(s.step), float(s.loss)) for s in measurement.steps
-            if isinstance(s.loss, (int, float)) and math.isfinite(s.loss)]
+    out = []
+    for s in measurement.steps:
+        loss, step = _number(s.loss), _number(s.step, 1e12)
+        if loss is not None and step is not None:
+            out.append((int(step), loss))
+    return out
 
 
 def _warmup(measurement) -> int:
-    run = measurement.run or {}
-    return int((measurement.summary or {}).get("warmup_steps") or run.get("warmup_steps") or 0)
+    run = _map(measurement.run)
+    return _count(_map(measurement.summary).get("warmup_steps") or run.get("warmup_steps"))
 
 
 def run_scenario_dict(measurement) -> dict[str, Any]:
     """What a measured run ran, in SimResult.scenario's keys (for plot_style.scenario_line): the
     model, the host's GPU, GPU count, ZeRO stage and offload devices, batch, seq, precision."""
-    run, ds = measurement.run or {}, measurement.ds_config or {}
-    zero = ds.get("zero_optimization") or {}
-    gpus = (measurement.host or {}).get("gpus") or []
-    world = int(run.get("world_size") or 1)
-    per_node = int(run.get("gpus") or run.get("gpus_per_node") or world)
+    run, ds = _map(measurement.run), _map(measurement.ds_config)
+    zero = _map(ds.get("zero_optimization"))
+    gpus = [g for g in _map(measurement.host).get("gpus") or [] if isinstance(g, Mapping)] \
+        if isinstance(_map(measurement.host).get("gpus"), list) else []
+    world = max(1, _count(run.get("world_size"), 1))
+    per_node = max(1, _count(run.get("gpus") or run.get("gpus_per_node"), world))
 
     def device(key):
         part = zero.get(key)
         return part.get("device", "none") if isinstance(part, Mapping) else "none"
 
-    return {"model": (measurement.model or {}).get("name"),
+    return {"model": _map(measurement.model).get("name"),
             "hardware": f"{gpus[0]['name']} host" if gpus and gpus[0].get("name") else None,
             "nodes": max(1, world // max(1, per_node)), "gpus_per_node": per_node,
             "world_size": world, "zero_stage": zero.get("stage"),
