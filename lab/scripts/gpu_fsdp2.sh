@@ -7,6 +7,7 @@
 #   OUT=... bash lab/scripts/gpu_fsdp2.sh
 # Time: ~30 s of AdamW benchmark, then the cases in order of importance, each cut at CASE_TIMEOUT
 # (110 s), none started past BUDGET_S (250 s): about 6 min in all. No DeepSpeed op is built (FSDP2 needs none).
+# ONLY="name ..." runs only those cases (a second command on another machine).
 # Leaves in $OUT (at most 8 files come back): machine.txt, adamw.json (+ adamw.log), session.log
 # and fsdp2.tar.gz (every measurement folder, re-packed after each case).
 set -o pipefail
@@ -32,6 +33,7 @@ CASES=(
 )
 for c in "${CASES[@]}"; do
   name=${c%%|*}; opts=${c#*|}
+  [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]] && continue
   el=$(( $(date +%s) - t0 ))
   [ "$el" -gt "${BUDGET_S:-250}" ] && { echo "-- $name: skipped, budget spent at ${el} s" | tee -a "$OUT/session.log"; continue; }
   echo "== $name ($opts) at ${el} s" | tee -a "$OUT/session.log"
