@@ -200,3 +200,42 @@ def check_ds_config(cfg: Mapping, where: str) -> Mapping:
             check(beta, Bound(0, 1, integer=False, why="1"),
                   f"{where}: optimizer.params.betas[{i}]")
     return cfg
+
+
+PATH_MAX_BYTES = 4096
+"""Linux's PATH_MAX (limits.h): the longest path a system call takes."""
+NAME_MAX_BYTES = 255
+"""Linux's NAME_MAX: the longest file name in a path (ext4, xfs)."""
+
+
+def check_path_text(value: str | None, where: str) -> str | None:
+    """A path given as text (a flag such as `--nvme-path`, written into a ds_config): not empty,
+    no control character (a newline or NUL in a path is a paste error), within PATH_MAX and
+    NAME_MAX; None passes. Whether it exists is the caller's to judge."""
+    if value is None:
+        return value
+    if not value.strip():
+        raise ConfigError(f"{where}: empty path")
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ConfigError(f"{where}: {value[:40]!r} has a control character")
+    if len(value.encode("utf-8", "surrogateescape")) > PATH_MAX_BYTES:
+        raise ConfigError(f"{where}: a path of {len(value)} characters is beyond Linux's "
+                          f"PATH_MAX ({PATH_MAX_BYTES} bytes)")
+    long = next((p for p in value.split("/") if len(p.encode("utf-8", "surrogateescape"))
+                 > NAME_MAX_BYTES), None)
+    if long is not None:
+        raise ConfigError(f"{where}: a name of {len(long)} characters is beyond Linux's "
+                          f"NAME_MAX ({NAME_MAX_BYTES} bytes)")
+    return value
+
+
+def check_counts(counts: Mapping[str, Any], unbounded: tuple[str, ...] = ()) -> None:
+    """Command-line counts by flag (`{'--micro-batch': 4, ...}`): each given one >= 1 and within
+    its FLAGS bound (those in `unbounded` only >= 1)."""
+    for flag, value in counts.items():
+        if value is None:
+            continue
+        if value < 1:
+            raise ConfigError(f"{flag} must be >= 1, got {value}")
+        if flag not in unbounded:
+            check_flag(flag[2:].replace("-", "_"), value)

@@ -5,7 +5,7 @@ import json
 
 import click
 
-from tierlab.bounds import check_flag
+from tierlab.bounds import check_counts, check_path_text
 from tierlab.commands.common import echo_warnings, finite, options, progress_bar, what_if, writable
 from tierlab.commands.examples import epilog
 from tierlab.commands.options import (gpus_option, hardware_option, headroom_options, hw_option,
@@ -43,20 +43,18 @@ from tierlab.sim.strategy import PRECISIONS
 @click.option("--nvme-path", default="/local_nvme", show_default=True,
               help="nvme_path written into the ds_config for NVMe offload.")
 @click.option("--out", "-o", default=None, metavar="FILE",
-              help="Write the winner's ds_config.json here (atomically): \"auto\" wherever the "
-                   "HF Trainer fills a value (lr, betas, batch, clipping, fp16/bf16), so it drops "
-                   "into the HF Trainer, axolotl or LLaMA-Factory; the arguments to pass are "
-                   "printed.")
+              help="Write the winner's ds_config.json here (atomically), \"auto\" where the HF "
+                   "Trainer fills a value (lr, betas, batch, clipping, fp16/bf16): it drops into "
+                   "the HF Trainer, axolotl or LLaMA-Factory; the arguments to pass are printed.")
 @click.option("--config-for", type=click.Choice(["trainer", "deepspeed"]), default="trainer",
               show_default=True, help="What -o writes for: the HF Trainer (\"auto\" kept), or a "
                                       "plain deepspeed.initialize script (every value explicit).")
 @click.option("--ds-config", "-c", default=None, metavar="FILE",
-              help="Start from your DeepSpeed config (a ds_config.json path or preset): it is "
-                   "simulated as it is ('yours'), the search changes it instead of a template "
-                   "and keeps its global batch, and the output lists what to change as dotted "
-                   "DeepSpeed keys (yours -> proposed), each group with the step time and "
-                   "tokens/s it leads to. --micro-batch/--grad-accum then fill its batch "
-                   "\"auto\" (see docs/ds-config.md).")
+              help="Start from your DeepSpeed config (a ds_config.json path or preset): "
+                   "simulated as it is ('yours'), changed by the search at its global batch; "
+                   "the output lists what to change as dotted DeepSpeed keys (yours -> proposed) "
+                   "with the step time and tokens/s each leads to. --micro-batch/--grad-accum "
+                   "fill its batch \"auto\" (docs/ds-config.md).")
 @click.option("--write-config", default=None, metavar="FILE",
               help="With --ds-config: write your config with the proposed keys changed "
                    "(atomically). \"auto\" stays where you had it for the keys the Hugging Face "
@@ -65,9 +63,8 @@ from tierlab.sim.strategy import PRECISIONS
 @click.option("--jobs", "-j", type=int, default=1, show_default=True,
               help="Worker processes for the simulations.")
 @click.option("--fsdp2", is_flag=True,
-              help="Also evaluate PyTorch FSDP2 CPU offload (fully_shard + CPUOffloadPolicy) at "
-                   "the winner's micro-batch, with its own schedule and launch line: one GPU "
-                   "without gradient accumulation only (docs/fsdp2.md).")
+              help="Also evaluate PyTorch FSDP2 CPU offload at the winner's micro-batch, with its "
+                   "schedule and launch line (one GPU, no grad accumulation; docs/fsdp2.md).")
 @options(headroom_options, json_option, quiet_option, no_progress_option)
 @click.pass_context
 def plan(ctx, model, hardware, hw, gpus, nodes, seq, global_batch, grad_accum, micro_batch,
@@ -83,13 +80,10 @@ def plan(ctx, model, hardware, hw, gpus, nodes, seq, global_batch, grad_accum, m
     from tierlab.units import parse_size
     from tierlab.planner.search import format_plan, plan as run_plan
 
-    for flag, value in (("--micro-batch", micro_batch), ("--grad-accum", grad_accum),
-                        ("--global-batch", global_batch), ("--max-micro-batch", max_micro_batch),
-                        ("--jobs", jobs)):
-        if value is not None and value < 1:
-            raise ConfigError(f"{flag} must be >= 1, got {value}")
-        if flag != "--jobs" and flag != "--max-micro-batch":   # its bound (tierlab.bounds)
-            check_flag(flag[2:].replace("-", "_"), value)
+    check_counts({"--micro-batch": micro_batch, "--grad-accum": grad_accum, "--jobs": jobs,
+                  "--global-batch": global_batch, "--max-micro-batch": max_micro_batch},
+                 unbounded=("--jobs", "--max-micro-batch"))
+    check_path_text(nvme_path, "--nvme-path")
     if global_batch is not None and grad_accum is not None and not ds_config:
         raise ConfigError("give --global-batch or --grad-accum, not both")
     if write_config and not ds_config:
@@ -100,10 +94,10 @@ def plan(ctx, model, hardware, hw, gpus, nodes, seq, global_batch, grad_accum, m
                                        nodes=nodes)
     echo_warnings((), notes, quiet or as_json)
     search = dict(global_batch=global_batch, micro_batch=micro_batch, grad_accum=grad_accum,
-                  checkpointing=checkpointing, precision=precision,
+                  checkpointing=checkpointing, precision=precision, jobs=jobs,
                   min_tokens_per_s=min_tokens_per_s, nvme_path=nvme_path,
-                  max_gpu_mem_bytes=parse_size(max_gpu_mem, "--max-gpu-mem")
-                  if max_gpu_mem else None, max_micro_batch=max_micro_batch, jobs=jobs,
+                  max_gpu_mem_bytes=None if max_gpu_mem is None
+                  else parse_size(max_gpu_mem, "--max-gpu-mem"), max_micro_batch=max_micro_batch,
                   headroom=headroom_of(gpu_headroom, host_headroom))
     if ds_config and fsdp2:
         raise ConfigError("--fsdp2 plans from the search, not from --ds-config")

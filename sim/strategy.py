@@ -619,15 +619,22 @@ def to_ds_config(strategy: Strategy) -> dict:
 # ----------------------------------------------------------------------------------------------
 # --set dotted.key=value
 
-def parse_value(text: str) -> Any:
-    """'3' -> 3, '1e8' -> 100000000, 'true' -> True, 'cpu' -> 'cpu', '{"a":1}' -> dict."""
+def parse_value(text: str, where: str = "value") -> Any:
+    """'3' -> 3, '1e8' -> 100000000, 'true' -> True, 'cpu' -> 'cpu', '{"a":1}' -> dict. JSON
+    nested beyond Python's recursion limit, or an integer of more digits than Python converts
+    (sys.get_int_max_str_digits), is one ConfigError line naming `where`."""
     try:
         value = json.loads(text)
+    except RecursionError:
+        raise ConfigError(f"{where}: JSON nested too deep ({len(text)} characters)") from None
     except json.JSONDecodeError:
         try:
             value = float(text)
         except ValueError:
             return text
+    except ValueError as e:       # int beyond the digit limit: json.loads raises a plain one
+        raise ConfigError(f"{where}: a number of {len(text)} characters is beyond what Python "
+                          f"converts ({str(e).split(':')[0]})") from None
     if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
         return int(value)
     return value
@@ -651,7 +658,7 @@ def apply_overrides(cfg: Mapping[str, Any], overrides: list[str]) -> dict:
             if not isinstance(child, dict):
                 raise ConfigError(f"--set {item!r}: {key!r} is not an object")
             node = child
-        value = parse_value(text.strip())
+        value = parse_value(text.strip(), f"--set {path.strip()}")
         if first_non_finite(value):
             raise ConfigError(f"--set {item!r}: not a finite number")
         bound = bounds.DS_CONFIG.get(".".join(keys))

@@ -950,17 +950,8 @@ def run_case(case: Case, folder: Path, hang_s: float = fg.HANG_S):
 
 KNOWN = {
     # case id -> what is wrong and where the fix belongs (not in this helper's files)
-    "fresh/simulate/set_odd/009": "traceback: --set VALUE nested 5000 deep: RecursionError from "
-                                  "json.loads in sim/strategy.parse_value",
-    "fresh/simulate/set_odd/014": "traceback: --set VALUE of 5000 digits: ValueError (int max str "
-                                  "digits) from json.loads in sim/strategy.parse_value",
     "fresh/plot/huge/000": "hang: a results CSV with 1M columns: sweeps.run.read_results parses "
                            "it for minutes; needs a column/size bound",
-    "fresh/plan/plan_flags/000": "silent accept: plan --nvme-path '' (commands/plan.py)",
-    "fresh/plan/plan_flags/002": "silent accept: plan --nvme-path with a newline "
-                                 "(commands/plan.py)",
-    "fresh/plan/plan_flags/003": "silent accept: plan --nvme-path of 5000 chars, beyond PATH_MAX "
-                                 "(commands/plan.py)",
     "fresh/sweep/resume/006": "silent accept: resume over a results file whose micro_batch column "
                               "was renamed: rows taken as done (sweeps/ resume)",
     "fresh/sweep/resume/010": "silent accept: resume over a results file with NUL bytes in its "

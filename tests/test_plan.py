@@ -199,3 +199,15 @@ def test_a_configuration_that_cannot_be_evaluated_is_an_error_never_a_verdict(tm
     with pytest.raises(ConfigError, match=r"plan: \d+ of \d+ configurations could not be "
                                           r"evaluated.*unknown CPU profile 'h200-g'"):
         plan(load_hardware(WS), load_model("llama-2-7b"), simulator=broken)
+
+
+@pytest.mark.parametrize("path, match", [
+    ("", "--nvme-path: empty path"), ("  ", "--nvme-path: empty path"),
+    ("/local\nnvme", "--nvme-path: '/local\\nnvme' has a control character"),
+    ("/x/" + "a" * 5000, "beyond Linux's PATH_MAX"), ("/x/" + "a" * 300, "beyond Linux's NAME_MAX")])
+def test_an_nvme_path_no_filesystem_takes_is_one_line_exit_2(path, match, tmp_path):
+    out = tmp_path / "ds.json"
+    r = CliRunner().invoke(main, ["plan", "-m", "tinyllama-1.1b", "-H", WS, "--nvme-path", path,
+                                  "-o", str(out), "--no-progress"])
+    assert r.exit_code == 2 and match in r.output, r.output
+    assert len(r.output.strip().splitlines()) == 1 and not out.exists()

@@ -191,3 +191,13 @@ def test_batch_is_deepspeeds(keys, mb, gas, gpus, monkeypatch):
         s, _ = parse_ds_config(cfg, flags, where="mine.json")
         assert (s.train_batch_size, s.train_micro_batch_size_per_gpu,
                 s.gradient_accumulation_steps) == ds
+
+
+@pytest.mark.parametrize("value, match", [
+    ("[" * 5000 + "]" * 5000, "--set optimizer.params.lr: JSON nested too deep"),
+    ("1" * 5000, "--set optimizer.params.lr: a number of 5000 characters is beyond")])
+def test_a_set_value_json_cannot_hold_is_a_config_error(value, match):
+    with pytest.raises(ConfigError, match=match):
+        apply_overrides({}, [f"optimizer.params.lr={value}"])
+    assert parse_value("[[1]]") == [[1]] and parse_value("12345678901234567890") == \
+        12345678901234567890
