@@ -239,3 +239,8 @@ def check_counts(counts: Mapping[str, Any], unbounded: tuple[str, ...] = ()) -> 
             raise ConfigError(f"{flag} must be >= 1, got {value}")
         if flag not in unbounded:
             check_flag(flag[2:].replace("-", "_"), value)
+
+
+RESULTS_HEADER_BYTES = 1 << 20
+"""Longest header line of a sweep results CSV read back (plot, resume): 1 MiB. A sweep writes
+a few hundred columns of < 64 characters (~20 kB); 1M columns would hang pandas for minutes."""

@@ -522,6 +522,21 @@ def _check_format(path: Path) -> str:
     raise ConfigError(f"{path}: output must end in .csv or .parquet, got {suffix or 'no suffix'!r}")
 
 
+def _check_header(path: Path) -> None:
+    """A results CSV's header line within bounds.RESULTS_HEADER_BYTES, read with that limit
+    before the whole file is parsed; else one ConfigError line naming the file and the bound."""
+    from tierlab.bounds import RESULTS_HEADER_BYTES
+
+    try:
+        with open(path, "rb") as f:
+            line = f.readline(RESULTS_HEADER_BYTES + 1)
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read previous sweep results: {e.strerror}") from None
+    if len(line) > RESULTS_HEADER_BYTES:
+        raise ConfigError(f"{path}: header line longer than {RESULTS_HEADER_BYTES} bytes "
+                          "(bounds.RESULTS_HEADER_BYTES); not a tierlab sweep file")
+
+
 def _csv_rows(path: Path):
     """(DataFrame, torn rows) of a results CSV: a row with the wrong number of fields, or a last
     line without its newline (cut mid-row), is left out and counted."""
@@ -532,6 +547,7 @@ def _csv_rows(path: Path):
 
     from tierlab.safeio import read_text
 
+    _check_header(path)
     text = read_text(path)
     cut = not text.endswith(("\n", "\r"))
     buf = io.StringIO()

@@ -950,8 +950,6 @@ def run_case(case: Case, folder: Path, hang_s: float = fg.HANG_S):
 
 KNOWN = {
     # case id -> what is wrong and where the fix belongs (not in this helper's files)
-    "fresh/plot/huge/000": "hang: a results CSV with 1M columns: sweeps.run.read_results parses "
-                           "it for minutes; needs a column/size bound",
     "fresh/sweep/resume/006": "silent accept: resume over a results file whose micro_batch column "
                               "was renamed: rows taken as done (sweeps/ resume)",
     "fresh/sweep/resume/010": "silent accept: resume over a results file with NUL bytes in its "

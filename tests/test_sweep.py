@@ -280,3 +280,20 @@ def test_run_grid_point_answers_without_ranges(tmp_path):
     assert "step_time_low_s" in ranged.columns and "step_time_low_s" not in point.columns
     assert list(point["step_time_s"]) == list(ranged["step_time_s"])
     assert list(read_results(tmp_path / "p.csv")["step_time_s"]) == list(point["step_time_s"])
+
+
+def test_results_csv_with_a_huge_header_is_one_line_and_untouched(tmp_path):
+    """Issue 34: a header beyond bounds.RESULTS_HEADER_BYTES is refused before pandas parses."""
+    import pytest as _pytest
+
+    from tierlab.bounds import RESULTS_HEADER_BYTES
+    from tierlab.errors import ConfigError
+    from tierlab.sweeps.run import read_results
+
+    path = tmp_path / "huge.csv"
+    path.write_text(",".join(f"c{i}" for i in range(RESULTS_HEADER_BYTES // 4)) + "\n1\n")
+    before = path.read_bytes()
+    with _pytest.raises(ConfigError) as e:
+        read_results(path)
+    assert str(path) in str(e.value) and str(RESULTS_HEADER_BYTES) in str(e.value)
+    assert "\n" not in str(e.value) and path.read_bytes() == before
