@@ -1,4 +1,4 @@
-"""The exercise's table (docs/exercise.md) from the committed runs: each measured figure with
+"""The exercise's table (lab/notes/exercise.md) from the committed runs: each measured figure with
 tierlab's prediction beside it, simulated on the stock profile of the host kind the runs ran on.
 
     .venv/bin/python bench/exercise_table.py [--hardware h200-host] [CASE_FOLDER ...]

@@ -45,7 +45,7 @@ def compare(ctx, variants, uncapped_baseline, timeout_s, budget_s, out_dir, over
     """The exercise: train the same model and data for real with no offload, ZeRO-2 CPU, ZeRO-3
     CPU and ZeRO-3 NVMe, each in its own subprocess (an OOM or a DeepSpeed failure is a row with
     its reason), e.g. TinyLlama-1.1B on an 8 GiB card: `tierlab compare --gpu-mem-cap 8GiB
-    --uncapped-baseline` (docs/exercise.md). Prints one table (a run whose own loss looks wrong
+    --uncapped-baseline` (the README). Prints one table (a run whose own loss looks wrong
     is marked "!") and writes compare.csv, compare.png and compare.json under --out. Ctrl-C or
     SIGTERM stops the running variant, which keeps its finished steps, and still writes the
     table of the rows so far (exit 130/143). --ds-config is not used: each variant uses its

@@ -1,4 +1,5 @@
-"""The docs run: every `tierlab` command of every ```bash block in README.md and docs/*.md is run
+"""The docs run: every `tierlab` command of every ```bash block in README.md, docs/*.md and the
+lab's notes (lab/notes/*.md, where the experiments' figures live, issue 28) is run
 (in a scratch folder that sees the repository's data), and a ```text block right after a bash
 block must be in the last command's output: its lines in order, `...` standing for any lines.
 
@@ -22,7 +23,8 @@ from click.testing import CliRunner
 from tierlab.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
-DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")),
+        *sorted((REPO / "lab" / "notes").glob("*.md"))]
 OWN_DOCS = [REPO / "README.md"] + [REPO / "docs" / f"{n}.md" for n in
                                    ("usage", "simulator", "profiles", "calibration", "accuracy",
                                     "extending")]

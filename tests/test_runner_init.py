@@ -226,12 +226,12 @@ def test_an_interrupted_comparison_keeps_its_finished_rows(tmp_path):
 
 @pytest.mark.lab
 def test_docs_exercise_table_is_the_committed_runs(capsys):
-    """docs/exercise.md quotes bench/exercise_table.py's output from lab/cases exactly."""
+    """lab/notes/exercise.md quotes bench/exercise_table.py's output from lab/cases exactly."""
     import exercise_table as mod        # bench/ (tests/conftest.py puts it on sys.path)
 
     assert mod.main([]) == 0
     table = capsys.readouterr().out.rstrip("\n")
-    doc = (REPO / "docs" / "exercise.md").read_text()
+    doc = (REPO / "lab" / "notes" / "exercise.md").read_text()
     quoted = doc.split("<!-- exercise-table -->\n")[1].split("\n<!-- /exercise-table -->")[0]
     assert quoted == table
     assert "| zero2-cpu | OOM (predicted: OOM (gpu))" in table      # Llama-3B: ZeRO-2 is not enough
