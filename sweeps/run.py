@@ -522,17 +522,14 @@ def _check_format(path: Path) -> str:
     raise ConfigError(f"{path}: output must end in .csv or .parquet, got {suffix or 'no suffix'!r}")
 
 
-def _check_header(path: Path) -> None:
-    """A results CSV's header line within bounds.RESULTS_HEADER_BYTES, read with that limit
-    before the whole file is parsed; else one ConfigError line naming the file and the bound."""
+def _check_header(path: Path, text: str) -> None:
+    """A results CSV's header line within bounds.RESULTS_HEADER_BYTES, checked before the file
+    is parsed (a million columns would take minutes); else one ConfigError line naming the file
+    and the bound. The text was read by safeio.read_text (a FIFO or a device refused first)."""
     from tierlab.bounds import RESULTS_HEADER_BYTES
 
-    try:
-        with open(path, "rb") as f:
-            line = f.readline(RESULTS_HEADER_BYTES + 1)
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read previous sweep results: {e.strerror}") from None
-    if len(line) > RESULTS_HEADER_BYTES:
+    end = text.find("\n", 0, RESULTS_HEADER_BYTES + 1)
+    if (len(text) if end < 0 else end) > RESULTS_HEADER_BYTES:
         raise ConfigError(f"{path}: header line longer than {RESULTS_HEADER_BYTES} bytes "
                           "(bounds.RESULTS_HEADER_BYTES); not a tierlab sweep file")
 
@@ -547,8 +544,8 @@ def _csv_rows(path: Path):
 
     from tierlab.safeio import read_text
 
-    _check_header(path)
     text = read_text(path)
+    _check_header(path, text)
     cut = not text.endswith(("\n", "\r"))
     buf = io.StringIO()
     write = csv.writer(buf).writerow
@@ -581,8 +578,12 @@ def _csv_rows(path: Path):
     return pd.read_csv(buf, keep_default_na=False, na_values=[""]), torn
 
 
-def read_results_checked(path: str | Path, fix: str = "choose another --out"):
-    """(rows of a previous sweep, torn rows left out); empty if the file does not exist."""
+def read_results_checked(path: str | Path, fix: str = "choose another --out",
+                         columns: tuple[str, ...] = ()):
+    """(rows of a previous sweep, torn rows left out); empty if the file does not exist. A file
+    with a column name no sweep writes (a control character) or without one of `columns` (the
+    keys this grid varies: another sweep's results, or an edited header) is refused, so a resume
+    never takes its rows as done nor replaces it."""
     import pandas as pd
 
     path = Path(path)
@@ -601,11 +602,23 @@ def read_results_checked(path: str | Path, fix: str = "choose another --out"):
         raise ConfigError(f"{path}: cannot read previous sweep results: {e}") from None
     if not df.empty and "point_id" not in df.columns:
         raise ConfigError(f"{path}: not a tierlab sweep file (no point_id column); {fix}")
+    _check_columns(path, [str(c) for c in df.columns], columns, fix)
     if not df.empty:
         ok = df["point_id"].astype(str).str.fullmatch(r"[0-9a-f]{16}")
         torn += int((~ok).sum())
         df = df[ok]
     return (_tidy(df) if not df.empty else df), torn
+
+
+def _check_columns(path: Path, have: list[str], want: tuple[str, ...], fix: str) -> None:
+    odd = next((c for c in have if any(ord(ch) < 32 or ord(ch) == 127 for ch in c)), None)
+    if odd is not None:
+        raise ConfigError(f"{path}: column {odd[:40]!r} has a control character: not a results "
+                          f"file tierlab wrote; {fix}")
+    missing = next((k for k in want if have and k not in have), None)
+    if missing is not None:
+        raise ConfigError(f"{path}: no {missing!r} column, which this sweep varies (another "
+                          f"sweep's results, or an edited header); {fix}")
 
 
 def read_results(path: str | Path, fix: str = "choose another --out"):
@@ -733,7 +746,8 @@ def _run_grid(base, axes, simulator, strict, jobs, out: Path | None, on_rows, on
     if jobs < 1:
         raise ConfigError(f"--jobs must be >= 1, got {jobs}")
     total, _ = iter_grid(axes)
-    previous, torn = read_results_checked(out) if out else (pd.DataFrame(), 0)
+    previous, torn = read_results_checked(out, columns=tuple(a.key for a in axes)) if out \
+        else (pd.DataFrame(), 0)
     journalled, torn_j = _journal_rows(out) if out else ([], 0)
     if journalled:
         previous = _merge(previous, to_frame(journalled))

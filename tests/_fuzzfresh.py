@@ -950,12 +950,6 @@ def run_case(case: Case, folder: Path, hang_s: float = fg.HANG_S):
 
 KNOWN = {
     # case id -> what is wrong and where the fix belongs (not in this helper's files)
-    "fresh/sweep/resume/006": "silent accept: resume over a results file whose micro_batch column "
-                              "was renamed: rows taken as done (sweeps/ resume)",
-    "fresh/sweep/resume/010": "silent accept: resume over a results file with NUL bytes in its "
-                              "header: rows taken as done (sweeps/ resume)",
-    "fresh/sweep/resume/016": "data loss: --out names another sweep's results file (other "
-                              "columns, a point_id): replaced, not refused (sweeps/ resume)",
 }
 HANG_KNOWN_S = 4
 """A known hang is still a hang after this long (the case is xfail: no need to wait 20 s)."""

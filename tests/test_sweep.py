@@ -297,3 +297,22 @@ def test_results_csv_with_a_huge_header_is_one_line_and_untouched(tmp_path):
         read_results(path)
     assert str(path) in str(e.value) and str(RESULTS_HEADER_BYTES) in str(e.value)
     assert "\n" not in str(e.value) and path.read_bytes() == before
+
+
+@pytest.mark.parametrize("tamper, fragment", [
+    (lambda b: b.replace(b"micro_batch", b"micro_batsh", 1), "no 'micro_batch' column"),
+    (lambda b: b.replace(b",", b",\x00", 3), "has a control character"),
+    (lambda b: b"point_id,seq,fits,error\n0123456789abcdef,128,True,\n", "no 'micro_batch' column")])
+def test_resume_refuses_a_file_this_grid_did_not_write_and_leaves_it(tmp_path, tamper, fragment):
+    """A renamed header column, NUL bytes in the header, another sweep's file with a point_id:
+    resume would take its rows as done or replace it (issue 34, fresh/sweep/resume/006, 010,
+    016); it is one line, exit 2, and the file stays as it was."""
+    out = tmp_path / "rows.csv"
+    args = ["sweep", "-m", "tinyllama-1.1b", "-H", "workstation-rtx3070", "-c", "zero3-cpu",
+            "--memory-only", "--no-progress", "-j", "1", "--vary", "micro_batch=1,2",
+            "--out", str(out)]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    out.write_bytes(tamper(out.read_bytes()))
+    before = out.read_bytes()
+    assert_user_error(CliRunner().invoke(main, args), str(out), fragment)
+    assert out.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["rows.csv"]
