@@ -6,6 +6,7 @@ in the docs is touched. Figures quoted in prose are not found: grep for them.
 
     .venv/bin/python bench/refresh_doc_outputs.py [--check] [FILE.md ...]
 
+Script blocks (`<!-- script -->`) are rerun the same way (their last script's stdout).
 --check: only list what would change (exit 1 if anything would)."""
 from __future__ import annotations
 
@@ -26,23 +27,29 @@ NUMBER = re.compile(r"(?<![A-Za-z_\d.])[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
 
 
 def shape(line: str) -> str:
-    return NUMBER.sub("#", line.rstrip())
+    """The line with every figure masked and runs of blanks as one (right-aligned columns)."""
+    return re.sub(r"\s+", " ", NUMBER.sub("#", line.rstrip()))
 
 
 def refreshed(expected: list[str], output: str) -> tuple[list[str], list[str]]:
-    """(expected lines with moved figures replaced, lines that could not be matched)."""
+    """(expected lines with moved figures replaced, lines that could not be matched). Lines are
+    matched in order, as tests/test_docs.py checks them: a moved line takes the first output line
+    of its shape after the line matched before it."""
     got = [line.rstrip() for line in output.splitlines()]
-    out, unmatched = [], []
+    out, unmatched, pos = [], [], 0
     for want in expected:
-        if want.strip() == "..." or want.rstrip() in got:
+        if want.strip() == "...":
             out.append(want)
             continue
-        same = [g for g in got if shape(g) == shape(want)]
-        if len(same) == 1:
-            out.append(same[0])
-        else:
+        same = next((k for k in range(pos, len(got)) if got[k] == want.rstrip()), None)
+        if same is None:
+            same = next((k for k in range(pos, len(got)) if shape(got[k]) == shape(want)), None)
+        if same is None:
             out.append(want)
             unmatched.append(want)
+            continue
+        out.append(got[same])
+        pos = same + 1
     return out, unmatched
 
 
@@ -51,7 +58,6 @@ def main() -> int:
     ap.add_argument("files", nargs="*", type=Path)
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args()
-    from click.testing import CliRunner
     from test_docs import DOCS, examples, scratch
 
     from tierlab.cli import main as cli
@@ -65,15 +71,13 @@ def main() -> int:
                 text = path.read_text(encoding="utf-8")
                 lines = text.splitlines()
                 for ex in examples(path):
-                    if ex.gpu or not ex.expected or not ex.commands:
+                    if ex.gpu or not ex.expected or not (ex.commands or ex.scripts):
                         continue
-                    r = None
-                    for env, cmd in ex.commands:       # (environment, arguments), as test_docs
-                        r = CliRunner().invoke(cli, cmd, env=env)
-                    new, bad = refreshed(ex.expected, r.output)
+                    output, what = run_example(ex, cli)
+                    new, bad = refreshed(ex.expected, output)
                     for line in bad:
                         print(f"{ex.where}: no unique line of this shape in the output of "
-                              f"`tierlab {shlex.join(ex.commands[-1][1])}`:\n  {line}")
+                              f"`{what}`:\n  {line}")
                     if new != ex.expected:
                         start = int(ex.where.rsplit(":", 1)[1])     # the ```bash line
                         i = next(k for k in range(start, len(lines)) if lines[k] == "```text")
@@ -91,6 +95,26 @@ def main() -> int:
             os.chdir(here)
     changed |= refresh_console(ROOT / "docs" / "ds-config.md", args.check)
     return 1 if (changed and args.check) else 0
+
+
+def run_example(ex, cli) -> tuple[str, str]:
+    """(output, the command as text) of a doc example, run as tests/test_docs.py runs it: a
+    script block's scripts from the repository root (the last one's stdout), else its tierlab
+    commands in the scratch folder (the last one's output)."""
+    import subprocess
+
+    from click.testing import CliRunner
+
+    if ex.scripts:
+        done = None
+        for args in ex.scripts:
+            done = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True,
+                                  text=True, timeout=600)
+        return done.stdout, shlex.join(ex.scripts[-1])
+    r = None
+    for env, cmd in ex.commands:       # (environment, arguments), as test_docs
+        r = CliRunner().invoke(cli, cmd, env=env)
+    return r.output, f"tierlab {shlex.join(ex.commands[-1][1])}"
 
 
 def refresh_console(path: Path, check: bool) -> bool:

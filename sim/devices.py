@@ -75,24 +75,14 @@ def grads_rescaled(*, stage: int, clipping: bool, fp16: bool) -> bool:
     return stage not in (1, 2) or clipping or fp16
 
 
-def bit16_copy_on_host(*, stage: int, params_offloaded: bool) -> bool:
-    """Whether the CPU optimizer step copies the updated fp32 partition into a 16-bit CPU buffer
-    (DeepSpeed 0.19.8): ZeRO-1/2 with the optimizer offloaded always do, into the pinned
-    `param_buffer_of_bit16_for_cpu_offload_groups` before its H2D (stage_1_and_2.py 3092-3096,
-    `bit16_partition_buffer.data.copy_(fp32_partition.data)`); ZeRO-3 only with its params
-    offloaded (stage3._reassign_or_swap_out_partitioned_parameters), else the fp32 partition goes
-    to the GPU as it is."""
-    return stage in (1, 2) or params_offloaded
-
-
-def optimizer_dram_bytes_per_param(*, rescaled: bool, bit16_copy: bool) -> int:
+def optimizer_dram_bytes_per_param(*, rescaled: bool, params_offloaded: bool) -> int:
     """DRAM bytes the CPU optimizer step moves per parameter of a sub-group (DeepSpeed 0.19.8):
     the global grad norm reads the fp32 grads (4 B, stage3.scaled_global_norm /
     stage_1_and_2.get_grad_norm); `rescaled` (grads_rescaled): the grads are scaled in place
-    (read + write 8 B, unscale_and_clip_grads); DeepSpeedCPUAdam itself (28 B); `bit16_copy`
-    (bit16_copy_on_host): the updated fp32 partition is copied into a 16-bit CPU buffer (read 4 B
-    + write 2 B)."""
-    return 4 + (8 if rescaled else 0) + ADAM_DRAM_BYTES_PER_PARAM + (6 if bit16_copy else 0)
+    (read + write 8 B, unscale_and_clip_grads); DeepSpeedCPUAdam itself (28 B); with offloaded
+    params the updated fp32 partition is copied into the 16-bit CPU buffer (read 4 B + write 2 B,
+    stage3._reassign_or_swap_out_partitioned_parameters)."""
+    return 4 + (8 if rescaled else 0) + ADAM_DRAM_BYTES_PER_PARAM + (6 if params_offloaded else 0)
 
 
 FUSED_ADAM_HBM_BYTES_PER_PARAM = 28

@@ -122,8 +122,7 @@ class Timer:
             return devices.pcie_seconds(hw.pcie, op.nbytes, r[-3:], op.pinned, ranks)
         if r == "cpu_adam":
             per_param = devices.optimizer_dram_bytes_per_param(
-                rescaled=self.rescaled, bit16_copy=devices.bit16_copy_on_host(
-                    stage=s.zero.stage, params_offloaded=s.param_device != "none"))
+                rescaled=self.rescaled, params_offloaded=s.param_device != "none")
             return devices.cpu_adam_seconds(hw.cpu, ranks, op.amount, per_param)
         if r in ("nvme_read", "nvme_write"):
             if hw.nvme is None or hw.nvme_drives == 0:

@@ -100,14 +100,3 @@ def test_aio_queue_depth_striping_and_overlap_events():
 def test_gpu_optimizer_bytes_follow_deepspeed_step(stage, rescaled, want):
     assert devices.NORM_FP64_HBM_BYTES_PER_PARAM == 2 + 8 + 8
     assert devices.gpu_optimizer_hbm_bytes_per_param(stage=stage, rescaled=rescaled) == want
-
-
-def test_zero12_offload_copies_its_fp32_partition_into_the_16_bit_buffer_on_the_host():
-    # DeepSpeed 0.19.8 stage_1_and_2.py step (cpu_offload): bit16_partition_buffer.copy_(fp32)
-    assert devices.bit16_copy_on_host(stage=2, params_offloaded=False)
-    assert devices.bit16_copy_on_host(stage=1, params_offloaded=False)
-    # ZeRO-3: only with its params offloaded (the fp32 partition goes to the GPU otherwise)
-    assert not devices.bit16_copy_on_host(stage=3, params_offloaded=False)
-    assert devices.bit16_copy_on_host(stage=3, params_offloaded=True)
-    with_copy = devices.optimizer_dram_bytes_per_param(rescaled=True, bit16_copy=True)
-    assert with_copy - devices.optimizer_dram_bytes_per_param(rescaled=True, bit16_copy=False) == 6
