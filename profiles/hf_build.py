@@ -11,12 +11,15 @@ transformers and torch are optional (tierlab[runner]): imported inside the funct
 """
 from __future__ import annotations
 
+import re
 import warnings
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Mapping
 
 from tierlab import bounds
 from tierlab.errors import ConfigError
+from tierlab.profiles.hf_mixer import mixer_tensors
+from tierlab.profiles.schema import Shared
 
 COUNT_TOLERANCE = 5e-3
 """tierlab's count of a built architecture may differ from transformers' by 0.5 % (issue 30):
@@ -343,6 +346,10 @@ def moe_fields(mlp: Any, config: Any, hidden: int, beside: Any = None) -> dict:
     """Routed experts (one 3-D tensor per matrix, or a list of MLPs), router, shared expert(s)
     and its gate; top-k from the config object. `beside`: a shared MLP that the block holds
     next to the MoE module rather than inside it, as (name, module) (Granite 4's shared_mlp)."""
+    latent = [n for n, c in mlp.named_children() if "latent" in n and _numel(c)]
+    if latent:                  # NemotronHMoE's moe_latent_size: experts on a narrower input
+        raise Unmodelled(f"latent expert projections ({', '.join(latent)}) in "
+                         f"{type(mlp).__name__}")
     experts = _child(mlp, ("experts",))[1]
     n = n_experts(experts)
     shape = mlp_shape(experts, hidden, n, fused_experts=type(experts).__name__ != "ModuleList")
@@ -369,20 +376,25 @@ def layer_fields(layer: Any, config: Any, hidden: int) -> dict:
     its norms, which projections carry biases, and the children left unread."""
     from tierlab.profiles.hf_mixer import find_mixer, mixer_fields
 
+    if _child(layer, ("shared_transformer",)) is not None:
+        return hybrid_fields(layer, config, hidden)
     attn, mlp = _child(layer, _ATTENTION), _child(layer, _MLP)
     mixer = find_mixer(layer)           # in place of attention, or beside it (Falcon-H1)
+    part = None if mixer or attn or mlp else single_part_child(layer)   # Nemotron-H
+    if part is not None:
+        attn, mlp = (part[1:], None) if part[0] == "attention" else (None, part[1:])
     beside = _child(layer, _SHARED) if mlp is not None else None    # Granite 4's shared_mlp
     norms = [c for _, c in layer.named_children() if _is_norm(c)]
-    parts = (mixer, attn, mlp, beside) if mixer else \
+    parts = (mixer, attn, mlp, beside) if mixer or part else \
         ((attn, mlp, beside) if attn and mlp else ())
     read = {n for n, _ in (p for p in parts if p is not None)}
     other = [f"{n} ({type(c).__name__})" for n, c in layer.named_children()
              if n not in read and not _is_norm(c) and _numel(c)]
     out = dict(other=other, n_norms=len(norms), norms=norms, attn=None, mlp=None, moe=None,
-               mixer=None, attn_bias=None, mlp_bias=None)
+               mixer=None, attn_bias=None, mlp_bias=None, part=part and part[0])
     if mixer is not None:
         out["mixer"] = dict(mixer_fields(mixer[1]), attention=attn is not None)
-    elif attn is None or mlp is None:
+    elif (attn is None or mlp is None) and part is None:
         return out
     if attn is not None:
         out["attn"] = attention_fields(attn[1], config, hidden)
@@ -395,6 +407,73 @@ def layer_fields(layer: Any, config: Any, hidden: int) -> dict:
     else:
         out["mlp"] = mlp_shape(mlp[1], hidden)
     return out
+
+
+_SLOT = re.compile(r"_adapter_list\.(\d+)\.")
+"""A tensor of one use's slot in a Zamba2 shared block's adapter lists (`linear_q_adapter_list`,
+`gate_up_proj_adapter_list`: modeling_zamba2.py lines 249-274, 997-1006)."""
+
+
+def hybrid_fields(layer: Any, config: Any, hidden: int) -> dict:
+    """A Zamba2HybridLayer (modeling_zamba2.py): its `mamba_decoder` read as a mixer block, and
+    the use of a shared block: the `shared_transformer`'s weights (tied across its uses: every
+    Linear weight a GEMM, the norms and biases small), its `*_adapter_list` slot (each use runs
+    its own: Zamba2Attention / Zamba2MLP `forward`, `layer_dic[layer_idx]`; every slot is built
+    alike from the config, so one slot is read) and the layer's `linear` (hidden x hidden)."""
+    out = layer_fields(layer.mamba_decoder, config, hidden)
+    block = layer.shared_transformer
+    mats, small = mixer_tensors(block)
+    slots = sorted({int(m.group(1)) for n, *_ in mats if (m := _SLOT.search(n))})
+    own = [(_SLOT.sub("_adapter.", n), i, o) for n, i, o in mats
+           if slots and f"_adapter_list.{slots[0]}." in n]
+    weights = tuple(m for m in mats if not _SLOT.search(m[0]))
+    attn = block.self_attn
+    heads, head_dim = config.num_attention_heads, int(attn.head_dim)
+    mlp = [p for n, p in block.feed_forward.named_parameters() if n in
+           ("gate_up_proj.weight", "down_proj.weight")]
+    if len(mlp) != 2 or heads * head_dim != attn.q_proj.weight.shape[0]:
+        raise Unmodelled(f"a shared block of {_numel(block):,} parameters in "
+                         f"{type(block).__name__}")
+    out["shared"] = dict(
+        blocks=config.num_mem_blocks, matrices=weights, small_params=small,
+        use_matrices=tuple(own) + (("linear", *layer.linear.weight.shape[::-1]),),
+        attention=dict(n_heads=heads, n_kv_heads=config.num_key_value_heads,
+                       attn_head_dim=head_dim if heads * head_dim != hidden else 0),
+        mlp=dict(ffn=int(mlp[1].shape[1]), gated_mlp=_fused_gate_up(mlp),
+                 fused_gate_up=_fused_gate_up(mlp)))
+    return out
+
+
+def shared_of(layers: list[dict]) -> dict:
+    """Model fields of the shared blocks (Model.shared, and its attention and MLP in Model's
+    attention and MLP fields: Zamba2 has no other), {} without: the same block at every use;
+    config's num_mem_blocks distinct blocks (modeling_zamba2.py get_layers' cycle)."""
+    idx = [i for i, l in enumerate(layers) if l.get("shared")]
+    if not idx:
+        return {}
+    use = _same([layers[i]["shared"] for i in idx], "shared blocks")
+    return dict(use["attention"], **use["mlp"], qk_norm="none", fused_qkv=False,
+                shared=Shared(layers=tuple(idx), blocks=min(use["blocks"], len(idx)),
+                              matrices=use["matrices"],
+                              small_params=use["small_params"],
+                              use_matrices=use["use_matrices"]))
+
+
+SINGLE_PART = {"Attention": "attention", "MLP": "mlp", "MoE": "mlp"}
+"""Class-name endings of a block's one child when the block holds a single part, and the part
+(Nemotron-H's `mixer`: NemotronHAttention, NemotronHMLP, NemotronHMoE; modeling_nemotron_h.py
+`NemotronHBlock.__init__`: `self.mixer = MIXER_TYPES[self.block_type](config, ...)`)."""
+
+
+def single_part_child(layer: Any) -> tuple[str, str, Any] | None:
+    """(part, child name, module) of a block whose one child beside its norms is an attention,
+    an MLP or a MoE alone (SINGLE_PART), None for any other block."""
+    kids = [(n, c) for n, c in layer.named_children() if not _is_norm(c) and _numel(c)]
+    if len(kids) != 1:
+        return None
+    name, module = kids[0]
+    part = next((p for end, p in SINGLE_PART.items() if type(module).__name__.endswith(end)), None)
+    return (part, name, module) if part else None
 
 
 def _same(values: list, what: str) -> Any:
@@ -424,7 +503,11 @@ def block_fields(layers: list[dict]) -> dict:
     biases = [l["attn_bias"] for l in layers if l["attn_bias"] is not None]
     attn_all, attn_any = _same(biases, "attention biases") if biases else (False, False)
     bias = attn_all and all(l["mlp_bias"] for l in layers if l["mlp_bias"] is not None)
-    return dict(fields, bias=bias, qkv_bias=attn_any and not bias, mixer=mixer_of(layers))
+    return dict(fields, bias=bias, qkv_bias=attn_any and not bias, mixer=mixer_of(layers),
+                attention_only_layers=tuple(i for i, l in enumerate(layers)
+                                            if l["part"] == "attention"),
+                mlp_only_layers=tuple(i for i, l in enumerate(layers) if l["part"] == "mlp"),
+                **shared_of(layers))
 
 
 def ffn_fields(layers: list[dict]) -> dict:
@@ -472,35 +555,22 @@ RECURRENT = ("mamba", "mixer", "delta", "linear_attn", "linearattention", "light
 def missing_layers(read: list[dict], total: int | None = None) -> list[str]:
     """The blocks without the attention + MLP tierlab models, named by their children (`total`:
     the model's blocks, where `read` holds only those read)."""
-    missing = [l for l in read if l["attn"] is None and l["mixer"] is None]
+    missing = [l for l in read if not modelled(l)]
     if not missing:
         return []
     kids = sorted({o for l in missing for o in l["other"]})
     return [f"{len(missing)} of {total or len(read)} layers have no attention and MLP tierlab "
-            f"models: {', '.join(kids)} ({why_missing(kids, single_part(missing))})"]
+            f"models: {', '.join(kids)} ({why_missing(kids)})"]
 
 
-SINGLE_PART = ("Attention)", "MLP)", "MoE)")
-"""Class-name endings of a block's one child when the block holds a single part (Nemotron-H's
-`mixer`: NemotronHAttention, NemotronHMLP, NemotronHMoE)."""
+def modelled(layer: dict) -> bool:
+    """A read block tierlab models: attention (+ MLP), a mixer, or one part alone."""
+    return layer["attn"] is not None or layer["mixer"] is not None or layer["part"] is not None
 
 
-def single_part(blocks: list[dict]) -> bool:
-    """Every block holds one part, an attention or an MLP/MoE alone (and its norm)."""
-    return all(len(l["other"]) == 1 and l["other"][0].endswith(SINGLE_PART) for l in blocks)
-
-
-def why_missing(kids: list[str], single: bool = False) -> str:
-    """What kind of block tierlab does not model, from its unread children ("name (Class)");
-    `single`: each block holds one part (single_part)."""
+def why_missing(kids: list[str]) -> str:
+    """What kind of block tierlab does not model, from its unread children ("name (Class)")."""
     text = " ".join(kids).lower()
-    if "shared_transformer" in text:        # modeling_zamba2.py Zamba2HybridLayer
-        return ("shared attention blocks: one attention + MLP block whose weights several depths "
-                "reuse, each use with its own LoRA adapters and linear, on the concatenated "
-                "hidden state and embedding")
-    if single:                                          # modeling_nemotron_h.py NemotronHBlock
-        return ("blocks of one part each: attention without an MLP, an MLP or MoE without "
-                "attention; tierlab's blocks hold a token mixer and an MLP")
     return ("linear-attention/Mamba layers" if any(w in text for w in RECURRENT) else
             "short-convolution layers" if "shortconv" in text else
             "encoder-decoder cross-attention" if "encoder_attn" in text else
@@ -545,20 +615,20 @@ def built_fields(model: Any, config: Any) -> tuple[dict, list[str], bool]:
     if unread:
         raise Unmodelled("; ".join(missing_layers(read, len(layers)) + sorted(unread)))
     problems = missing_layers(read)
-    modelled = [l for l in read if l["attn"] is not None or l["mixer"] is not None]
-    problems += sorted({f"{o} in the blocks" for l in modelled for o in l["other"]})
-    if not modelled:
+    problems += sorted({f"{o} in the blocks" for l in read if modelled(l) for o in l["other"]})
+    if not any(modelled(l) for l in read):
         raise Unmodelled(problems[0])
     pos = learned_positions(model, layers, emb, hidden)
     final, left = outside_blocks(model, layers, emb, out, pos)
-    fields = dict(block_fields(modelled), n_layers=len(read), hidden=hidden, vocab=vocab,
+    fields = dict(block_fields([l for l in read if modelled(l)]), n_layers=len(read),
+                  hidden=hidden, vocab=vocab,
                   max_seq_len=getattr(config, "max_position_embeddings", None) or 2048,
                   tie_embeddings=out is not None and out.weight is emb.weight,
                   head_bias=out is not None and getattr(out, "bias", None) is not None,
                   norm=norm_kind(final + [n for l in read for n in l["norms"]]))
     if pos is not None:
         fields.update(learned_pos_emb=True, pos_emb_rows=pos.weight.shape[0])
-    return fields, problems + left, len(modelled) < len(read)
+    return fields, problems + left, not all(modelled(l) for l in read)
 
 
 def transformers_counts(model: Any, config: Any) -> tuple[int, int]:
@@ -603,7 +673,8 @@ def fields_of(data: Mapping, where: str) -> dict:
     if off or partial:
         raise ConfigError(refusal(where, kind, config, (ours, ours_active),
                                   (theirs, theirs_active), problems))
-    mixed = fields["mixer"].layers if fields["mixer"] is not None else ()
+    mixed = (fields["mixer"].layers if fields["mixer"] is not None else ()) + \
+        fields["mlp_only_layers"]       # Nemotron-H's "mlp" and "moe" blocks attend nothing
     return dict(fields, attention_windows=attention_windows(config, where, mixed))
 
 

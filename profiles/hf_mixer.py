@@ -35,6 +35,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from tierlab import bounds
+from tierlab.errors import ConfigError
 
 MIXER_CHILDREN = ("mixer", "mamba", "conv", "linear_attn")
 """Child names of a decoder block that hold its mixer (Mamba: mixer; Jamba/Bamba/Granite 4/
@@ -129,9 +130,12 @@ MIXER_KEYS = ("state_size", "mamba_d_state", "ssm_state_size", "conv_kernel", "m
               "n_groups", "mamba_n_groups", "num_heads", "mamba_n_heads", "mamba_d_head",
               "chunk_size", "mamba_chunk_size", "mamba_d_ssm", "linear_conv_kernel_dim",
               "linear_key_head_dim", "linear_value_head_dim", "linear_num_key_heads",
-              "linear_num_value_heads")
+              "linear_num_value_heads", "mamba_num_heads", "mamba_head_dim", "n_mamba_heads",
+              "mamba_ngroups", "num_mem_blocks", "adapter_rank")
 """config.json keys that size a mixer (MambaConfig, Mamba2Config, JambaConfig, BambaConfig,
-Lfm2Config, GraniteMoeHybridConfig, FalconH1Config, Qwen3NextConfig): whole numbers >= 1 where
+Lfm2Config, GraniteMoeHybridConfig, FalconH1Config, Qwen3NextConfig, NemotronHConfig,
+Zamba2Config) or Zamba2's shared blocks (num_mem_blocks: 0 leaves modeling_zamba2.py
+`get_layers` no block to tie a use to; adapter_rank): whole numbers >= 1 where
 set, checked before transformers builds anything (a negative state_size builds no tensor, or one
 of nonsense size). `time_step_rank` and `mamba_dt_rank` may also be "auto" (the config classes'
 ceil(hidden / 16)), Granite 4's `mamba_d_head` "auto" (mamba_expand x hidden / mamba_n_heads)."""
@@ -146,8 +150,8 @@ MIXER_MODEL_TYPES = ("mamba", "falcon_mamba", "mamba2", "jamba", "bamba", "lfm2"
 
 def check_mixer_keys(data: Mapping, where: str) -> None:
     """A mixer-sizing key of `data` (a config.json part of a MIXER_MODEL_TYPES model) that is set
-    must be a whole number >= 1 (or "auto" for a time-step rank): else one ConfigError line
-    naming the key."""
+    must be a whole number >= 1 (or "auto" for a time-step rank), a Nemotron-H pattern letters
+    of PATTERN_LETTERS: else one ConfigError line naming the key."""
     if data.get("model_type") not in MIXER_MODEL_TYPES:
         return
     for key in MIXER_KEYS:
@@ -155,3 +159,24 @@ def check_mixer_keys(data: Mapping, where: str) -> None:
         if value is None or (value == "auto" and key in AUTO_KEYS):
             continue
         bounds.check(value, _SIZE, f"{where}: {key}")
+    check_pattern(data, where)
+
+
+PATTERN_LETTERS = {"M": "linear_attention", "E": "moe", "*": "full_attention", "-": "mlp"}
+"""Nemotron-H's `hybrid_override_pattern`, one letter a block (configuration_nemotron_h.py
+`_pattern_to_list`: Mamba-2, MoE, attention, MLP); another letter is a KeyError there."""
+
+
+def check_pattern(data: Mapping, where: str) -> None:
+    """A set `hybrid_override_pattern` (Nemotron-H) is a non-empty string of PATTERN_LETTERS:
+    else one ConfigError line naming the key and the letter."""
+    pattern = data.get("hybrid_override_pattern")
+    if pattern is None or data.get("model_type") != "nemotron_h":
+        return
+    if not isinstance(pattern, str) or not pattern:
+        raise ConfigError(f"{where}: hybrid_override_pattern: expected a string of "
+                          f"{', '.join(PATTERN_LETTERS)} (one block each), got {pattern!r}")
+    bad = next((c for c in pattern if c not in PATTERN_LETTERS), None)
+    if bad is not None:
+        raise ConfigError(f"{where}: hybrid_override_pattern: {bad!r} (block {pattern.index(bad)}) "
+                          f"is not a block letter: M Mamba-2, E MoE, * attention, - MLP")

@@ -11,10 +11,11 @@ from typing import Mapping
 
 from tierlab.bounds import ATTENTION_WINDOW
 from tierlab.profiles.fields import HOST_COST_FIELDS, PEAK_FLOPS_DTYPES, SOFTWARE_TERMS
-from tierlab.profiles.layout import block_matrices, block_small_params, embed_params, head_params
+from tierlab.profiles.layout import (attention_matrices, block_matrices, block_small_params,
+                                    embed_params, head_params)
 
-__all__ = ["CPU", "GPU", "HOST_COST_FIELDS", "PEAK_FLOPS_DTYPES", "Hardware", "MLA", "Model",
-           "Mixer", "MoE", "NVMe", "Network", "PCIe", "Software"]
+__all__ = ["CPU", "GPU", "HOST_COST_FIELDS", "PEAK_FLOPS_DTYPES", "BlockKind", "Hardware", "MLA",
+           "Model", "Mixer", "MoE", "NVMe", "Network", "PCIe", "Shared", "Software"]
 
 
 def _positive(obj, *names: str) -> None:
@@ -282,8 +283,8 @@ Qwen3-Next's Gated DeltaNet linear attention (modeling_qwen3_next.py Qwen3NextGa
 @dataclass(frozen=True, kw_only=True)
 class Mixer:
     """A linear-attention / state-space / short-convolution token mixer that replaces attention
-    in the blocks `layers` (Mamba, Jamba, Bamba, LFM2, Granite 4, Qwen3-Next; beside it in
-    Falcon-H1): its tensors as transformers builds them (profiles/hf_mixer.py reads them off
+    in the blocks `layers` (Mamba, Jamba, Bamba, LFM2, Granite 4, Qwen3-Next, Nemotron-H,
+    Zamba2; beside it in Falcon-H1): its tensors as transformers builds them (profiles/hf_mixer.py reads them off
     the meta-device model) and the FLOPs of its scan."""
 
     kind: str
@@ -320,6 +321,96 @@ class Mixer:
         if not self.scan_flops_per_token >= 0:
             raise ValueError(f"Mixer.scan_flops_per_token must be >= 0, got "
                              f"{self.scan_flops_per_token!r}")
+
+
+def _named(values) -> tuple:
+    """A tuple of tuples (a list of lists read back from JSON kept as tuples)."""
+    return tuple(tuple(v) if isinstance(v, list) else v for v in values)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Shared:
+    """Attention + MLP blocks whose weights several depths reuse (Zamba2: modeling_zamba2.py
+    `Zamba2Model.get_layers` ties every `num_mem_blocks`-th hybrid layer's `shared_transformer`
+    to the first; `Zamba2HybridLayer.forward` runs it on the concatenated hidden state and
+    embedding, then its own `linear`, and adds the result to its Mamba block's input). The
+    tensors are as transformers builds them (profiles/hf_build.py reads them off the meta-device
+    model); the attention's heads are Model.n_heads of Model.head_dim."""
+
+    layers: tuple[int, ...]
+    """Blocks that run a shared block before their mixer (Zamba2's `hybrid` layers), in order."""
+    blocks: int
+    """Distinct shared blocks: the j-th use runs block j % blocks (num_mem_blocks)."""
+    matrices: tuple[tuple[str, int, int], ...]
+    """(name, in, out) of one shared block's weights (q, k, v, o on 2 x hidden, gate_up, down):
+    stored once per block, owned by its first use, multiplied at every use."""
+    small_params: tuple[tuple[str, int], ...]
+    """(name, numel) of one shared block's other tensors (its two norms)."""
+    use_matrices: tuple[tuple[str, int, int], ...]
+    """(name, in, out) of what each use holds for itself: its LoRA adapters (stored in the shared
+    block's adapter lists, one slot per use: Zamba2Attention / Zamba2MLP `*_adapter_list`) and
+    the block's `linear`."""
+
+    def __post_init__(self) -> None:
+        for name in ("layers", "matrices", "small_params", "use_matrices"):
+            object.__setattr__(self, name, _named(getattr(self, name)))
+        if not self.layers or any(isinstance(i, bool) or not isinstance(i, int) or i < 0
+                                  for i in self.layers):
+            raise ValueError(f"Shared.layers must list block indices, got {self.layers!r}")
+        if isinstance(self.blocks, bool) or not isinstance(self.blocks, int) or \
+                not 1 <= self.blocks <= len(self.layers):
+            raise ValueError(f"Shared.blocks must be 1 to {len(self.layers)} (its uses), got "
+                             f"{self.blocks!r}")
+        if any(n <= 0 for *_, n in self.small_params) or any(
+                i <= 0 or o <= 0 for _, i, o in self.matrices + self.use_matrices):
+            raise ValueError("Shared.matrices, use_matrices and small_params must have positive "
+                             "sizes")
+
+    def owner(self, layer: int) -> bool:
+        """Block `layer` is the first use of its shared block (owns its weights)."""
+        return layer in self.layers[:self.blocks]
+
+
+class BlockKind(tuple):
+    """Model.layer_kind: unpacks as (MoE block, mixer block), the two flags profiles/layout.py's
+    block functions take, and carries `part`, which equality and hash include: a single-part
+    block ('attention' or 'mlp': Nemotron-H) or a shared-block use ('shared-owner' or
+    'shared-use': Zamba2) is a kind of its own wherever blocks are grouped by kind (Model.
+    layer_groups, sim/modules.py's per-kind blocks); '' for every other block."""
+
+    def __new__(cls, moe: bool, mixer: bool, part: str = "") -> "BlockKind":
+        kind = super().__new__(cls, (moe, mixer))
+        kind.part = part
+        return kind
+
+    def __eq__(self, other: object) -> bool:
+        return tuple.__eq__(self, other) and self.part == getattr(other, "part", "")
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash((tuple(self), self.part))
+
+    def __getnewargs__(self) -> tuple:
+        return (*self, self.part)
+
+
+ATTENTION_SMALL = ("q_norm", "k_norm", "q_a_norm", "kv_a_norm")
+"""Small parameters of a block that belong to its attention (layout.block_small_params)."""
+
+
+def _attention_side(name: str, attention: set) -> bool:
+    """A block tensor (layout's names) that belongs to the attention: a projection, its bias, a
+    q/k or MLA norm."""
+    return name in attention or name.removesuffix(".bias") in attention or \
+        name in ATTENTION_SMALL
+
+
+def _block_norm(name: str) -> bool:
+    """One of the block's own norms (layout.block_small_params: input_norm, post_attention_norm,
+    ...), which a single-part block keeps whichever part it holds."""
+    return name.endswith("_norm") and name not in ATTENTION_SMALL
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -390,6 +481,14 @@ class Model:
     (Mamba, Jamba, Bamba, LFM2, Granite 4, Qwen3-Next), or beside it (Mixer.attention:
     Falcon-H1); None = attention in every block. With a mixer in every block and no MLP the
     attention and MLP fields (n_heads, ffn) are unused."""
+    attention_only_layers: tuple[int, ...] = ()
+    """Blocks that hold attention alone, no MLP (Nemotron-H's `*` blocks: modeling_nemotron_h.py
+    `NemotronHBlock` holds one `mixer`, here NemotronHAttention, behind one norm)."""
+    mlp_only_layers: tuple[int, ...] = ()
+    """Blocks that hold an MLP or MoE alone, no attention (Nemotron-H's `-` and `E` blocks:
+    NemotronHMLP, NemotronHMoE); dense or MoE as Model.moe says."""
+    shared: Shared | None = None
+    """Attention + MLP blocks that several depths reuse beside their mixer (Zamba2); None: none."""
     source: str = ""
 
     def __post_init__(self) -> None:
@@ -421,6 +520,30 @@ class Model:
             object.__setattr__(self, "mla", MLA(**self.mla))
         if self.mixer is not None and max(self.mixer.layers) >= self.n_layers:
             raise ValueError(f"Model.mixer.layers lists block {max(self.mixer.layers)}, the "
+                             f"model has {self.n_layers}")
+        self._check_parts()
+
+    def _check_parts(self) -> None:
+        """attention_only_layers, mlp_only_layers and shared: blocks of the model, a single-part
+        block neither a mixer block nor of the other part; a Shared read back from JSON."""
+        if isinstance(self.shared, Mapping):
+            object.__setattr__(self, "shared", Shared(**self.shared))
+        parts = {}
+        for name in ("attention_only_layers", "mlp_only_layers"):
+            idx = tuple(getattr(self, name))
+            object.__setattr__(self, name, idx)
+            if any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < self.n_layers
+                   for i in idx):
+                raise ValueError(f"Model.{name} must list blocks 0 to {self.n_layers - 1}, got "
+                                 f"{idx!r}")
+            parts[name] = set(idx)
+        mixed = set(self.mixer.layers) if self.mixer is not None else set()
+        if parts["attention_only_layers"] & parts["mlp_only_layers"] or \
+                mixed & (parts["attention_only_layers"] | parts["mlp_only_layers"]):
+            raise ValueError("Model.attention_only_layers, mlp_only_layers and mixer.layers must "
+                             "not share a block")
+        if self.shared is not None and max(self.shared.layers) >= self.n_layers:
+            raise ValueError(f"Model.shared.layers lists block {max(self.shared.layers)}, the "
                              f"model has {self.n_layers}")
 
     def _check_windows(self) -> None:
@@ -455,14 +578,29 @@ class Model:
 
     def is_moe_layer(self, layer: int) -> bool:
         return self.moe is not None and layer not in self.moe.dense_layers and \
-            (self.mixer is None or self.mixer.mlp or layer not in self.mixer.layers)
+            (self.mixer is None or self.mixer.mlp or layer not in self.mixer.layers) and \
+            layer not in self.attention_only_layers
 
     def is_mixer_layer(self, layer: int) -> bool:
         return self.mixer is not None and layer in self.mixer.layers
 
+    def block_part(self, layer: int) -> str:
+        """BlockKind.part of block `layer`: 'attention' or 'mlp' (a single-part block),
+        'shared-owner' or 'shared-use' (a use of a shared block), '' otherwise."""
+        if layer in self.attention_only_layers:
+            return "attention"
+        if layer in self.mlp_only_layers:
+            return "mlp"
+        if self.shared is not None and layer in self.shared.layers:
+            return "shared-owner" if self.shared.owner(layer) else "shared-use"
+        return ""
+
     def layer_kind(self, layer: int) -> tuple[bool, bool]:
-        """(MoE block, mixer block): the blocks of one kind are built alike."""
-        return self.is_moe_layer(layer), self.is_mixer_layer(layer)
+        """(MoE block, mixer block): the blocks of one kind are built alike (a BlockKind, which
+        also tells single-part blocks and shared-block uses apart)."""
+        part = self.block_part(layer)
+        moe, mixer = self.is_moe_layer(layer), self.is_mixer_layer(layer)
+        return BlockKind(moe, mixer, part) if part else (moe, mixer)
 
     def layer_groups(self) -> tuple[tuple[int, int], ...]:
         """(a representative layer, how many layers are built like it): one group for a dense
@@ -473,12 +611,44 @@ class Model:
         return tuple((idx[0], len(idx)) for idx in groups.values())
 
     def layer_matrices(self, layer: int = 0) -> dict[str, tuple[int, int]]:
-        """(in, out) of each weight matrix of transformer block `layer` (experts included)."""
-        return block_matrices(self, self.is_moe_layer(layer), self.is_mixer_layer(layer))
+        """(in, out) of each weight matrix of transformer block `layer` (experts included; a
+        shared block's weights in its first use, the owner)."""
+        mats = block_matrices(self, self.is_moe_layer(layer), self.is_mixer_layer(layer))
+        return self._part_of(layer, mats, dict(self._shared_matrices(layer, owned=True)))
 
     def layer_small_params(self, layer: int = 0) -> dict[str, int]:
         """Parameters of block `layer` that are not matrices: norms and biases."""
-        return block_small_params(self, self.is_moe_layer(layer), self.is_mixer_layer(layer))
+        small = block_small_params(self, self.is_moe_layer(layer), self.is_mixer_layer(layer))
+        shared = {f"shared.{n}": k for n, k in self.shared.small_params} \
+            if self.block_part(layer) == "shared-owner" else {}
+        return self._part_of(layer, small, shared)
+
+    def layer_run_matrices(self, layer: int = 0) -> dict[str, tuple[int, int]]:
+        """(in, out) of each matrix block `layer` multiplies in its forward: its own, and the
+        weights of the shared block it runs (at every use, owned or not: Zamba2)."""
+        mats = block_matrices(self, self.is_moe_layer(layer), self.is_mixer_layer(layer))
+        return self._part_of(layer, mats, dict(self._shared_matrices(layer, owned=False)))
+
+    def _shared_matrices(self, layer: int, owned: bool):
+        """(name, (in, out)) of a shared-block use's own matrices, then the shared block's
+        weights where block `layer` owns them (`owned`) or, with owned False, wherever it runs
+        them."""
+        part = self.block_part(layer)
+        if not part.startswith("shared"):
+            return
+        yield from ((f"shared.use.{n}", (i, o)) for n, i, o in self.shared.use_matrices)
+        if part == "shared-owner" or not owned:
+            yield from ((f"shared.{n}", (i, o)) for n, i, o in self.shared.matrices)
+
+    def _part_of(self, layer: int, tensors: dict, shared: dict) -> dict:
+        """A block's tensors (layout's full block) cut to its one part (a single-part block:
+        the attention's or the MLP's, and its norm), or with a shared-block use's added."""
+        part = self.block_part(layer)
+        if part not in ("attention", "mlp"):
+            return {**tensors, **shared}
+        attention = set(attention_matrices(self))
+        return {k: v for k, v in tensors.items() if _block_norm(k) or
+                _attention_side(k, attention) == (part == "attention")}
 
     def layer_params(self, layer: int = 0) -> int:
         mats = sum(i * o for i, o in self.layer_matrices(layer).values())

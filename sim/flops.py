@@ -22,6 +22,12 @@ projections as GEMMs and, in place of the scores, its conv + scan FLOPs
 (Mixer.scan_flops_per_token, counted from the modeling file in profiles/hf_mixer.py), timed like
 the attention's batched GEMMs; a parallel hybrid block (Mixer.attention: Falcon-H1) runs both,
 its scores and its scan.
+A single-part block (Model.attention_only_layers, mlp_only_layers: Nemotron-H's NemotronHBlock
+holds one part) runs that part alone: an attention block its projections and scores, no MLP; an
+MLP or MoE block no attention, no scores. A shared block (Model.shared: Zamba2's
+Zamba2HybridLayer) runs at every depth that uses it: its weights' GEMMs (stored once), the use's
+own adapters and linear, and its attention's scores (Model.n_heads of Model.head_dim), beside the
+block's Mamba-2 scan.
 """
 from __future__ import annotations
 
@@ -29,7 +35,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from tierlab.profiles.layout import active_ffn, block_gemms
+from tierlab.profiles.layout import active_ffn
 from tierlab.profiles.schema import GPU, Model
 
 
@@ -73,14 +79,12 @@ def layer_forward(model: Model, micro_batch: int, bytes_per_value: int = 2) -> L
     mean_keys = spans[0][0] if len(spans) == 1 else \
         sum(k * n for k, n in spans) / max(1, sum(n for _, n in spans))
     for rep, n in model.layer_groups():
-        moe, mixer = model.layer_kind(rep)
-        for name, (n_in, n_out, share) in block_gemms(model, moe, mixer).items():
+        for name, (n_in, n_out, share) in run_gemms(model, rep).items():
             kind = (rep, re.sub(r"^experts\.\d+\.", "experts.", name))
             entry = gemms.setdefault(kind, [2.0 * tokens * share * n_in * n_out, 0.0])
             entry[1] += n / model.n_layers
-        hbm += _layer_hbm_bytes(model, micro_batch, bytes_per_value,
-                                active_ffn(model, moe, mixer),
-                                0 if mixer and not model.mixer.attention else mean_keys) * n
+        hbm += _layer_hbm_bytes(model, micro_batch, bytes_per_value, block_ffn(model, rep),
+                                mean_keys if attends(model, rep) else 0) * n
     # Q K^T: 2 k (heads x qk width) per token, A V: 2 k (heads x v width) per token, k the keys
     # a query attends (all query heads; GQA shares K/V, not FLOPs) = 4 s h for plain attention
     attention = tuple((2.0 * tokens * keys * model.n_heads * (_qk_width(model) + _v_width(model)),
@@ -91,6 +95,36 @@ def layer_forward(model: Model, micro_batch: int, bytes_per_value: int = 2) -> L
     return LayerFlops(gemms=tuple(f for f, _ in gemms.values()),
                       gemm_counts=tuple(c for _, c in gemms.values()), attention_parts=attention,
                       hbm_bytes=hbm / model.n_layers)
+
+
+def run_gemms(model: Model, layer: int) -> dict[str, tuple[int, int, float]]:
+    """name -> (in, out, token fraction) of every GEMM block `layer` runs in the forward
+    (Model.layer_run_matrices: a shared block's weights at every use): 1, or top_k / n_experts
+    for each routed expert's matrices (balanced routing; profiles/layout.py conventions)."""
+    moe = model.is_moe_layer(layer)
+    share = model.moe.experts_per_token / model.moe.n_experts if moe else 1.0
+    return {name: (i, o, share if name.startswith("experts.") else 1.0)
+            for name, (i, o) in model.layer_run_matrices(layer).items()}
+
+
+def attends(model: Model, layer: int) -> bool:
+    """Block `layer` computes attention scores: not a mixer in place of attention (unless a
+    shared block's attention runs beside it: Zamba2), not an MLP or MoE alone (Nemotron-H)."""
+    if layer in model.mlp_only_layers:
+        return False
+    if model.shared is not None and layer in model.shared.layers:
+        return True
+    return not model.is_mixer_layer(layer) or model.mixer.attention
+
+
+def block_ffn(model: Model, layer: int) -> int:
+    """MLP width a token of block `layer` passes through (layout.active_ffn): 0 in an
+    attention-only block; the shared block's MLP (Model.ffn) in a use of it."""
+    if layer in model.attention_only_layers:
+        return 0
+    if model.shared is not None and layer in model.shared.layers:
+        return model.ffn
+    return active_ffn(model, model.is_moe_layer(layer), model.is_mixer_layer(layer))
 
 
 def attended_keys(model: Model, layer: int) -> int:
@@ -105,7 +139,7 @@ def attention_spans(model: Model) -> tuple[tuple[int, int], ...]:
     ((s, n_layers),) for full attention; gpt-oss-20b at s = 4096: ((128, 12), (4096, 12))."""
     spans: dict[int, int] = {}
     for i in range(model.n_layers):
-        if model.is_mixer_layer(i) and not model.mixer.attention:   # the scan (layer_forward)
+        if not attends(model, i):       # the scan (layer_forward), an MLP alone
             continue
         keys = attended_keys(model, i)
         spans[keys] = spans.get(keys, 0) + 1

@@ -1,8 +1,7 @@
 """Architectures without a hand reader, built by transformers on the meta device and read off the
 modules (profiles/hf_build.py): real configs of tests/data/hf_configs/built/ load through the
-public path and count within 0.5 % of transformers; what cannot be matched (Gated DeltaNet
-linear attention, Granite 4's Mamba layers), a remote-code-only model_type and a core install without transformers are refused in one
-line."""
+public path and count within 0.5 % of transformers; what cannot be matched (encoder blocks), a
+remote-code-only model_type and a core install without transformers are refused in one line."""
 import json
 import subprocess
 import sys
@@ -122,7 +121,7 @@ def _write(tmp_path, cfg: dict) -> str:
 
 @pytest.mark.parametrize("kind, extra", [
     # issue 30: counted now (Model.mixer; tests/test_hybrid_arch.py holds their counts against
-    # transformers', FLOPs and what stays refused: Zamba2, Nemotron-H)
+    # transformers' and their FLOPs, Nemotron-H's single-part and Zamba2's shared blocks too)
     ("qwen3_next", dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32)),
     ("granitemoehybrid", dict(num_local_experts=4, num_experts_per_tok=2,
                               layer_types=["mamba", "attention", "mamba", "attention"]))])

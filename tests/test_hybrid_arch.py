@@ -1,10 +1,11 @@
 """State-space / short-convolution / linear-attention architectures (Model.mixer;
 profiles/hf_mixer.py): real and default config.json files of Mamba, FalconMamba, Mamba-2, Jamba,
 Bamba, LFM2, Qwen3-Next and Qwen3.5 (Gated DeltaNet), Falcon-H1 (attention beside Mamba-2) and
-Granite 4 (Mamba-2 + MoE + shared MLP) are counted exactly as transformers counts the model it
-builds on the meta device (total and active), the memory and simulate verbs run on them, their
-FLOPs per token are what the layers compute, and a malformed mixer key is one exit-2 line naming
-it. What stays refused (Zamba2, Nemotron-H) says what is unmodelled."""
+Granite 4 (Mamba-2 + MoE + shared MLP), Nemotron-H (blocks of one part each: Mamba-2, attention,
+MLP or MoE) and Zamba2 (one attention + MLP block shared by several depths beside Mamba-2 blocks)
+are counted exactly as transformers counts the model it builds on the meta device (total and
+active), the memory and simulate verbs run on them, their FLOPs per token are what the layers
+compute, and a malformed mixer key is one exit-2 line naming it."""
 import json
 import math
 from dataclasses import asdict
@@ -15,7 +16,7 @@ import pytest
 from tests._cli import assert_user_error, run
 from tierlab.profiles.load import load_model
 from tierlab.profiles.schema import Model
-from tierlab.sim.flops import layer_forward, step_flops
+from tierlab.sim.flops import attention_spans, layer_forward, run_gemms, step_flops
 
 DATA = Path(__file__).parent / "data" / "hf_configs"
 HYBRID = DATA / "hybrid"
@@ -23,7 +24,10 @@ SOURCES = json.loads((HYBRID / "sources.json").read_text())
 CONFIGS = sorted(p for p in HYBRID.glob("*.json") if p.name != "sources.json")
 LFM2 = DATA / "real2" / "lfm2.5-vl-1.6b.json"
 QWEN35 = [DATA / "real2" / "qwen3.5-9b.json", DATA / "real2" / "qwen3.5-18b-reap-a3b-coding.json"]
-COUNTED = CONFIGS + [LFM2] + QWEN35
+PARTS = DATA / "hybrid_parts"
+PART_SOURCES = json.loads((PARTS / "sources.json").read_text())
+PART_CONFIGS = sorted(p for p in PARTS.glob("*.json") if p.name != "sources.json")
+COUNTED = CONFIGS + [LFM2] + QWEN35 + PART_CONFIGS
 SEQ = 4096
 
 
@@ -54,9 +58,10 @@ def meta_counts(path: Path) -> tuple[int, int]:
     return total, total - idle
 
 
-def test_every_file_has_a_source():
-    assert {p.stem for p in CONFIGS} == set(SOURCES)
-    for entry in SOURCES.values():
+@pytest.mark.parametrize("configs, sources", [(CONFIGS, SOURCES), (PART_CONFIGS, PART_SOURCES)])
+def test_every_file_has_a_source(configs, sources):
+    assert {p.stem for p in configs} == set(sources)
+    for entry in sources.values():
         assert entry["model_type"] and (entry.get("commit") or entry.get("built_from"))
 
 
@@ -87,9 +92,13 @@ def test_jamba_places_attention_every_8th_layer_from_4_and_moe_every_2nd():
     assert model.moe.n_experts == 16 and model.moe.experts_per_token == 2
 
 
-@pytest.mark.parametrize("name", ["falcon-mamba-7b", "falcon-h1-default", "qwen3-next-default"])
-def test_a_mixer_model_round_trips_through_json(name):
-    model = load_model(str(HYBRID / f"{name}.json"))
+@pytest.mark.parametrize("path", [HYBRID / "falcon-mamba-7b.json", HYBRID / "falcon-h1-default.json",
+                                  HYBRID / "qwen3-next-default.json",
+                                  PARTS / "nemotron-h-default.json",
+                                  PARTS / "zamba2-default-2-blocks-adapters.json"],
+                         ids=lambda p: p.stem)
+def test_a_mixer_model_round_trips_through_json(path):
+    model = load_model(str(path))
     back = Model(**json.loads(json.dumps(asdict(model))))
     assert back == model and back.n_params == model.n_params
 
@@ -103,11 +112,12 @@ def _six_n(model: Model) -> float:
     """Kaplan et al. 2020 ("Scaling Laws for Neural Language Models", sec. 2.1, table 1): 6 N per
     token for the N parameters a token multiplies (active; an untied embedding is a lookup, not
     a GEMM, so it is left out; the LM head stays) + 12 s d per attending layer (scores and the
-    weighted sum, no causal halving as sim/flops.py counts them). Only the mixers' conv and scan
-    are left to differ."""
+    weighted sum, no causal halving as sim/flops.py counts them; a shared block's use attends,
+    an MLP alone does not). Only the mixers' conv and scan are left to differ."""
     embed = 0 if model.tie_embeddings else model.vocab * model.hidden
-    attending = sum(1 for i in range(model.n_layers)
-                    if not model.is_mixer_layer(i) or model.mixer.attention)
+    uses = model.shared.layers if model.shared else ()
+    attending = sum(1 for i in range(model.n_layers) if i in uses or (
+        i not in model.mlp_only_layers and (not model.is_mixer_layer(i) or model.mixer.attention)))
     return 6 * (model.active_params - embed) + 12 * model.seq_len * model.q_dim * attending
 
 
@@ -199,6 +209,89 @@ def test_mixer_blocks_have_no_attention_scores():
     assert lf.attention == pytest.approx(SEQ * model.mixer.scan_flops_per_token)
 
 
+def test_nemotron_h_blocks_hold_the_one_part_its_pattern_names():
+    # NemotronHConfig's default layers_block_type: Mamba-2, MoE, attention, MLP
+    model = load_model(str(PARTS / "nemotron-h-default.json"))
+    assert (model.mixer.layers, model.mixer.mlp) == ((0,), False)
+    assert (model.mlp_only_layers, model.attention_only_layers) == ((1, 3), (2,))
+    assert [model.is_moe_layer(i) for i in range(4)] == [False, True, False, False]
+    assert (model.moe.n_experts, model.moe.experts_per_token, model.moe.expert_ffn,
+            model.moe.shared_ffn, model.gated_mlp, model.block_norms) == (8, 2, 7688, 7688,
+                                                                          False, 1)
+    assert set(model.layer_matrices(2)) == {"q_proj", "k_proj", "v_proj", "o_proj"}
+    assert set(model.layer_matrices(3)) == {"up_proj", "down_proj"}
+    assert set(model.layer_small_params(2)) == set(model.layer_small_params(3)) == {"input_norm"}
+    eight = load_model(str(PARTS / "nemotron-h-default-8b-pattern.json"))
+    pattern = "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-"
+    assert eight.mixer.layers == tuple(i for i, c in enumerate(pattern) if c == "M")
+    assert eight.attention_only_layers == tuple(i for i, c in enumerate(pattern) if c == "*")
+    assert eight.mlp_only_layers == tuple(i for i, c in enumerate(pattern) if c == "-")
+    assert eight.moe is None and eight.n_layers == 52
+
+
+def test_a_single_part_block_computes_only_its_part():
+    """An attention block runs q, k, v, o and the scores, no MLP; an MLP or MoE block its
+    MLP, no attention and no scores: only the 1 attention block of the 4 attends."""
+    model = load_model(str(PARTS / "nemotron-h-default.json"), seq_len=SEQ)
+    assert set(run_gemms(model, 2)) == {"q_proj", "k_proj", "v_proj", "o_proj"}
+    assert set(run_gemms(model, 3)) == {"up_proj", "down_proj"}
+    assert not any(n.endswith("_proj") and not n.startswith(("experts.", "shared_experts."))
+                   for n in run_gemms(model, 1))
+    assert attention_spans(model) == ((SEQ, 1),)
+    eight = load_model(str(PARTS / "nemotron-h-default-8b-pattern.json"), seq_len=SEQ)
+    assert attention_spans(eight) == ((SEQ, 4),)
+
+
+def test_zamba2_counts_a_shared_block_once_and_runs_it_at_every_use():
+    model = load_model(str(PARTS / "zamba2-default.json"), seq_len=SEQ)
+    shared = model.shared
+    assert shared.layers == (6, 12, 18, 24, 30, 36, 42, 47, 51) and shared.blocks == 1
+    assert model.mixer.layers == tuple(range(54)) and not model.mixer.mlp
+    weights = {f"shared.{n}" for n, *_ in shared.matrices}
+    assert {"shared.self_attn.q_proj", "shared.feed_forward.gate_up_proj"} <= weights
+    assert dict(model.layer_matrices(6))["shared.self_attn.q_proj"] == (5120, 5120)  # 2 x hidden
+    assert not weights & set(model.layer_matrices(12))          # stored once, in its first use
+    assert weights <= set(run_gemms(model, 12))                 # multiplied at every use
+    assert run_gemms(model, 12) == run_gemms(model, 6)
+    own = {f"shared.use.{n}" for n, *_ in shared.use_matrices}
+    assert own == {"shared.use.feed_forward.gate_up_proj_adapter.0",
+                   "shared.use.feed_forward.gate_up_proj_adapter.1", "shared.use.linear"}
+    assert own <= set(model.layer_matrices(12))                 # each use's own adapters
+    assert attention_spans(model) == ((SEQ, 9),)
+
+
+def test_zamba2_uses_its_shared_blocks_in_turn_with_adapters_on_q_k_v():
+    model = load_model(str(PARTS / "zamba2-default-2-blocks-adapters.json"))
+    assert model.shared.blocks == 2
+    owners = [i for i in model.shared.layers if model.shared.owner(i)]
+    assert owners == [6, 12]
+    assert {f"shared.use.self_attn.linear_{x}_adapter.{k}" for x in "qkv" for k in (0, 1)} <= \
+        set(model.layer_matrices(18))
+
+
+def _shared_reuse(model: Model) -> int:
+    """Weights of the shared blocks multiplied beyond their first use (Zamba2: 9 uses of one)."""
+    if model.shared is None:
+        return 0
+    return (len(model.shared.layers) - model.shared.blocks) * \
+        sum(i * o for _, i, o in model.shared.matrices)
+
+
+# Nemotron-H and Zamba2 per token: 6 N (+ 6 x the shared block's weights at each use after
+# its first: Zamba2-2.7B-style defaults run 197 M shared weights 9 times, so the step is 1.75 x
+# 6 N alone) + 12 s d per attending block + 3 x the Mamba-2 scan; the rest (norms, conv and
+# A_log, D, dt_bias: parameters that are no GEMM) is within 0.1 %. Nemotron-H's SSD (128 heads
+# of 64, N = 128, chunk 128: 10.6 MFLOP per token and Mamba-2 block) lands 0.5-1.7 % above,
+# Zamba2's (8 heads of 640, N = 64, chunk 256: 4.2 MFLOP) 2.7 %.
+@pytest.mark.parametrize("path", PART_CONFIGS, ids=lambda p: p.stem)
+def test_single_part_and_shared_block_flops_per_token(path):
+    model = load_model(str(path), seq_len=SEQ)
+    expected = _six_n(model) + 6 * _shared_reuse(model)
+    scan = 3 * model.mixer.scan_flops_per_token * len(model.mixer.layers)
+    assert _per_token(model) - scan == pytest.approx(expected, rel=1e-3)
+    assert 1.0 < _per_token(model) / expected < 1.03
+
+
 @pytest.mark.parametrize("path", COUNTED, ids=lambda p: p.stem)
 def test_memory_and_simulate_run(path):
     mem = run("memory", "-m", str(path), "-H", "dgx-a100", "-c", "zero3-cpu", "--seq", "2048")
@@ -224,7 +317,11 @@ def test_a_malformed_mamba_key_is_one_line_naming_it(tmp_path, key, value):
     ("mamba2", "n_groups", -2), ("lfm2", "conv_L_cache", 0),
     ("qwen3_next", "linear_num_value_heads", 0), ("qwen3_next", "linear_conv_kernel_dim", -4),
     ("falcon_h1", "mamba_d_ssm", -1), ("granitemoehybrid", "mamba_d_head", "x"),
-    ("zamba2", "mamba_d_state", 0)])
+    ("zamba2", "mamba_d_state", 0), ("zamba2", "num_mem_blocks", 0),
+    ("zamba2", "num_mem_blocks", -2), ("zamba2", "adapter_rank", 0),
+    ("nemotron_h", "mamba_num_heads", 0), ("nemotron_h", "hybrid_override_pattern", "M*X-"),
+    ("nemotron_h", "hybrid_override_pattern", ""), ("nemotron_h", "hybrid_override_pattern", 7),
+    ("nemotron_h", "layers_block_type", ["foo", "moe"])])
 def test_a_malformed_hybrid_key_is_one_line_naming_it(tmp_path, kind, key, value):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"model_type": kind, key: value}))
@@ -237,21 +334,42 @@ def test_a_missing_model_type_is_one_line_naming_it(tmp_path):
     assert_user_error(run("memory", "-m", str(path), "-H", "dgx-a100"), str(path), "model_type")
 
 
-@pytest.mark.parametrize("kind, what, why", [
-    ("zamba2", "shared_transformer (Zamba2AttentionDecoderLayer)",
-     "shared attention blocks: one attention + MLP block whose weights several depths reuse"),
-    ("nemotron_h", "mixer (NemotronHAttention)",
-     "blocks of one part each: attention without an MLP, an MLP or MoE without attention")])
-def test_what_stays_refused_names_the_unmodelled_layer(tmp_path, kind, what, why):
+def _small(kind: str, **extra) -> dict:
+    cfg = dict(model_type=kind, hidden_size=64, intermediate_size=128, num_attention_heads=4,
+               num_key_value_heads=2, vocab_size=1000, **extra)
+    if kind == "nemotron_h":
+        cfg.update(head_dim=16, mamba_num_heads=4, mamba_head_dim=16, ssm_state_size=16,
+                   n_groups=2, n_routed_experts=4, moe_intermediate_size=32,
+                   moe_shared_expert_intermediate_size=32)
+    return cfg
+
+
+@pytest.mark.parametrize("cfg", [
+    _small("nemotron_h", hybrid_override_pattern="M-ME*-"),
+    _small("nemotron_h", layers_block_type=["full_attention", "mlp", "moe", "full_attention"]),
+    _small("zamba2", num_hidden_layers=6, num_mem_blocks=2, use_shared_attention_adapter=True,
+           layers_block_type=["mamba", "hybrid"] * 3, mamba_d_state=16, n_mamba_heads=4)],
+    ids=["nemotron-h-pattern", "nemotron-h-no-mamba", "zamba2-small"])
+def test_small_single_part_and_shared_block_configs_count_like_transformers(tmp_path, cfg):
     pytest.importorskip("transformers")
     path = tmp_path / "config.json"
-    cfg = dict(model_type=kind, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
-               num_attention_heads=4, num_key_value_heads=2, vocab_size=1000)
-    if kind == "zamba2":        # its layers_block_type lists the default 54 layers
-        cfg.pop("num_hidden_layers")
     path.write_text(json.dumps(cfg))
+    model = load_model(str(path))
+    assert (model.n_params, model.active_params) == meta_counts(path)
+    res = run("simulate", "-m", str(path), "-H", "dgx-a100", "-c", "zero3-cpu", "--seq", "256")
+    assert res.exit_code == 0, res.output
+
+
+def test_nemotron_h_latent_experts_are_refused_naming_them(tmp_path):
+    """moe_latent_size: the experts run on a narrower input between fc1_latent_proj and
+    fc2_latent_proj (modeling_nemotron_h.py NemotronHMoE), which tierlab's MoE does not hold."""
+    pytest.importorskip("transformers")
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(_small("nemotron_h", moe_latent_size=16,
+                                      hybrid_override_pattern="ME*-")))
     assert_user_error(run("memory", "-m", str(path), "-H", "dgx-a100"), str(path),
-                      f"model_type {kind!r} is not a supported architecture", what, why)
+                      "model_type 'nemotron_h' is not a supported architecture",
+                      "latent expert projections (fc1_latent_proj, fc2_latent_proj)")
 
 
 def test_the_runner_refuses_a_mixer_model_rather_than_train_a_llama():
@@ -261,3 +379,7 @@ def test_the_runner_refuses_a_mixer_model_rather_than_train_a_llama():
     model = load_model(str(HYBRID / "mamba-default.json"))
     with pytest.raises(ConfigError, match="32 of 32 blocks are a mamba mixer"):
         check_dense(model)
+    for name, what in [("nemotron-h-default-8b-pattern", "24 of 52 blocks are a mamba2 mixer"),
+                       ("zamba2-default", "54 of 54 blocks are a mamba2 mixer")]:
+        with pytest.raises(ConfigError, match=what):
+            check_dense(load_model(str(PARTS / f"{name}.json")))
