@@ -55,8 +55,8 @@ def runner_scenario(scenario: Mapping[str, Any], opts: RunnerOptions, ds_config=
 
 
 def check_dense(model) -> None:
-    """Refuse (ConfigError) a Mixture-of-Experts model: the runner builds a dense Llama
-    (runner/model.py), which would train the wrong parameter count under the MoE model's name."""
+    """Refuse (ConfigError) a model the runner's dense Llama (runner/model.py) is not: MoE, a
+    mixer, blocks of one part or shared blocks; it would train the wrong model under its name."""
     if model.moe is not None:
         raise ConfigError(f"model {model.name}: a Mixture-of-Experts model ({model.moe.n_experts} "
                           f"experts, top-{model.moe.experts_per_token}); the runner trains dense "
@@ -66,6 +66,14 @@ def check_dense(model) -> None:
                           f"blocks are a {model.mixer.kind} mixer, not attention; the runner "
                           "trains dense attention decoders only (simulate, memory and plan "
                           "model the mixer)")
+    odd = [f"{len(model.attention_only_layers)} attention-only"] if model.attention_only_layers \
+        else []
+    odd += [f"{len(model.mlp_only_layers)} MLP-only"] if model.mlp_only_layers else []
+    odd += [f"{len(model.shared.layers)} shared-block"] if model.shared is not None else []
+    if odd:
+        raise ConfigError(f"model {model.name}: {' and '.join(odd)} blocks of {model.n_layers}; "
+                          "the runner trains decoders whose every block is attention + MLP "
+                          "(simulate, memory and plan model these blocks)")
 
 
 def runner_spec(sc, opts: RunnerOptions, out_dir, label: str, **extra) -> RunSpec:

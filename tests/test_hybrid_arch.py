@@ -383,3 +383,17 @@ def test_the_runner_refuses_a_mixer_model_rather_than_train_a_llama():
                        ("zamba2-default", "54 of 54 blocks are a mamba2 mixer")]:
         with pytest.raises(ConfigError, match=what):
             check_dense(load_model(str(PARTS / f"{name}.json")))
+
+
+def test_the_runner_refuses_single_part_blocks_without_a_mixer(tmp_path):
+    """A Nemotron-H of attention-only and MLP-only blocks has neither MoE nor a mixer: the runner
+    would have trained a dense Llama of attention + MLP blocks under its name."""
+    pytest.importorskip("transformers")
+    from tierlab.errors import ConfigError
+    from tierlab.runner.variants import check_dense
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(_small("nemotron_h", layers_block_type=[
+        "attention", "mlp", "attention", "mlp"])))
+    with pytest.raises(ConfigError, match="2 attention-only and 2 MLP-only blocks of 4"):
+        check_dense(load_model(str(path)))
