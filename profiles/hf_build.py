@@ -160,6 +160,29 @@ def check_counts(get: Any, where: str) -> None:
             bounds.check(value, bounds.MODEL[field], f"{where}: {attr}")
 
 
+def config_value(config: Any, attr: str) -> Any:
+    """config.attr (None where absent); for an attribute a heterogeneous config sets per layer
+    (transformers' HeterogeneousConfigMixin, e.g. Gemma 4: reading it on the whole config
+    raises AmbiguousGlobalPerLayerAttributeError) the largest of the layers' values, which is
+    what a bound checks."""
+    if attr in (getattr(config, "per_layer_attributes", None) or ()):
+        values = [getattr(layer, attr, None) for layer in config.per_layer_config]
+        numbers = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
+        return max(numbers) if numbers else next((v for v in values if v is not None), None)
+    return getattr(config, attr, None)
+
+
+def _unread(e: Exception) -> str:
+    """Why a built model's modules or config could not be read, in one line: a per-layer
+    attribute of a heterogeneous config (transformers' AmbiguousGlobalPerLayerAttributeError,
+    raised on reading it from the whole config) is named as such."""
+    if type(e).__name__ == "AmbiguousGlobalPerLayerAttributeError":
+        attr = str(e).split("'")[1] if str(e).count("'") >= 2 else "an attribute"
+        return (f"its layers differ in {attr} (a heterogeneous per-layer config, transformers' "
+                "per_layer_config); tierlab's blocks of one kind share one shape")
+    return _first_line(e)
+
+
 def _first_line(e: Exception) -> str:
     """The exception's first line (and the next one when the first only introduces it)."""
     text = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
@@ -658,7 +681,7 @@ def fields_of(data: Mapping, where: str) -> dict:
             check_counts(part.get, where)
             check_mixer_keys(part, where)
     config = text_config(data, where)
-    check_counts(lambda attr: getattr(config, attr, None), where)   # before a model is built
+    check_counts(lambda attr: config_value(config, attr), where)    # before a model is built
     model = build(config, where, data)
     theirs, theirs_active = transformers_counts(model, config)
     try:
@@ -666,7 +689,7 @@ def fields_of(data: Mapping, where: str) -> dict:
         m = Model(name=kind, seq_len=fields["max_seq_len"], **fields)
         ours, ours_active = m.n_params, m.active_params
     except Exception as e:      # modules or config attributes of a kind tierlab does not read
-        what = str(e) if isinstance(e, (Unmodelled, ValueError)) else _first_line(e)
+        what = str(e) if isinstance(e, (Unmodelled, ValueError)) else _unread(e)
         fields, problems, partial, ours, ours_active = None, [what], True, None, None
     off = ours is None or abs(ours - theirs) > COUNT_TOLERANCE * theirs \
         or abs(ours_active - theirs_active) > COUNT_TOLERANCE * theirs_active

@@ -191,3 +191,22 @@ def test_bad_counts_are_one_line_before_anything_is_built(tmp_path, key, value, 
     assert done.returncode == 2, done.stdout + done.stderr
     lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], lines
+
+
+@pytest.mark.parametrize("kind, attr", [("gemma4_text", "head_dim"),
+                                        ("dots3_note_text", "num_attention_heads")])
+def test_a_heterogeneous_per_layer_config_is_one_line_naming_what_varies(tmp_path, kind, attr):
+    """transformers 5.x configs that set attributes per layer (HeterogeneousConfigMixin: Gemma 4)
+    raise AmbiguousGlobalPerLayerAttributeError when the attribute is read on the whole config:
+    once a traceback from the count bounds; now one line, exit 2, naming the attribute."""
+    transformers = pytest.importorskip("transformers")
+    try:
+        config = transformers.AutoConfig.for_model(kind)
+    except (ValueError, KeyError):
+        pytest.skip(f"this transformers has no {kind}")
+    if attr not in (getattr(config, "per_layer_attributes", None) or ()):
+        pytest.skip(f"this transformers' {kind} is not heterogeneous in {attr}")
+    path = tmp_path / "config.json"
+    path.write_text(config.to_json_string())
+    assert_user_error(run("memory", "-m", str(path), "-H", "dgx-a100"), str(path),
+                      f"its layers differ in {attr}")
