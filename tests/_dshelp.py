@@ -79,12 +79,20 @@ def effective(ds) -> dict[str, Any]:
                 optimizer=ds.optimizer_name)
 
 
-def deepspeed_verdict(cfg: dict, gpus: int, monkeypatch) -> Verdict:
-    """DeepSpeedConfig on the HF-filled config, `gpus` ranks."""
+def ranks_seen_by_deepspeed(monkeypatch, ranks: int):
+    """deepspeed.runtime.config with `ranks` ranks and this process rank 0, as DeepSpeedConfig
+    reads them (dist.get_rank / get_world_size), without a process group: the module, whose
+    DeepSpeedConfig then judges a config as `ranks` GPUs would."""
     from deepspeed.runtime import config as dsc
 
     monkeypatch.setattr(dsc.dist, "get_rank", lambda *a, **k: 0)
-    monkeypatch.setattr(dsc.dist, "get_world_size", lambda *a, **k: gpus)
+    monkeypatch.setattr(dsc.dist, "get_world_size", lambda *a, **k: ranks)
+    return dsc
+
+
+def deepspeed_verdict(cfg: dict, gpus: int, monkeypatch) -> Verdict:
+    """DeepSpeedConfig on the HF-filled config, `gpus` ranks."""
+    dsc = ranks_seen_by_deepspeed(monkeypatch, gpus)
     try:
         ds = dsc.DeepSpeedConfig(hf_filled(cfg, gpus))
     except Exception as e:   # noqa: BLE001 - DeepSpeed raises ValidationError, its own, asserts

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests._dshelp import hf_filled
+from tests._dshelp import hf_filled, ranks_seen_by_deepspeed
 
 from tierlab.errors import ConfigError
 from tierlab.dsconfig.read import load_ds_config
@@ -53,12 +53,10 @@ def test_corpus_verdict_is_real_deepspeeds(name, monkeypatch):
     """DeepSpeedConfig itself, on the file as DeepSpeed opens it (hjson, duplicate keys
     refused), with "auto" filled as the HF Trainer fills it."""
     import hjson
-    from deepspeed.runtime import config as dsc
     from deepspeed.runtime.config_utils import dict_raise_error_on_duplicate_keys
 
     gpus = ORIGINS[name].get("gpus", 1)
-    monkeypatch.setattr(dsc.dist, "get_rank", lambda *a, **k: 0)
-    monkeypatch.setattr(dsc.dist, "get_world_size", lambda *a, **k: gpus)
+    dsc = ranks_seen_by_deepspeed(monkeypatch, gpus)
     with open(CORPUS / name) as f:
         cfg = hjson.load(f, object_pairs_hook=dict_raise_error_on_duplicate_keys)
     try:

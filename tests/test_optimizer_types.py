@@ -11,6 +11,7 @@ from tierlab.dsconfig import optimizer as opt
 from tierlab.dsconfig import parallel
 from tierlab.errors import ConfigError
 from tierlab.sim.strategy import Flags, parse_ds_config
+from tests._dshelp import ranks_seen_by_deepspeed
 
 ZERO2_CPU = {"stage": 2, "offload_optimizer": {"device": "cpu"}}
 
@@ -66,10 +67,8 @@ def test_name_kept_as_deepspeed_keeps_it(name, monkeypatch):
     """DeepSpeedConfig lowercases its own names only (config.py:519); a name neither its own nor
     torch.optim's is one DeepSpeed 0.19.8 builds nothing for (engine.py:2548 AttributeError)."""
     import torch
-    from deepspeed.runtime import config as dsc
 
-    monkeypatch.setattr(dsc.dist, "get_rank", lambda *a, **k: 0)
-    monkeypatch.setattr(dsc.dist, "get_world_size", lambda *a, **k: 1)
+    dsc = ranks_seen_by_deepspeed(monkeypatch, 1)
     kept = dsc.DeepSpeedConfig(_cfg(name)).optimizer_name
     b = opt.built({"type": name}, False)
     if kept in opt.DEEPSPEED_OPTIMIZERS or hasattr(torch.optim, kept):
@@ -153,10 +152,7 @@ PARALLEL = [({"tensor_parallel": {"autotp_size": 2}}, "tensor_parallel.autotp_si
 @pytest.mark.parametrize("keys, fragment", PARALLEL)
 def test_parallelism_refused_by_key(keys, fragment, monkeypatch):
     """DeepSpeedConfig accepts each key (it is DeepSpeed's), and tierlab refuses it by name."""
-    from deepspeed.runtime import config as dsc
-
-    monkeypatch.setattr(dsc.dist, "get_rank", lambda *a, **k: 0)
-    monkeypatch.setattr(dsc.dist, "get_world_size", lambda *a, **k: 8)
+    dsc = ranks_seen_by_deepspeed(monkeypatch, 8)
     dsc.DeepSpeedConfig({**keys, "train_micro_batch_size_per_gpu": 1})
     with pytest.raises(ConfigError, match="tierlab") as e:
         parse_ds_config({"zero_optimization": {"stage": 2}, **keys}, Flags(world_size=8),

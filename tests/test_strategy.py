@@ -1,6 +1,7 @@
 """sim/strategy.py: ds_config <-> Strategy, defaults, "auto", overrides, quirks, errors."""
 import pytest
 
+from tests._dshelp import ranks_seen_by_deepspeed
 from tierlab.errors import ConfigError
 from tierlab.dsconfig.read import load_ds_config
 from tierlab.sim.strategy import Flags, apply_overrides, parse_ds_config, to_ds_config, parse_value
@@ -154,10 +155,7 @@ BATCHES = [  # (file's batch keys, --micro-batch, --grad-accum, GPUs)
 
 def _deepspeed_batch(cfg: dict, world: int, monkeypatch):
     """DeepSpeedConfig's own (train_batch_size, micro, accumulation), or None where it refuses."""
-    from deepspeed.runtime import config as dsc
-
-    monkeypatch.setattr(dsc.dist, "get_rank", lambda *a, **k: 0)
-    monkeypatch.setattr(dsc.dist, "get_world_size", lambda *a, **k: world)
+    dsc = ranks_seen_by_deepspeed(monkeypatch, world)
     try:
         c = dsc.DeepSpeedConfig(cfg)
     except AssertionError:
