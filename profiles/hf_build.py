@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator, Mapping
 from tierlab import bounds
 from tierlab.errors import ConfigError
 from tierlab.profiles.hf_mixer import mixer_tensors
-from tierlab.profiles.schema import Shared
+from tierlab.profiles.schema import AttentionTensors, Shared
 
 COUNT_TOLERANCE = 5e-3
 """tierlab's count of a built architecture may differ from transformers' by 0.5 % (issue 30):
@@ -146,7 +146,10 @@ COUNT_ATTRIBUTES = (("num_hidden_layers", "n_layers"), ("hidden_size", "hidden")
                     ("num_key_value_heads", "n_kv_heads"), ("vocab_size", "vocab"),
                     ("head_dim", "attn_head_dim"), ("num_local_experts", "n_experts"),
                     ("num_experts", "n_experts"), ("n_routed_experts", "n_experts"),
-                    ("num_experts_per_tok", "experts_per_token"))
+                    ("num_experts_per_tok", "experts_per_token"),
+                    ("qk_nope_head_dim", "attn_head_dim"), ("qk_rope_head_dim", "attn_head_dim"),
+                    ("v_head_dim", "attn_head_dim"), ("q_lora_rank", "attn_head_dim"),
+                    ("kv_lora_rank", "attn_head_dim"))
 """transformers config attributes -> the Model field whose bound (tierlab.bounds) they meet."""
 
 
@@ -158,6 +161,24 @@ def check_counts(get: Any, where: str) -> None:
         value = get(attr)
         if isinstance(value, int) and not isinstance(value, bool):
             bounds.check(value, bounds.MODEL[field], f"{where}: {attr}")
+
+
+REPEAT_SUFFIXES = ("_loops", "_passes", "_cycles")
+"""Config keys that run blocks more than once per token: Dory's n_recurrent_loops
+(modeling_dory.py DoryModel.forward: `for loop_idx in range(n_loops)` over the recurrent
+layers), Inkling2-Loop's loop_num_passes, HRM's H_cycles / L_cycles."""
+
+
+def check_repeats(config: Any, where: str) -> None:
+    """A config whose blocks run in loops (a REPEAT_SUFFIXES key above 1): one ConfigError line,
+    since tierlab times each block once per token."""
+    loops = {k: v for k, v in config.to_dict().items() if k.lower().endswith(REPEAT_SUFFIXES)
+             and isinstance(v, int) and not isinstance(v, bool) and v > 1}
+    if loops:
+        what = ", ".join(f"{k} = {v}" for k, v in loops.items())
+        raise ConfigError(f"{where}: model_type {config.model_type!r} runs blocks more than once "
+                          f"per token ({what}); tierlab times each block once, so it does not "
+                          "model looped blocks")
 
 
 def config_value(config: Any, attr: str) -> Any:
@@ -294,7 +315,10 @@ def decoder_layers(model: Any, n_layers: int) -> Any:
 
 def attention_fields(attn: Any, config: Any, hidden: int) -> dict:
     """Heads, kv heads and head width from the config object, checked against the projections;
-    fused or separate q/k/v; q/k norms ('head': head_dim wide, 'full': all heads)."""
+    fused or separate q/k/v; q/k norms ('head': head_dim wide, 'full': all heads). Projections
+    of other shapes: the attention read as tensors (tensor_attention); a linear attention
+    (NOT_SOFTMAX): Unmodelled, saying so."""
+    not_softmax(attn)
     heads = config.num_attention_heads
     head_dim = getattr(config, "head_dim", None) or hidden // heads
     q = heads * head_dim
@@ -302,16 +326,15 @@ def attention_fields(attn: Any, config: Any, hidden: int) -> dict:
     numel = sum(p.numel() for p in mats.values())
     # kv heads: the config's, else multi-head (GPT-J has no num_key_value_heads)
     kv_heads = [n for n in (getattr(config, "num_key_value_heads", None), heads) if n]
-    kv = next((n for n in kv_heads if numel == 2 * hidden * (q + n * head_dim)), None)
+    kv = next((n for n in kv_heads if numel == 2 * hidden * (q + n * head_dim)), None) \
+        if len(mats) in (2, 4) else None    # q, k, v, o or qkv, o: else read as tensors
     # Qwen3-Next: q_proj outputs the query and a gate of q_dim (Model.attn_output_gate)
     gated = kv is None and len(mats) == 4 and any(
         numel == 2 * hidden * (q + n * head_dim) + hidden * q for n in kv_heads)
     if gated:
         kv = next(n for n in kv_heads if numel == 2 * hidden * (q + n * head_dim) + hidden * q)
     if kv is None:
-        raise Unmodelled(f"attention projections of {numel:,} parameters in {type(attn).__name__} "
-                         f"(not {heads} heads of {head_dim} with "
-                         f"{getattr(config, 'num_key_value_heads', None) or heads} kv heads)")
+        return tensor_attention(attn, config, hidden)
     widths = [w for w in (_norm_width(m) for n, m in attn.named_modules() if n and _is_norm(m))
               if w]
     if widths and max(widths) not in (head_dim, q):
@@ -319,6 +342,69 @@ def attention_fields(attn: Any, config: Any, hidden: int) -> dict:
     qk_norm = "none" if not widths else ("head" if max(widths) == head_dim else "full")
     return dict(n_heads=heads, n_kv_heads=kv, attn_head_dim=head_dim if q != hidden else 0,
                 fused_qkv=len(mats) == 2, qk_norm=qk_norm, attn_output_gate=gated)
+
+
+NOT_SOFTMAX = ("delta", "lightning", "mamba", "recurrent", "retention", "rwkv", "ssm")
+"""Words in an attention module's class name that mark a linear attention, not softmax:
+Kimi Linear's KimiLinearDeltaAttention (KDA), MiniMax's MiniMaxLightningAttention, Bailing's
+BailingHybridDeltaAttention (their forwards keep a recurrent state, no score matrix)."""
+
+
+def not_softmax(attn: Any) -> None:
+    """Unmodelled, in one line, for an attention module of a linear-attention class."""
+    name = type(attn).__name__
+    if any(w in name.lower() for w in NOT_SOFTMAX):
+        raise Unmodelled(f"linear attention ({name}: a recurrent state in place of softmax "
+                         "scores, which tierlab does not time)")
+
+
+def _int_attr(obj: Any, *names: str) -> tuple[str, Any] | None:
+    """(name, value) of the first of `names` that `obj` sets to a number (0 included)."""
+    for n in names:
+        v = getattr(obj, n, None)
+        if isinstance(v, int) and not isinstance(v, bool):
+            return n, v
+    return None
+
+
+def score_shape(attn: Any, config: Any, hidden: int) -> tuple[int, int, int, int]:
+    """(query heads, kv heads, q/k head width, v head width) as an attention module's forward
+    reshapes its projections: its own attributes first (every transformers attention sets
+    `head_dim`, or `qk_head_dim` and `v_head_dim` for MLA: modeling_deepseek_v3.py
+    DeepseekV3Attention, modeling_minicpm3.py MiniCPM3Attention; `num_heads` or config's
+    num_attention_heads; `num_key_value_groups` = heads / kv heads), then the config's. A width
+    or count below 1 is Unmodelled naming its attribute."""
+    heads = _int_attr(attn, "num_heads", "num_attention_heads") or \
+        ("num_attention_heads", config.num_attention_heads)
+    qk = _int_attr(attn, "qk_head_dim", "head_dim") or _int_attr(config, "head_dim") or \
+        ("hidden_size // num_attention_heads", hidden // max(1, heads[1]))
+    v = _int_attr(attn, "v_head_dim") or _int_attr(config, "v_head_dim") or qk
+    for name, value in (heads, qk, v):
+        if value < 1:
+            raise Unmodelled(f"attention {name} = {value} in {type(attn).__name__} (heads and "
+                             "head widths are whole numbers >= 1)")
+    groups = _int_attr(attn, "num_key_value_groups")
+    kv = heads[1] // groups[1] if groups and groups[1] > 0 and heads[1] % groups[1] == 0 else \
+        (getattr(config, "num_key_value_heads", None) or heads[1])
+    return heads[1], kv if heads[1] % kv == 0 else heads[1], qk[1], v[1]
+
+
+def tensor_attention(attn: Any, config: Any, hidden: int) -> dict:
+    """Model attention fields of a softmax attention whose projections are not q/k/v/o of its
+    heads: its tensors as transformers builds them (Model.attention_tensors: every Linear weight
+    a GEMM, every other tensor small; profiles/hf_mixer.py mixer_tensors, the same rule as a
+    mixer's) and its score shape (score_shape), checked by its output projection: a Linear from
+    heads x v width to hidden (o_proj, which every such forward ends with)."""
+    heads, kv, qk, v = score_shape(attn, config, hidden)
+    mats, small = mixer_tensors(attn)
+    if not any(i == heads * v and o == hidden for _, i, o in mats):
+        shapes = ", ".join(f"{n} {i}x{o}" for n, i, o in mats)
+        raise Unmodelled(f"attention projections in {type(attn).__name__} ({shapes}) without an "
+                         f"output projection from {heads} heads of {v} to {hidden}")
+    return dict(n_heads=heads, n_kv_heads=kv, attn_head_dim=qk, fused_qkv=False,
+                qk_norm="none", attn_output_gate=False,
+                attention_tensors=AttentionTensors(matrices=mats, small_params=small,
+                                                   v_head_dim=v))
 
 
 def linear_biases(module: Any) -> tuple[bool, bool]:
@@ -421,7 +507,8 @@ def layer_fields(layer: Any, config: Any, hidden: int) -> dict:
         return out
     if attn is not None:
         out["attn"] = attention_fields(attn[1], config, hidden)
-        out["attn_bias"] = linear_biases(attn[1])
+        out["attn_bias"] = None if out["attn"].get("attention_tensors") else \
+            linear_biases(attn[1])      # a tensor attention lists its biases itself
     if mlp is None:                 # Mamba: the mixer alone
         return out
     out["mlp_bias"] = linear_biases(mlp[1])[1]
@@ -524,7 +611,9 @@ def block_fields(layers: list[dict]) -> dict:
                   block_norms=_same([l["n_norms"] for l in layers], "norms per block"))
     fields.update(ffn_fields(layers))
     biases = [l["attn_bias"] for l in layers if l["attn_bias"] is not None]
-    attn_all, attn_any = _same(biases, "attention biases") if biases else (False, False)
+    # an attention read as tensors holds its own biases: the MLPs' alone decide `bias`
+    tensors = any(a.get("attention_tensors") for a in attns)
+    attn_all, attn_any = _same(biases, "attention biases") if biases else (tensors, False)
     bias = attn_all and all(l["mlp_bias"] for l in layers if l["mlp_bias"] is not None)
     return dict(fields, bias=bias, qkv_bias=attn_any and not bias, mixer=mixer_of(layers),
                 attention_only_layers=tuple(i for i, l in enumerate(layers)
@@ -682,6 +771,7 @@ def fields_of(data: Mapping, where: str) -> dict:
             check_mixer_keys(part, where)
     config = text_config(data, where)
     check_counts(lambda attr: config_value(config, attr), where)    # before a model is built
+    check_repeats(config, where)
     model = build(config, where, data)
     theirs, theirs_active = transformers_counts(model, config)
     try:

@@ -30,9 +30,18 @@ def norm_numel(model: "Model", width: int) -> int:
     return width * NORM_PARAMS_PER_ELEMENT[model.norm]
 
 
+ATTENTION_TENSORS_PREFIX = "attn."
+"""Names of an attention read as tensors (Model.attention_tensors): `attn.` + transformers' name
+within the attention module (`attn.q_a_proj`, `attn.q_a_layernorm.weight`, `attn.sinks`)."""
+
+
 def attention_matrices(model: "Model") -> dict[str, tuple[int, int]]:
-    """(in, out) of the attention projections (MHA/GQA/MQA, fused or not, or MLA)."""
+    """(in, out) of the attention projections (MHA/GQA/MQA, fused or not, or MLA; or the
+    Linear weights of Model.attention_tensors as transformers builds them)."""
     h, q, kv = model.hidden, model.q_dim, model.kv_dim
+    if model.attention_tensors is not None:
+        return {ATTENTION_TENSORS_PREFIX + n: (i, o) for n, i, o in
+                model.attention_tensors.matrices}
     if model.mla is not None:
         a = model.mla
         mats = ({"q_a_proj": (h, a.q_lora_rank), "q_b_proj": (a.q_lora_rank, model.n_heads * a.qk_head_dim)}
@@ -88,12 +97,14 @@ def block_matrices(model: "Model", moe_layer: bool,
 
 
 def _biases(model: "Model", mats: dict[str, tuple[int, int]]) -> dict[str, int]:
-    """`bias`: every attention and MLP matrix (not the router); `qkv_bias`: q, k, v only."""
+    """`bias`: every attention and MLP matrix (not the router); `qkv_bias`: q, k, v only (an
+    attention read as tensors lists its own biases: AttentionTensors.small_params)."""
     qkv = ("q_proj", "k_proj", "v_proj", "qkv_proj")
     out = {}
     for name, (_, n_out) in mats.items():
         base = name.rsplit(".", 1)[-1]
-        if base in ("router", "shared_expert_gate") or name.startswith("mixer."):
+        if base in ("router", "shared_expert_gate") or name.startswith("mixer.") or \
+                name.startswith(ATTENTION_TENSORS_PREFIX):
             continue
         if model.bias or (model.qkv_bias and base in qkv):
             out[f"{name}.bias"] = n_out
@@ -119,6 +130,9 @@ def block_small_params(model: "Model", moe_layer: bool,
     elif model.qk_norm == "full":
         small["q_norm"] = norm_numel(model, model.q_dim)
         small["k_norm"] = norm_numel(model, model.kv_dim)
+    if model.attention_tensors is not None:
+        small.update({ATTENTION_TENSORS_PREFIX + n: k
+                      for n, k in model.attention_tensors.small_params})
     if model.mla is not None:
         if model.mla.q_lora_rank:
             small["q_a_norm"] = norm_numel(model, model.mla.q_lora_rank)

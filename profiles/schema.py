@@ -11,10 +11,12 @@ from typing import Mapping
 
 from tierlab.bounds import ATTENTION_WINDOW
 from tierlab.profiles.fields import HOST_COST_FIELDS, PEAK_FLOPS_DTYPES, SOFTWARE_TERMS
-from tierlab.profiles.layout import (attention_matrices, block_matrices, block_small_params,
+from tierlab.profiles.layout import (ATTENTION_TENSORS_PREFIX, attention_matrices, block_matrices,
+                                    block_small_params,
                                     embed_params, head_params)
 
-__all__ = ["CPU", "GPU", "HOST_COST_FIELDS", "PEAK_FLOPS_DTYPES", "BlockKind", "Hardware", "MLA",
+__all__ = ["CPU", "GPU", "HOST_COST_FIELDS", "PEAK_FLOPS_DTYPES", "AttentionTensors", "BlockKind",
+           "Hardware", "MLA",
            "Model", "Mixer", "MoE", "NVMe", "Network", "PCIe", "Shared", "Software"]
 
 
@@ -371,6 +373,35 @@ class Shared:
         return layer in self.layers[:self.blocks]
 
 
+@dataclass(frozen=True, kw_only=True)
+class AttentionTensors:
+    """Softmax attention read as the tensors transformers builds (profiles/hf_build.py
+    `tensor_attention`, off the meta-device module) where its projections are not the q/k/v/o
+    (or fused qkv) of Model's heads: gated attention (AFMoE's gate_proj), low-rank q or kv (MLA
+    variants: MiniCPM3, GLM-4-MoE-Lite, Youtu), fused kv (JetMoE), a dynamic-mask projection
+    (Doge's dt_proj), different q and v head widths (MiMo-V2-Flash), sinks. Every Linear weight
+    is a GEMM of a token (2 x in x out FLOPs); every other tensor (norms, biases, sinks, per-head
+    scalars) is a small parameter; the scores are Model.n_heads heads of Model.head_dim (Q K^T)
+    and v_head_dim (A V), as the module's forward reshapes them."""
+
+    matrices: tuple[tuple[str, int, int], ...]
+    """(name, in, out) of each Linear weight of the attention module (q_proj, q_a_proj, gate_proj,
+    kv_proj, o_proj, ...): the GEMMs one token runs."""
+    small_params: tuple[tuple[str, int], ...]
+    """(name, numel) of the module's other tensors: q/k/low-rank norms, biases, sinks, scalars."""
+    v_head_dim: int
+    """Width of one value head in A V (o_proj takes n_heads x v_head_dim)."""
+
+    def __post_init__(self) -> None:
+        for name in ("matrices", "small_params"):
+            object.__setattr__(self, name, _named(getattr(self, name)))
+        _positive(self, "v_head_dim")
+        if not self.matrices or any(n <= 0 for *_, n in self.small_params) or \
+                any(i <= 0 or o <= 0 for _, i, o in self.matrices):
+            raise ValueError("AttentionTensors.matrices and small_params must have positive "
+                             "sizes")
+
+
 class BlockKind(tuple):
     """Model.layer_kind: unpacks as (MoE block, mixer block), the two flags profiles/layout.py's
     block functions take, and carries `part`, which equality and hash include: a single-part
@@ -402,15 +433,16 @@ ATTENTION_SMALL = ("q_norm", "k_norm", "q_a_norm", "kv_a_norm")
 
 def _attention_side(name: str, attention: set) -> bool:
     """A block tensor (layout's names) that belongs to the attention: a projection, its bias, a
-    q/k or MLA norm."""
+    q/k or MLA norm, a tensor of AttentionTensors (layout's `attn.` names)."""
     return name in attention or name.removesuffix(".bias") in attention or \
-        name in ATTENTION_SMALL
+        name in ATTENTION_SMALL or name.startswith(ATTENTION_TENSORS_PREFIX)
 
 
 def _block_norm(name: str) -> bool:
     """One of the block's own norms (layout.block_small_params: input_norm, post_attention_norm,
     ...), which a single-part block keeps whichever part it holds."""
-    return name.endswith("_norm") and name not in ATTENTION_SMALL
+    return name.endswith("_norm") and name not in ATTENTION_SMALL and \
+        not name.startswith(ATTENTION_TENSORS_PREFIX)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -466,6 +498,11 @@ class Model:
     q_proj is 2 x q_dim wide)."""
     mla: MLA | None = None
     """Multi-head latent attention instead of q/k/v/o projections (DeepSeek-V2/V3)."""
+    attention_tensors: AttentionTensors | None = None
+    """The attention as transformers builds its tensors, in place of the projections the head
+    fields above imply (profiles/hf_build.py reads it where those do not match); the scores run
+    over n_heads heads of head_dim (Q K^T; MLA: qk_nope + qk_rope) and its v_head_dim (A V).
+    None: q/k/v/o (or fused qkv, or mla)."""
     moe: MoE | None = None
     """Mixture-of-experts MLPs (Mixtral, Qwen-MoE, DeepSeek); None = dense."""
     attention_windows: tuple[int, ...] = ()
@@ -518,6 +555,9 @@ class Model:
                 self.moe, dense_layers=tuple(self.moe.get("dense_layers", ())))))
         if isinstance(self.mla, Mapping):
             object.__setattr__(self, "mla", MLA(**self.mla))
+        if isinstance(self.attention_tensors, Mapping):
+            object.__setattr__(self, "attention_tensors",
+                               AttentionTensors(**self.attention_tensors))
         if self.mixer is not None and max(self.mixer.layers) >= self.n_layers:
             raise ValueError(f"Model.mixer.layers lists block {max(self.mixer.layers)}, the "
                              f"model has {self.n_layers}")

@@ -17,6 +17,9 @@ on GPU Clusters", eq. 3, which DeepSpeed's published TFLOP/s figures also use):
   (transformers masking_utils.py `sliding_window_overlay`, `chunked_overlay`). This assumes a
   kernel that skips the masked blocks (FlashAttention-2's window_size, flex attention).
 GQA: K and V projections are h x (n_kv_heads x head_dim); the score FLOPs do not change.
+An attention read as tensors (Model.attention_tensors: gated, low-rank, extra projections) runs
+each of its Linear weights as a GEMM (2 x in x out per token) and its scores over
+Model.n_heads heads of Model.head_dim (Q K^T) and AttentionTensors.v_head_dim (A V).
 A mixer block (Model.mixer: Mamba, Mamba-2, LFM2's short conv, Gated DeltaNet) runs its
 projections as GEMMs and, in place of the scores, its conv + scan FLOPs
 (Mixer.scan_flops_per_token, counted from the modeling file in profiles/hf_mixer.py), timed like
@@ -151,6 +154,8 @@ def _qk_width(model: Model) -> int:
 
 
 def _v_width(model: Model) -> int:
+    if model.attention_tensors is not None:
+        return model.attention_tensors.v_head_dim
     return model.mla.v_head_dim if model.mla else model.head_dim
 
 

@@ -1,0 +1,120 @@
+"""Softmax attention read as tensors (profiles/hf_build.py tensor_attention,
+Model.attention_tensors): gated, low-rank (MLA variants), extra projections, counted exactly as transformers builds them and
+timed by what they multiply; linear attention refused in one line; malformed sizes one line."""
+import json
+import math
+
+import pytest
+
+from tests._cli import assert_user_error, run
+from tests.test_hybrid_arch import meta_counts
+from tierlab.profiles.load import load_model
+from tierlab.sim.flops import layer_forward, run_gemms
+
+SEQ = 256
+BASE = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
+            vocab_size=1000, num_hidden_layers=2)
+MLA = dict(q_lora_rank=32, kv_lora_rank=16, qk_nope_head_dim=16, qk_rope_head_dim=8,
+           v_head_dim=12, num_key_value_heads=4)
+MOE = dict(moe_intermediate_size=32, num_experts_per_tok=2)
+SMALL = {
+    # MLA with q and kv LoRA (modeling_minicpm3.py MiniCPM3Attention, modeling_youtu.py)
+    "minicpm3": MLA,
+    "youtu": MLA,
+    # MLA + MoE with a dense first layer (modeling_glm4_moe_lite.py, modeling_sarvam_mla.py)
+    "glm4_moe_lite": dict(MLA, **MOE, n_routed_experts=4, first_k_dense_replace=1),
+    "sarvam_mla": dict(MLA, **MOE, n_routed_experts=4, first_k_dense_replace=1),
+    # a per-head output gate (gate_proj, gate_bias) beside q/k/v/o (modeling_beam.py)
+    "beam": dict(MOE, head_dim=16, num_experts=4, n_group=1, topk_group=1),
+}
+
+
+def _write(tmp_path, kind: str, **extra):
+    path = tmp_path / f"{kind}.json"
+    path.write_text(json.dumps(dict(BASE, model_type=kind, **{**SMALL.get(kind, {}), **extra})))
+    return path
+
+
+def _known(kind: str) -> None:
+    pytest.importorskip("transformers")
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    if kind not in CONFIG_MAPPING:
+        pytest.skip(f"this transformers has no {kind!r}")
+
+
+@pytest.mark.parametrize("kind", sorted(SMALL))
+def test_tensor_attention_counts_like_transformers_and_simulates(tmp_path, kind):
+    _known(kind)
+    path = _write(tmp_path, kind)
+    model = load_model(str(path))
+    assert model.attention_tensors is not None
+    assert (model.n_params, model.active_params) == meta_counts(path)
+    res = run("simulate", "-m", str(path), "-H", "dgx-a100", "-c", "zero3-cpu", "--seq",
+              str(SEQ), "--json")
+    assert res.exit_code == 0, res.output
+    step = json.loads(res.output)["step_time_s"]
+    assert math.isfinite(step) and step > 0
+
+
+def test_an_extra_attention_projection_is_a_gemm_of_its_own(tmp_path):
+    """Beam's gate_proj (hidden -> heads x head_dim) beside q, k, v, o: 2 x in x out FLOPs per
+    token each, the scores 2 s (heads x (qk + v)) per token."""
+    _known("beam")
+    model = load_model(str(_write(tmp_path, "beam")), seq_len=SEQ)
+    gemms = run_gemms(model, 0)
+    attn = {n: (i, o) for n, (i, o, _) in gemms.items() if n.startswith("attn.")}
+    assert attn == {"attn.q_proj": (64, 64), "attn.k_proj": (64, 32), "attn.v_proj": (64, 32),
+                    "attn.o_proj": (64, 64), "attn.gate_proj": (64, 64)}
+    lf = layer_forward(model, micro_batch=1)
+    assert sum(f * n for f, n in zip(lf.gemms, lf.counts)) == pytest.approx(
+        sum(2.0 * SEQ * i * o * share for i, o, share in gemms.values()))
+    assert lf.attention == 2.0 * SEQ * SEQ * 4 * (16 + 16)
+    assert "attn.gate_bias" in model.layer_small_params(0)
+
+
+def test_mla_scores_take_the_modules_qk_and_v_head_widths(tmp_path):
+    """MiniCPM3Attention.forward: q and k of qk_nope + qk_rope = 24, v of v_head_dim = 12; the
+    low-rank projections each a GEMM (q_a 64 -> 32, q_b 32 -> 4 x 24, kv_a 64 -> 16 + 8,
+    kv_b 16 -> 4 x (16 + 12), o 4 x 12 -> 64)."""
+    _known("minicpm3")
+    model = load_model(str(_write(tmp_path, "minicpm3")), seq_len=SEQ)
+    assert (model.n_heads, model.head_dim, model.attention_tensors.v_head_dim) == (4, 24, 12)
+    attn = {n: (i, o) for n, (i, o, _) in run_gemms(model, 0).items() if n.startswith("attn.")}
+    assert attn == {"attn.q_a_proj": (64, 32), "attn.q_b_proj": (32, 96),
+                    "attn.kv_a_proj_with_mqa": (64, 24), "attn.kv_b_proj": (16, 112),
+                    "attn.o_proj": (48, 64)}
+    assert layer_forward(model, micro_batch=1).attention == 2.0 * SEQ * SEQ * 4 * (24 + 12)
+
+
+def test_linear_attention_is_refused_saying_what_it_is(tmp_path):
+    """MiniMax's lightning attention (modeling_minimax.py MiniMaxLightningAttention) keeps a
+    recurrent state, no score matrix: one line naming it."""
+    _known("minimax")
+    path = _write(tmp_path, "minimax", head_dim=16, num_local_experts=4, num_experts_per_tok=2,
+                  layer_types=["linear_attention", "full_attention"])
+    assert_user_error(run("simulate", "-m", str(path)), "linear attention",
+                      "MiniMaxLightningAttention")
+
+
+@pytest.mark.parametrize("kind, key, value, fragment", [
+    ("minicpm3", "v_head_dim", 0, "v_head_dim = 0"),
+    ("beam", "head_dim", -4, "head_dim"),
+    ("minicpm3", "v_head_dim", -1, "v_head_dim"),
+    ("youtu", "qk_rope_head_dim", -8, "qk_rope_head_dim"),
+])
+def test_malformed_attention_sizes_are_one_line_naming_the_key(tmp_path, kind, key, value,
+                                                                fragment):
+    _known(kind)
+    path = _write(tmp_path, kind, **{key: value})
+    assert_user_error(run("simulate", "-m", str(path)), fragment)
+
+
+def test_blocks_run_in_loops_are_refused_naming_the_key(tmp_path):
+    """Dory runs its recurrent layers n_recurrent_loops times (modeling_dory.py DoryModel.forward:
+    `for loop_idx in range(n_loops)`); tierlab times each block once: one line, before a build."""
+    _known("dory")
+    path = _write(tmp_path, "dory", num_hidden_layers=3, head_dim=16, n_input_layers=1,
+                  n_output_layers=1, n_recurrent_layers=1, n_recurrent_loops=2)
+    assert_user_error(run("simulate", "-m", str(path)), "n_recurrent_loops = 2",
+                      "runs blocks more than once per token")
