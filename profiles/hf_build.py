@@ -344,10 +344,11 @@ def attention_fields(attn: Any, config: Any, hidden: int) -> dict:
                 fused_qkv=len(mats) == 2, qk_norm=qk_norm, attn_output_gate=gated)
 
 
-NOT_SOFTMAX = ("delta", "lightning", "mamba", "recurrent", "retention", "rwkv", "ssm")
+NOT_SOFTMAX = ("deltaattention", "lightningattention", "retention", "rwkv")
 """Words in an attention module's class name that mark a linear attention, not softmax:
 Kimi Linear's KimiLinearDeltaAttention (KDA), MiniMax's MiniMaxLightningAttention, Bailing's
-BailingHybridDeltaAttention (their forwards keep a recurrent state, no score matrix)."""
+BailingHybridDeltaAttention, RWKV's RwkvSelfAttention (their forwards keep a recurrent state, no
+score matrix). Not "linear" alone: KimiLinearAttention is Kimi Linear's softmax MLA."""
 
 
 def not_softmax(attn: Any) -> None:
