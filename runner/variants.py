@@ -55,8 +55,10 @@ def runner_scenario(scenario: Mapping[str, Any], opts: RunnerOptions, ds_config=
 
 
 def check_dense(model) -> None:
-    """Refuse (ConfigError) a model the runner's dense Llama (runner/model.py) is not: MoE, a
-    mixer, blocks of one part or shared blocks; it would train the wrong model under its name."""
+    """Refuse (ConfigError) a model the runner's dense Llama (runner/model.py llama_config, and
+    LlamaForCausalLM.from_pretrained for local weights) is not: MoE, a mixer, blocks of one part
+    or shared blocks, or any attention, norm or bias layout a Llama lacks (unlike_llama); it
+    would train another model under its name."""
     if model.moe is not None:
         raise ConfigError(f"model {model.name}: a Mixture-of-Experts model ({model.moe.n_experts} "
                           f"experts, top-{model.moe.experts_per_token}); the runner trains dense "
@@ -74,6 +76,31 @@ def check_dense(model) -> None:
         raise ConfigError(f"model {model.name}: {' and '.join(odd)} blocks of {model.n_layers}; "
                           "the runner trains decoders whose every block is attention + MLP "
                           "(simulate, memory and plan model these blocks)")
+    unlike = unlike_llama(model)
+    if unlike:
+        raise ConfigError(f"model {model.name}: {'; '.join(unlike)}; the runner trains "
+                          "transformers' LlamaForCausalLM of the model's sizes, which has none "
+                          "of these (simulate, memory and plan model them)")
+
+
+def unlike_llama(model) -> list[str]:
+    """What an attention + MLP model holds that LlamaForCausalLM of its sizes (llama_config:
+    full causal attention of hidden / n_heads per head, biases on every projection or none,
+    two RMSNorms per block) would not."""
+    head_dim = model.attn_head_dim or model.hidden // model.n_heads
+    found = [
+        (model.mla is not None, "multi-head latent attention (MLA)"),
+        (model.attention_tensors is not None, "attention projections of their own shapes"),
+        (model.qk_norm != "none", f"q/k norms ({model.qk_norm})"),
+        (model.attn_output_gate, "a gated attention output"),
+        (any(model.attention_windows), "sliding-window or chunked attention"),
+        (head_dim * model.n_heads != model.hidden,
+         f"{model.n_heads} heads of {head_dim} on a hidden size of {model.hidden}"),
+        (model.qkv_bias and not model.bias, "biases on q/k/v alone"),
+        (model.block_norms != 2 or model.embed_norm or model.head_bias,
+         "norms or biases outside a Llama block's two RMSNorms"),
+    ]
+    return [what for hit, what in found if hit]
 
 
 def runner_spec(sc, opts: RunnerOptions, out_dir, label: str, **extra) -> RunSpec:

@@ -8,6 +8,7 @@ active), the memory and simulate verbs run on them, their FLOPs per token are wh
 compute, and a malformed mixer key is one exit-2 line naming it."""
 import json
 import math
+import re
 from dataclasses import asdict
 from pathlib import Path
 
@@ -397,3 +398,23 @@ def test_the_runner_refuses_single_part_blocks_without_a_mixer(tmp_path):
         "attention", "mlp", "attention", "mlp"])))
     with pytest.raises(ConfigError, match="2 attention-only and 2 MLP-only blocks of 4"):
         check_dense(load_model(str(path)))
+
+
+@pytest.mark.parametrize("extra, what", [
+    (dict(qk_norm="head"), "q/k norms (head)"),
+    (dict(attention_windows=(4096, 0)), "sliding-window or chunked attention"),
+    (dict(attn_head_dim=128), "8 heads of 128 on a hidden size of 512"),
+    (dict(qkv_bias=True), "biases on q/k/v alone")])
+def test_the_runner_refuses_what_its_llama_would_not_have(extra, what):
+    """runner/model.py trains LlamaForCausalLM of the model's sizes: a Qwen3-like q/k norm, a
+    Mistral-like window, a head width beside hidden / heads or Qwen2-like q/k/v biases would
+    be dropped from what it trains."""
+    from tierlab.errors import ConfigError
+    from tierlab.profiles.schema import Model
+    from tierlab.runner.variants import check_dense
+
+    base = dict(name="tiny", n_layers=2, hidden=512, ffn=1024, n_heads=8, n_kv_heads=8,
+                vocab=1000, seq_len=256)
+    check_dense(Model(**base))
+    with pytest.raises(ConfigError, match=re.escape(what)):
+        check_dense(Model(**base, **extra))
