@@ -74,6 +74,10 @@ def validate(cases, hardware, out, max_error, as_json, train, software, loco, cl
         click.echo(f"warning: {len(run.report.unfinished)} run(s) neither finished nor ran out "
                    f"of memory (killed, interrupted or failed otherwise); left out: "
                    f"{', '.join(run.report.unfinished)}", err=True)
+    if run.report.unsimulated:
+        click.echo(f"warning: {len(run.report.unsimulated)} run(s) trained by an engine the "
+                   f"simulator has no schedule for; left out: "
+                   f"{', '.join(run.report.unsimulated)}", err=True)
     if as_json:
         click.echo(json.dumps(run.to_dict(), indent=2))
     else:

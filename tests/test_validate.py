@@ -172,3 +172,56 @@ def test_a_measurement_it_cannot_simulate_is_named_by_its_file(tmp_path):
     assert r.exit_code == 2, r.output
     (line,) = [x for x in r.output.splitlines() if x.startswith("error:")]
     assert str(d / "measurement.json") in line and "stage" in line
+
+
+def _with_engine(case, engine):
+    """The case's measurement.json as if `tierlab run --engine ENGINE` had trained it."""
+    path = case / "measurement.json"
+    record = json.loads(path.read_text())
+    record["run"]["engine"] = engine
+    path.write_text(json.dumps(record))
+    return case
+
+
+def test_an_fsdp2_offload_run_is_simulated_with_fsdp2s_schedule_not_deepspeeds(tmp_path):
+    """A run `tierlab run --engine fsdp2-offload` trained is compared with sim/fsdp2.py's
+    schedule (before: with DeepSpeed's, -94% on the H200 runs of lab/fsdp2); no step-1 row (the
+    FSDP2 schedule has none) and no range in the coverage."""
+    hw = load_hardware("h200-host")
+    case = _with_engine(write_case(tmp_path / "cases", "f2off", config="no-offload"),
+                        "fsdp2-offload")
+    m = load_measurement(case)
+    rows = {r.metric: r for r in compare_measurement(hw, m)}
+    fsdp2 = scenario_of(m, hw).simulate(engine="fsdp2-offload")
+    deepspeed = scenario_of(m, hw).simulate()
+    assert rows["step_time_s"].predicted == pytest.approx(fsdp2.step_time_s)
+    assert fsdp2.step_time_s > 3 * deepspeed.step_time_s      # CPU AdamW binds, not the GPU
+    assert rows["optimizer_s"].predicted == pytest.approx(fsdp2.phases["optimizer_s"])
+    assert "first_step_time_s" not in rows and "oom" in rows
+    res = CliRunner().invoke(main, ["validate", str(tmp_path / "cases"), "-H", "h200-host",
+                                    "--out", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    assert "no finished DeepSpeed run with a steady step time" in res.output
+
+
+def test_an_engine_without_a_schedule_is_left_out_with_a_warning(tmp_path):
+    write_case(tmp_path / "cases", "z3")
+    _with_engine(write_case(tmp_path / "cases", "f2"), "fsdp2")
+    res = CliRunner().invoke(main, ["validate", str(tmp_path / "cases"), "-H", "h200-host",
+                                    "--out", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    assert "left out: " in res.output and "f2 (fsdp2)" in res.output
+    cases = {line.split()[0] for line in res.output.splitlines() if line.startswith("cases/")}
+    assert cases == {"cases/z3"}
+    with pytest.raises(ConfigError, match="run.engine 'fsdp2' has no schedule"):
+        compare_measurement(load_hardware("h200-host"), load_measurement(tmp_path / "cases/f2"))
+
+
+def test_an_unknown_engine_is_one_line_naming_the_file(tmp_path):
+    case = _with_engine(write_case(tmp_path / "cases", "x"), "megatron")
+    res = CliRunner().invoke(main, ["validate", str(tmp_path / "cases"), "-H", "h200-host",
+                                    "--out", str(tmp_path / "out")])
+    assert res.exit_code == 2
+    assert res.output.strip().startswith("error: ") and len(res.output.strip().splitlines()) == 1
+    assert str(case / "measurement.json") in res.output and "'megatron'" in res.output
+    assert not (tmp_path / "out").exists()

@@ -126,18 +126,54 @@ def _compared(hardware: Hardware, measurement, name: str | None, software,
     case = name or measurement.run_id
     if measurement.status != "ok" and measurement.failure_kind != "oom":
         return [], {}
-    result = scenario_of(measurement, hardware, software, where).simulate()
+    engine = run_engine(measurement)
+    check_simulated(engine, where or f"measurement {measurement.run_id}")
+    sc = scenario_of(measurement, hardware, software, where)
+    if engine == "deepspeed":
+        result = sc.simulate()
+        pred, scenario = predicted_metrics(result), dict(result.scenario)
+    else:           # the run's own engine, its own schedule (sim/fsdp2.py), not DeepSpeed's
+        result = sc.simulate(engine=engine)
+        pred, scenario = fsdp2_predicted_metrics(result), {}
     oom_measured = 1.0 if measurement.failure_kind == "oom" else 0.0
     rows = [Row(case=case, metric="oom", predicted=0.0 if result.fits else 1.0,
                 measured=oom_measured)]
     if measurement.status != "ok":
-        return rows, dict(result.scenario)
-    pred, meas = predicted_metrics(result), measured_metrics(measurement)
+        return rows, scenario
+    meas = measured_metrics(measurement)
     for metric in TIME_METRICS + MEMORY_METRICS:
-        if meas.get(metric) is not None:
+        if meas.get(metric) is not None and (metric in pred or engine == "deepspeed"):
             rows.append(Row(case=case, metric=metric, predicted=pred.get(metric),
                             measured=float(meas[metric])))
-    return rows, dict(result.scenario)
+    return rows, scenario
+
+
+def run_engine(measurement) -> str:
+    """Who trained the run (`run.engine`, tierlab run --engine); records older than the flag
+    are DeepSpeed's."""
+    return str(_run(measurement, "engine", default="deepspeed"))
+
+
+def check_simulated(engine: str, where: str) -> None:
+    """ConfigError (naming the file) for a run whose engine (`run.engine`: tierlab run
+    --engine) the simulator has no schedule for: it would be compared with DeepSpeed's."""
+    from tierlab.sim.fsdp2 import ENGINES, SIMULATED_ENGINES
+
+    if engine not in SIMULATED_ENGINES:
+        what = "is not one tierlab knows" if engine not in ENGINES else "has no schedule"
+        raise ConfigError(f"{where}: run.engine {engine!r} {what} in the simulator (it models "
+                          f"{' and '.join(SIMULATED_ENGINES)}); leave this run out of validate")
+
+
+def fsdp2_predicted_metrics(result) -> dict[str, float]:
+    """The metrics an FSDP2 schedule predicts (sim/fsdp2.Fsdp2Result), in measured_metrics'
+    names: the steady step and its phases, the GPU's tensors (max_memory_allocated: the plan
+    without the CUDA context) and the host's bytes; no step-1 or swap figure (not modelled)."""
+    return {"step_time_s": result.step_time_s, **{k: result.phases[k] for k in
+                                                  ("forward_s", "backward_s", "optimizer_s")},
+            "gpu_peak_allocated_bytes": result.gpu_peak_bytes
+            - result.memory["gpu"].get("cuda_context", 0.0),
+            "host_rss_bytes": result.host_bytes}
 
 
 def summarize(rows: Iterable[Row]) -> dict[str, dict]:
@@ -246,7 +282,8 @@ def run_scenario(measurement, where: str | Path, hardware: str | None = None):
 @dataclass(frozen=True)
 class Validation:
     """`tierlab validate`'s result: rows, per-metric summary, train/held-out split, and the runs
-    left out because they neither finished nor ran out of memory."""
+    left out because they neither finished nor ran out of memory, or because the simulator has
+    no schedule for their engine."""
 
     rows: list[Row]
     summary: dict
@@ -254,6 +291,9 @@ class Validation:
     unfinished: list[str]
     scenarios: dict = field(default_factory=dict)
     """Per case: the scenario it was simulated as (SimResult.scenario), for the figures."""
+    unsimulated: list = field(default_factory=list)
+    """'case (engine)' of the runs left out because their engine has no schedule in the
+    simulator (sim/fsdp2.SIMULATED_ENGINES: FSDP2 without offload)."""
 
     def csv(self) -> str:
         import csv
@@ -274,9 +314,15 @@ def validate_cases(paths: Iterable[str | Path], software, *, hardware: str | Non
     was measured; `train`: the case names the software's fitted terms were fitted on."""
     from tierlab.records.measurement import MEASUREMENT_FILE, load_measurement
 
-    rows, unfinished, scenarios = [], [], {}
+    from tierlab.sim.fsdp2 import ENGINES, SIMULATED_ENGINES
+
+    rows, unfinished, scenarios, unsimulated = [], [], {}, []
     for d, hw in with_profiles(find_measurements(paths), hardware):
-        case_rows, scenario = _compared(hw, load_measurement(d), case_key(d), software,
+        m = load_measurement(d)
+        if run_engine(m) in ENGINES and run_engine(m) not in SIMULATED_ENGINES:
+            unsimulated.append(f"{case_key(d)} ({run_engine(m)})")
+            continue
+        case_rows, scenario = _compared(hw, m, case_key(d), software,
                                         where=str(Path(d) / MEASUREMENT_FILE))
         rows += case_rows
         if not case_rows:
@@ -284,4 +330,4 @@ def validate_cases(paths: Iterable[str | Path], software, *, hardware: str | Non
         else:
             scenarios[case_key(d)] = scenario
     return Validation(rows, summarize(rows), summarize_split(rows, train), unfinished,
-                      scenarios)
+                      scenarios, unsimulated)

@@ -48,12 +48,12 @@ class Covered:
 
 def covered_run(measurement, hardware, software, case: str) -> Covered | None:
     """The run against its range (the software's simulator_error included); None for a run
-    without a measured steady step."""
+    without a measured steady step or not trained by DeepSpeed (no range for another engine)."""
     from tierlab.sim import simulate
-    from tierlab.validate.compare import measured_metrics, scenario_of
+    from tierlab.validate.compare import measured_metrics, run_engine, scenario_of
 
-    if measurement.status != "ok":
-        return None
+    if measurement.status != "ok" or run_engine(measurement) != "deepspeed":
+        return None         # FSDP2's schedule (sim/fsdp2.py) has no range model
     measured = measured_metrics(measurement).get("step_time_s")
     if measured is None:
         return None
@@ -121,7 +121,8 @@ def format_coverage(label: str, runs: list[Covered]) -> str:
     high/low median 1.31x, max 1.52x'."""
     s = summarize_coverage(runs)
     if not s["n"]:
-        return f"{label}: no finished run with a steady step time"
+        return (f"{label}: no finished DeepSpeed run with a steady step time (other engines have "
+                "no range)")
     return (f"{label}: {s['inside']} of {s['n']} runs inside their 80% range "
             f"({s['inside_frac']:.1%}; target >= {TARGET_INSIDE:.0%}), range high/low median "
             f"{s['width_median']:.2f}x, max {s['width_max']:.2f}x")
