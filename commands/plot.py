@@ -106,10 +106,14 @@ def _measured_timeline(ctx, measurement, gpu_mem_cap, title, quiet, out, kw) -> 
     options' scenario is simulated, with a warning."""
     from tierlab.records.measurement import Measurement
     from tierlab.validate import plots
-    from tierlab.validate.compare import run_scenario
+    from tierlab.validate.compare import run_engine, run_scenario
     from tierlab.validate.plot_samples import read_measurement
 
     meas = read_measurement(measurement)
+    if isinstance(meas, Measurement) and run_engine(meas) != "deepspeed":
+        raise ConfigError(f"--measurement {measurement}: trained by run.engine "
+                          f"{run_engine(meas)!r}; the timeline draws DeepSpeed's simulated "
+                          "schedule under a run, so it takes DeepSpeed runs only")
     if isinstance(meas, Measurement) and meas.model:
         named = [p for p in SCENARIO_KEYS if p != "hardware" and given(ctx, p)]
         if named or gpu_mem_cap:

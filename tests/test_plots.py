@@ -241,3 +241,18 @@ def test_figures_are_made_without_pyplot_so_none_stays_open():
     made = [figure(rows, title="t"), _figure(figsize=(3, 3))[0]]
     assert all(isinstance(f, Figure) for f in made)
     assert set(plt.get_fignums()) == before
+
+
+def test_timeline_refuses_a_run_another_engine_trained(tmp_path):
+    """The timeline draws DeepSpeed's simulated schedule under the run's samples: under an FSDP2
+    run it would show a schedule that never ran. One line, exit 2, nothing written."""
+    import json
+
+    _runner_measurement(tmp_path)
+    record = json.loads((tmp_path / "run" / "measurement.json").read_text())
+    record["run"]["engine"] = "fsdp2-offload"
+    (tmp_path / "run" / "measurement.json").write_text(json.dumps(record))
+    out = tmp_path / "t.png"
+    r = run("plot", "timeline", "--measurement", str(tmp_path / "run"), "-o", str(out))
+    assert r.exit_code == 2 and "run.engine 'fsdp2-offload'" in r.output
+    assert len(r.output.strip().splitlines()) == 1 and not out.exists()
