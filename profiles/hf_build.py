@@ -163,6 +163,24 @@ def check_counts(get: Any, where: str) -> None:
             bounds.check(value, bounds.MODEL[field], f"{where}: {attr}")
 
 
+def check_layer_counts(config: Any, where: str) -> None:
+    """Each layer's value of a heterogeneous config's per-layer count (transformers'
+    per_layer_config: Gemma 4's head_dim, num_key_value_heads; configuration_gemma4.py fills
+    them from global_head_dim, num_global_key_value_heads) a whole number within its Model
+    field's bound and >= 1 (a head 0 wide holds nothing to attend with): one ConfigError line
+    naming the layer and the key."""
+    fields = dict(COUNT_ATTRIBUTES)
+    for attr in getattr(config, "per_layer_attributes", None) or ():
+        for i, layer in enumerate(config.per_layer_config):
+            value = getattr(layer, attr, None)
+            if attr not in fields or value is None:
+                continue
+            key = f"{where}: per_layer_config layer {i} {attr}"
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 1:
+                raise ConfigError(f"{key}: must be >= 1, got {value!r}")
+            bounds.check(value, bounds.MODEL[fields[attr]], key)
+
+
 REPEAT_SUFFIXES = ("_loops", "_passes", "_cycles")
 """Config keys that run blocks more than once per token: Dory's n_recurrent_loops
 (modeling_dory.py DoryModel.forward: `for loop_idx in range(n_loops)` over the recurrent
@@ -191,6 +209,16 @@ def config_value(config: Any, attr: str) -> Any:
         numbers = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
         return max(numbers) if numbers else next((v for v in values if v is not None), None)
     return getattr(config, attr, None)
+
+
+def layer_config(config: Any, layer: int) -> Any:
+    """The config block `layer` is built from: a heterogeneous config's own for that layer
+    (transformers' HeterogeneousConfigMixin `per_layer_config[layer]`, a whole config with the
+    layer's values: modeling_gemma4.py Gemma4TextAttention.__init__ reads its head_dim and
+    num_key_value_heads there), else `config`."""
+    if not getattr(config, "per_layer_attributes", None):
+        return config
+    return config.per_layer_config[layer]
 
 
 def _unread(e: Exception) -> str:
@@ -326,7 +354,8 @@ def attention_fields(attn: Any, config: Any, hidden: int) -> dict:
     numel = sum(p.numel() for p in mats.values())
     # kv heads: the config's, else multi-head (GPT-J has no num_key_value_heads)
     kv_heads = [n for n in (getattr(config, "num_key_value_heads", None), heads) if n]
-    kv = next((n for n in kv_heads if numel == 2 * hidden * (q + n * head_dim)), None) \
+    kv = next((n for n in kv_heads if numel == 2 * hidden * (q + n * head_dim)
+               and _shapes_are(mats, hidden, q, n * head_dim)), None) \
         if len(mats) in (2, 4) else None    # q, k, v, o or qkv, o: else read as tensors
     # Qwen3-Next: q_proj outputs the query and a gate of q_dim (Model.attn_output_gate)
     gated = kv is None and len(mats) == 4 and any(
@@ -342,6 +371,16 @@ def attention_fields(attn: Any, config: Any, hidden: int) -> dict:
     qk_norm = "none" if not widths else ("head" if max(widths) == head_dim else "full")
     return dict(n_heads=heads, n_kv_heads=kv, attn_head_dim=head_dim if q != hidden else 0,
                 fused_qkv=len(mats) == 2, qk_norm=qk_norm, attn_output_gate=gated)
+
+
+def _shapes_are(mats: dict, hidden: int, q: int, kv: int) -> bool:
+    """The projections are q, k, v, o (or qkv, o) of q and kv widths, as Linear (out x in)
+    or all as Conv1D (in x out) stores them: numel alone takes MiMo-V2-Flash's sliding layers
+    (4 kv heads of 16 for k, of 8 for v) for 2 kv heads of 16."""
+    want = [(q, hidden), (kv, hidden), (kv, hidden), (hidden, q)] if len(mats) == 4 else \
+        [(q + 2 * kv, hidden), (hidden, q)]
+    have = sorted(tuple(p.shape) for p in mats.values())
+    return have in (sorted(want), sorted(s[::-1] for s in want))
 
 
 NOT_SOFTMAX = ("deltaattention", "lightningattention", "retention", "rwkv")
@@ -608,7 +647,7 @@ def block_fields(layers: list[dict]) -> dict:
     """Model fields shared by the blocks: attention (or none), MLP or MoE (+ dense layers),
     a mixer in place of attention, norms, biases."""
     attns = [l["attn"] for l in layers if l["attn"] is not None]
-    fields = dict(_same(attns, "attention shapes") if attns else NO_ATTENTION,
+    fields = dict(attention_of(layers) if attns else NO_ATTENTION,
                   block_norms=_same([l["n_norms"] for l in layers], "norms per block"))
     fields.update(ffn_fields(layers))
     biases = [l["attn_bias"] for l in layers if l["attn_bias"] is not None]
@@ -621,6 +660,21 @@ def block_fields(layers: list[dict]) -> dict:
                                             if l["part"] == "attention"),
                 mlp_only_layers=tuple(i for i, l in enumerate(layers) if l["part"] == "mlp"),
                 **shared_of(layers))
+
+
+def attention_of(layers: list[dict]) -> dict:
+    """Model's attention fields: the first attending block's shape, and the blocks of each other
+    shape as Model.layer_attention (Gemma 4's global layers; heads and widths read per layer)."""
+    from tierlab.profiles.schema import LayerAttention
+
+    shapes: dict[tuple, list[int]] = {}
+    for i, l in enumerate(layers):
+        if l["attn"] is not None:
+            shapes.setdefault(tuple(sorted(l["attn"].items(), key=lambda kv: kv[0])),
+                              []).append(i)
+    (first, _), *others = shapes.items()
+    return dict(first, layer_attention=tuple(LayerAttention(layers=tuple(idx), **dict(shape))
+                                             for shape, idx in others))
 
 
 def ffn_fields(layers: list[dict]) -> dict:
@@ -720,9 +774,9 @@ def built_fields(model: Any, config: Any) -> tuple[dict, list[str], bool]:
     vocab, hidden = emb.weight.shape
     layers = decoder_layers(model, config.num_hidden_layers)
     read, unread = [], set()
-    for layer in layers:        # every block looked at: one line names all that is not modelled
+    for i, layer in enumerate(layers):  # every block looked at: one line names all unmodelled
         try:
-            read.append(layer_fields(layer, config, hidden))
+            read.append(layer_fields(layer, layer_config(config, i), hidden))
         except Unmodelled as e:     # Zamba2's hybrid blocks beside the Mamba-2 ones
             unread.add(str(e))
     if unread:
@@ -772,16 +826,19 @@ def fields_of(data: Mapping, where: str) -> dict:
             check_mixer_keys(part, where)
     config = text_config(data, where)
     check_counts(lambda attr: config_value(config, attr), where)    # before a model is built
+    check_layer_counts(config, where)
     check_repeats(config, where)
     model = build(config, where, data)
     theirs, theirs_active = transformers_counts(model, config)
+    problems: list[str] = []
     try:
         fields, problems, partial = built_fields(model, config)
         m = Model(name=kind, seq_len=fields["max_seq_len"], **fields)
         ours, ours_active = m.n_params, m.active_params
     except Exception as e:      # modules or config attributes of a kind tierlab does not read
         what = str(e) if isinstance(e, (Unmodelled, ValueError)) else _unread(e)
-        fields, problems, partial, ours, ours_active = None, [what], True, None, None
+        # what the blocks hold beside (Gemma 4's per-layer inputs) named before what it breaks
+        fields, problems, partial, ours, ours_active = None, problems + [what], True, None, None
     off = ours is None or abs(ours - theirs) > COUNT_TOLERANCE * theirs \
         or abs(ours_active - theirs_active) > COUNT_TOLERANCE * theirs_active
     if off or partial:

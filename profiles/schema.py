@@ -5,7 +5,7 @@ Conversions from the YAML files ("80 GB", "2039 GB/s", "312 TFLOP/s", "10 us") h
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Mapping
 
@@ -16,7 +16,7 @@ from tierlab.profiles.layout import (ATTENTION_TENSORS_PREFIX, attention_matrice
                                     embed_params, head_params)
 
 __all__ = ["CPU", "GPU", "HOST_COST_FIELDS", "PEAK_FLOPS_DTYPES", "AttentionTensors", "BlockKind",
-           "Hardware", "MLA",
+           "Hardware", "LayerAttention", "MLA",
            "Model", "Mixer", "MoE", "NVMe", "Network", "PCIe", "Shared", "Software"]
 
 
@@ -402,29 +402,72 @@ class AttentionTensors:
                              "sizes")
 
 
+@dataclass(frozen=True, kw_only=True)
+class LayerAttention:
+    """The attention of the blocks `layers` where its shape is not Model's own: a heterogeneous
+    per-layer transformers config (Gemma 4: modeling_gemma4.py Gemma4TextAttention.__init__
+    reads `config.per_layer_config[layer_idx]`'s head_dim and num_key_value_heads, and its
+    forward views q/k/v as (-1, head_dim)), or modules whose heads differ by layer. The fields
+    are Model's attention fields, and mean what they mean there, in these blocks."""
+
+    layers: tuple[int, ...]
+    """Blocks whose attention has this shape."""
+    n_heads: int
+    n_kv_heads: int
+    attn_head_dim: int = 0
+    """Width of one head; 0 = hidden / n_heads."""
+    fused_qkv: bool = False
+    qk_norm: str = "none"
+    attn_output_gate: bool = False
+    attention_tensors: AttentionTensors | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "layers", tuple(self.layers))
+        if isinstance(self.attention_tensors, Mapping):     # read back from JSON
+            object.__setattr__(self, "attention_tensors",
+                               AttentionTensors(**self.attention_tensors))
+        _positive(self, "n_heads", "n_kv_heads")
+        if self.attn_head_dim < 0:
+            raise ValueError(f"LayerAttention.attn_head_dim must be >= 0, got "
+                             f"{self.attn_head_dim!r}")
+        if not self.layers or any(isinstance(i, bool) or not isinstance(i, int) or i < 0
+                                  for i in self.layers):
+            raise ValueError(f"LayerAttention.layers must list block indices, got "
+                             f"{self.layers!r}")
+
+    def fields(self) -> dict:
+        """Model's attention fields as these blocks have them."""
+        return dict(n_heads=self.n_heads, n_kv_heads=self.n_kv_heads,
+                    attn_head_dim=self.attn_head_dim, fused_qkv=self.fused_qkv,
+                    qk_norm=self.qk_norm, attn_output_gate=self.attn_output_gate,
+                    attention_tensors=self.attention_tensors)
+
+
 class BlockKind(tuple):
     """Model.layer_kind: unpacks as (MoE block, mixer block), the two flags profiles/layout.py's
     block functions take, and carries `part`, which equality and hash include: a single-part
     block ('attention' or 'mlp': Nemotron-H) or a shared-block use ('shared-owner' or
     'shared-use': Zamba2) is a kind of its own wherever blocks are grouped by kind (Model.
-    layer_groups, sim/modules.py's per-kind blocks); '' for every other block."""
+    layer_groups, sim/modules.py's per-kind blocks); '' for every other block. `shape`: which
+    of Model.layer_attention the block's attention has (1, 2, ...), 0 for Model's own."""
 
-    def __new__(cls, moe: bool, mixer: bool, part: str = "") -> "BlockKind":
+    def __new__(cls, moe: bool, mixer: bool, part: str = "", shape: int = 0) -> "BlockKind":
         kind = super().__new__(cls, (moe, mixer))
-        kind.part = part
+        kind.part, kind.shape = part, shape
         return kind
 
     def __eq__(self, other: object) -> bool:
-        return tuple.__eq__(self, other) and self.part == getattr(other, "part", "")
+        return tuple.__eq__(self, other) and self.part == getattr(other, "part", "") and \
+            self.shape == getattr(other, "shape", 0)
 
     def __ne__(self, other: object) -> bool:
         return not self == other
 
     def __hash__(self) -> int:
-        return hash((tuple(self), self.part))
+        return hash((tuple(self), self.part, self.shape))
 
     def __getnewargs__(self) -> tuple:
-        return (*self, self.part)
+        return (*self, self.part, self.shape)
 
 
 ATTENTION_SMALL = ("q_norm", "k_norm", "q_a_norm", "kv_a_norm")
@@ -526,6 +569,10 @@ class Model:
     NemotronHMLP, NemotronHMoE); dense or MoE as Model.moe says."""
     shared: Shared | None = None
     """Attention + MLP blocks that several depths reuse beside their mixer (Zamba2); None: none."""
+    layer_attention: tuple[LayerAttention, ...] = ()
+    """Blocks whose attention has another shape than the fields above say (Gemma 4's global
+    layers: head_dim 512 beside the sliding layers' 256); each block's matrices, norms and
+    score FLOPs follow its own shape (Model.shaped). (): every block has Model's."""
     source: str = ""
 
     def __post_init__(self) -> None:
@@ -562,6 +609,33 @@ class Model:
             raise ValueError(f"Model.mixer.layers lists block {max(self.mixer.layers)}, the "
                              f"model has {self.n_layers}")
         self._check_parts()
+        self._check_layer_attention()
+
+    def _check_layer_attention(self) -> None:
+        """layer_attention: LayerAttentions (Mappings read back from JSON) of blocks of the
+        model, no block in two."""
+        shapes = tuple(LayerAttention(**a) if isinstance(a, Mapping) else a
+                       for a in self.layer_attention)
+        object.__setattr__(self, "layer_attention", shapes)
+        idx = [i for a in shapes for i in a.layers]
+        if len(set(idx)) != len(idx) or any(i >= self.n_layers for i in idx):
+            raise ValueError(f"Model.layer_attention must list distinct blocks 0 to "
+                             f"{self.n_layers - 1}, got {idx!r}")
+
+    def attention_shape(self, layer: int) -> int:
+        """Which of layer_attention block `layer`'s attention has (1, 2, ...), 0: Model's."""
+        return next((k + 1 for k, a in enumerate(self.layer_attention) if layer in a.layers), 0)
+
+    @cached_property
+    def _shapes(self) -> tuple["Model", ...]:
+        """Model with each layer_attention's fields in place of its own (derived once)."""
+        return tuple(replace(self, layer_attention=(), **a.fields())
+                     for a in self.layer_attention)
+
+    def shaped(self, layer: int) -> "Model":
+        """The Model whose attention fields are block `layer`'s (itself where they are)."""
+        k = self.attention_shape(layer) if self.layer_attention else 0
+        return self._shapes[k - 1] if k else self
 
     def _check_parts(self) -> None:
         """attention_only_layers, mlp_only_layers and shared: blocks of the model, a single-part
@@ -638,9 +712,9 @@ class Model:
     def layer_kind(self, layer: int) -> tuple[bool, bool]:
         """(MoE block, mixer block): the blocks of one kind are built alike (a BlockKind, which
         also tells single-part blocks and shared-block uses apart)."""
-        part = self.block_part(layer)
+        part, shape = self.block_part(layer), self.attention_shape(layer)
         moe, mixer = self.is_moe_layer(layer), self.is_mixer_layer(layer)
-        return BlockKind(moe, mixer, part) if part else (moe, mixer)
+        return BlockKind(moe, mixer, part, shape) if part or shape else (moe, mixer)
 
     def layer_groups(self) -> tuple[tuple[int, int], ...]:
         """(a representative layer, how many layers are built like it): one group for a dense
@@ -653,12 +727,14 @@ class Model:
     def layer_matrices(self, layer: int = 0) -> dict[str, tuple[int, int]]:
         """(in, out) of each weight matrix of transformer block `layer` (experts included; a
         shared block's weights in its first use, the owner)."""
-        mats = block_matrices(self, self.is_moe_layer(layer), self.is_mixer_layer(layer))
+        mats = block_matrices(self.shaped(layer), self.is_moe_layer(layer),
+                              self.is_mixer_layer(layer))
         return self._part_of(layer, mats, dict(self._shared_matrices(layer, owned=True)))
 
     def layer_small_params(self, layer: int = 0) -> dict[str, int]:
         """Parameters of block `layer` that are not matrices: norms and biases."""
-        small = block_small_params(self, self.is_moe_layer(layer), self.is_mixer_layer(layer))
+        small = block_small_params(self.shaped(layer), self.is_moe_layer(layer),
+                                   self.is_mixer_layer(layer))
         shared = {f"shared.{n}": k for n, k in self.shared.small_params} \
             if self.block_part(layer) == "shared-owner" else {}
         return self._part_of(layer, small, shared)
@@ -666,7 +742,8 @@ class Model:
     def layer_run_matrices(self, layer: int = 0) -> dict[str, tuple[int, int]]:
         """(in, out) of each matrix block `layer` multiplies in its forward: its own, and the
         weights of the shared block it runs (at every use, owned or not: Zamba2)."""
-        mats = block_matrices(self, self.is_moe_layer(layer), self.is_mixer_layer(layer))
+        mats = block_matrices(self.shaped(layer), self.is_moe_layer(layer),
+                              self.is_mixer_layer(layer))
         return self._part_of(layer, mats, dict(self._shared_matrices(layer, owned=False)))
 
     def _shared_matrices(self, layer: int, owned: bool):
@@ -686,7 +763,7 @@ class Model:
         part = self.block_part(layer)
         if part not in ("attention", "mlp"):
             return {**tensors, **shared}
-        attention = set(attention_matrices(self))
+        attention = set(attention_matrices(self.shaped(layer)))
         return {k: v for k, v in tensors.items() if _block_norm(k) or
                 _attention_side(k, attention) == (part == "attention")}
 

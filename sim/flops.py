@@ -17,6 +17,9 @@ on GPU Clusters", eq. 3, which DeepSpeed's published TFLOP/s figures also use):
   (transformers masking_utils.py `sliding_window_overlay`, `chunked_overlay`). This assumes a
   kernel that skips the masked blocks (FlashAttention-2's window_size, flex attention).
 GQA: K and V projections are h x (n_kv_heads x head_dim); the score FLOPs do not change.
+Blocks whose attention has a shape of its own (Model.layer_attention: Gemma 4's global layers of
+head_dim 512 beside sliding ones of 256) run their own projections and score over their own
+heads x widths (Model.shaped, score_spans).
 An attention read as tensors (Model.attention_tensors: gated, low-rank, extra projections) runs
 each of its Linear weights as a GEMM (2 x in x out per token) and its scores over
 Model.n_heads heads of Model.head_dim (Q K^T) and AttentionTensors.v_head_dim (A V).
@@ -78,6 +81,7 @@ def layer_forward(model: Model, micro_batch: int, bytes_per_value: int = 2) -> L
     gemms: dict[tuple, list[float]] = {}       # (group, matrix kind) -> [flops, runs per block]
     hbm = 0.0
     spans = attention_spans(model)
+    scores = score_spans(model)
     # softmax's keys per query, averaged over blocks (an int, s, for full attention)
     mean_keys = spans[0][0] if len(spans) == 1 else \
         sum(k * n for k, n in spans) / max(1, sum(n for _, n in spans))
@@ -86,12 +90,13 @@ def layer_forward(model: Model, micro_batch: int, bytes_per_value: int = 2) -> L
             kind = (rep, re.sub(r"^experts\.\d+\.", "experts.", name))
             entry = gemms.setdefault(kind, [2.0 * tokens * share * n_in * n_out, 0.0])
             entry[1] += n / model.n_layers
-        hbm += _layer_hbm_bytes(model, micro_batch, bytes_per_value, block_ffn(model, rep),
-                                mean_keys if attends(model, rep) else 0) * n
+        hbm += _layer_hbm_bytes(model.shaped(rep), micro_batch, bytes_per_value,
+                                block_ffn(model, rep), mean_keys if attends(model, rep) else 0) * n
     # Q K^T: 2 k (heads x qk width) per token, A V: 2 k (heads x v width) per token, k the keys
-    # a query attends (all query heads; GQA shares K/V, not FLOPs) = 4 s h for plain attention
-    attention = tuple((2.0 * tokens * keys * model.n_heads * (_qk_width(model) + _v_width(model)),
-                       n / model.n_layers) for keys, n in spans)
+    # a query attends (all query heads; GQA shares K/V, not FLOPs) = 4 s h for plain attention;
+    # each block with its own heads and widths (Model.layer_attention)
+    attention = tuple((2.0 * tokens * keys * heads * width, n / model.n_layers)
+                      for (keys, heads, width), n in scores)
     if model.mixer is not None:     # the mixer blocks' conv + scan in place of the scores
         attention += ((tokens * model.mixer.scan_flops_per_token,
                        len(model.mixer.layers) / model.n_layers),)
@@ -146,6 +151,20 @@ def attention_spans(model: Model) -> tuple[tuple[int, int], ...]:
             continue
         keys = attended_keys(model, i)
         spans[keys] = spans.get(keys, 0) + 1
+    return tuple(spans.items())
+
+
+def score_spans(model: Model) -> tuple[tuple[tuple[int, int, int], int], ...]:
+    """((keys per query, query heads, q/k + v head width), blocks so) of each distinct score
+    shape, first block first: attention_spans split by each block's own heads and widths
+    (Model.shaped: Gemma 4's sliding layers of 8 heads x 256 beside global ones of 8 x 512)."""
+    spans: dict[tuple[int, int, int], int] = {}
+    for i in range(model.n_layers):
+        if not attends(model, i):
+            continue
+        own = model.shaped(i)
+        key = (attended_keys(model, i), own.n_heads, _qk_width(own) + _v_width(own))
+        spans[key] = spans.get(key, 0) + 1
     return tuple(spans.items())
 
 
