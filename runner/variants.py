@@ -91,6 +91,7 @@ def unlike_llama(model) -> list[str]:
     found = [
         (model.mla is not None, "multi-head latent attention (MLA)"),
         (model.attention_tensors is not None, "attention projections of their own shapes"),
+        (bool(model.layer_attention), "attention whose shape differs between layers"),
         (model.qk_norm != "none", f"q/k norms ({model.qk_norm})"),
         (model.attn_output_gate, "a gated attention output"),
         (any(model.attention_windows), "sliding-window or chunked attention"),
