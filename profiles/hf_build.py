@@ -153,6 +153,14 @@ COUNT_ATTRIBUTES = (("num_hidden_layers", "n_layers"), ("hidden_size", "hidden")
 """transformers config attributes -> the Model field whose bound (tierlab.bounds) they meet."""
 
 
+INDEXER_ATTRIBUTES = (("index_n_heads", bounds.MODEL["n_heads"]),
+                      ("index_head_dim", bounds.MODEL["n_heads"]),
+                      ("index_topk", bounds.ATTENTION_WINDOW))
+"""DeepSeek sparse attention's indexer keys (AttentionTensors.indexer) and their bounds: heads
+and head width at least 1 (DeepseekV32Indexer builds wq_b of index_n_heads x index_head_dim), a
+top-k of at least one key."""
+
+
 def check_counts(get: Any, where: str) -> None:
     """The config's counts (`get(attribute)`: of the config.json mapping, then of transformers'
     config object) within the bounds of the Model fields they become, before anything is built
@@ -161,6 +169,10 @@ def check_counts(get: Any, where: str) -> None:
         value = get(attr)
         if isinstance(value, int) and not isinstance(value, bool):
             bounds.check(value, bounds.MODEL[field], f"{where}: {attr}")
+    for attr, bound in INDEXER_ATTRIBUTES:
+        value = get(attr)
+        if isinstance(value, int) and not isinstance(value, bool):
+            bounds.check(value, bound, f"{where}: {attr}")
 
 
 def check_layer_counts(config: Any, where: str) -> None:
@@ -253,10 +265,13 @@ def notes(data: Mapping, where: str) -> tuple[str, ...]:
 
 
 WINDOW_KEYS = {"full_attention": None, "sliding_attention": "sliding_window",
-               "chunked_attention": "attention_chunk_size"}
+               "chunked_attention": "attention_chunk_size", "indexed_attention": None}
 """transformers' `layer_types` entries tierlab times -> the config key of their window
 (masking_utils.py: create_causal_mask, create_sliding_window_causal_mask,
-create_chunked_causal_mask)."""
+create_chunked_causal_mask). `indexed_attention` (DeepSeek sparse attention) is causal over all
+keys: eager / SDPA compute the dense scores and mask all but the indexer's top-k
+(modeling_deepseek_v32.py DeepseekV32Attention.forward: `index_mask`); timed only where its
+indexer was read (AttentionTensors.indexer, check_indexed)."""
 
 
 def windows_of_types(types: list, get: Callable[[str], Any], where: str, *,
@@ -444,7 +459,21 @@ def tensor_attention(attn: Any, config: Any, hidden: int) -> dict:
     return dict(n_heads=heads, n_kv_heads=kv, attn_head_dim=qk, fused_qkv=False,
                 qk_norm="none", attn_output_gate=False,
                 attention_tensors=AttentionTensors(matrices=mats, small_params=small,
-                                                   v_head_dim=v))
+                                                   v_head_dim=v, indexer=indexer_shape(attn)))
+
+
+def indexer_shape(attn: Any) -> tuple[int, int, int]:
+    """(heads, head width, top-k) of a DeepSeek sparse attention's `indexer` child
+    (modeling_deepseek_v32.py DeepseekV32Indexer.__init__: n_heads = index_n_heads, head_dim =
+    index_head_dim, index_topk), () without one; an indexer without them: Unmodelled."""
+    child = _child(attn, ("indexer",))
+    if child is None:
+        return ()
+    got = [_int_attr(child[1], n) for n in ("n_heads", "head_dim", "index_topk")]
+    if any(g is None or g[1] < 1 for g in got):
+        raise Unmodelled(f"an indexer ({type(child[1]).__name__}) whose heads, head width and "
+                         "top-k tierlab does not find")
+    return tuple(g[1] for g in got)
 
 
 def linear_biases(module: Any) -> tuple[bool, bool]:
@@ -846,7 +875,21 @@ def fields_of(data: Mapping, where: str) -> dict:
                                   (theirs, theirs_active), problems))
     mixed = (fields["mixer"].layers if fields["mixer"] is not None else ()) + \
         fields["mlp_only_layers"]       # Nemotron-H's "mlp" and "moe" blocks attend nothing
+    check_indexed(config, fields, where)
     return dict(fields, attention_windows=attention_windows(config, where, mixed))
+
+
+def check_indexed(config: Any, fields: dict, where: str) -> None:
+    """`indexed_attention` layers only where every attention read holds its indexer
+    (AttentionTensors.indexer): else one ConfigError line, the layer kind not timed."""
+    if "indexed_attention" not in (getattr(config, "layer_types", None) or ()):
+        return
+    shapes = [fields.get("attention_tensors")] + \
+        [a.attention_tensors for a in fields.get("layer_attention", ())]
+    if not all(t is not None and t.indexer for t in shapes):
+        raise ConfigError(f"{where}: layer_types: 'indexed_attention' beside attention without "
+                          "a DeepSeek sparse attention indexer tierlab reads (a module `indexer` "
+                          "with its heads, head width and top-k) is not modelled")
 
 
 def refusal(where: str, kind: str, config: Any, ours: tuple, theirs: tuple,

@@ -391,15 +391,29 @@ class AttentionTensors:
     """(name, numel) of the module's other tensors: q/k/low-rank norms, biases, sinks, scalars."""
     v_head_dim: int
     """Width of one value head in A V (o_proj takes n_heads x v_head_dim)."""
+    indexer: tuple[int, int, int] = ()
+    """DeepSeek sparse attention's indexer (modeling_deepseek_v32.py DeepseekV32Indexer, its
+    copies in GLM-MoE-DSA, AXK2): (index heads, index head width, index_topk). Its matrices
+    (`indexer.` names) and scores run in the forward only (`forward` is under torch.no_grad:
+    no gradient, no backward); () = none."""
 
     def __post_init__(self) -> None:
         for name in ("matrices", "small_params"):
             object.__setattr__(self, name, _named(getattr(self, name)))
+        object.__setattr__(self, "indexer", tuple(self.indexer))
+        if self.indexer and (len(self.indexer) != 3 or any(
+                isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in self.indexer)):
+            raise ValueError(f"AttentionTensors.indexer must be (heads, head width, top-k), each "
+                             f">= 1, got {self.indexer!r}")
         _positive(self, "v_head_dim")
         if not self.matrices or any(n <= 0 for *_, n in self.small_params) or \
                 any(i <= 0 or o <= 0 for _, i, o in self.matrices):
             raise ValueError("AttentionTensors.matrices and small_params must have positive "
                              "sizes")
+
+    def forward_only(self, name: str) -> bool:
+        """Matrix `name` (transformers' name in the module) is the indexer's: no backward."""
+        return bool(self.indexer) and name.startswith(INDEXER_PREFIX)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -441,6 +455,10 @@ class LayerAttention:
                     attn_head_dim=self.attn_head_dim, fused_qkv=self.fused_qkv,
                     qk_norm=self.qk_norm, attn_output_gate=self.attn_output_gate,
                     attention_tensors=self.attention_tensors)
+
+
+INDEXER_PREFIX = "indexer."
+"""Names of the indexer's tensors within a DeepSeek sparse attention module (`indexer.wq_b`)."""
 
 
 class BlockKind(tuple):

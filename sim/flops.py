@@ -17,6 +17,9 @@ on GPU Clusters", eq. 3, which DeepSpeed's published TFLOP/s figures also use):
   (transformers masking_utils.py `sliding_window_overlay`, `chunked_overlay`). This assumes a
   kernel that skips the masked blocks (FlashAttention-2's window_size, flex attention).
 GQA: K and V projections are h x (n_kv_heads x head_dim); the score FLOPs do not change.
+DeepSeek sparse attention's indexer (AttentionTensors.indexer) runs under torch.no_grad: its
+GEMMs and scores are forward work (LayerFlops.forward_only), recomputed with checkpointing, never
+run backward; the attention's own scores stay dense over all keys, as eager / SDPA compute them.
 Blocks whose attention has a shape of its own (Model.layer_attention: Gemma 4's global layers of
 head_dim 512 beside sliding ones of 256) run their own projections and score over their own
 heads x widths (Model.shaped, score_spans).
@@ -41,7 +44,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from tierlab.profiles.layout import active_ffn
+from tierlab.profiles.layout import ATTENTION_TENSORS_PREFIX, active_ffn
 from tierlab.profiles.schema import GPU, Model
 
 
@@ -60,10 +63,19 @@ class LayerFlops:
     and full layers give two parts of 0.5 each."""
     hbm_bytes: float
     """Bytes of memory-bound kernels (norms, residual adds, activation, softmax), read + write."""
+    forward_only: tuple[tuple[float, float], ...] = ()
+    """(FLOPs, runs per (mean) block) of work the forward runs without a backward (DeepSeek
+    sparse attention's indexer under torch.no_grad: its GEMMs and its scores); in `total`."""
+    forward_only_hbm_bytes: float = 0.0
+    """Bytes of the memory-bound kernels of that work (the indexer's fp32 scores, ReLU, top-k)."""
 
     @property
     def counts(self) -> tuple[float, ...]:
         return self.gemm_counts or (1.0,) * len(self.gemms)
+
+    @property
+    def forward_only_flops(self) -> float:
+        return sum(f * n for f, n in self.forward_only)
 
     @property
     def attention(self) -> float:
@@ -72,7 +84,8 @@ class LayerFlops:
 
     @property
     def total(self) -> float:
-        return sum(f * n for f, n in zip(self.gemms, self.counts)) + self.attention
+        return sum(f * n for f, n in zip(self.gemms, self.counts)) + self.attention + \
+            self.forward_only_flops
 
 
 def layer_forward(model: Model, micro_batch: int, bytes_per_value: int = 2) -> LayerFlops:
@@ -85,10 +98,12 @@ def layer_forward(model: Model, micro_batch: int, bytes_per_value: int = 2) -> L
     # softmax's keys per query, averaged over blocks (an int, s, for full attention)
     mean_keys = spans[0][0] if len(spans) == 1 else \
         sum(k * n for k, n in spans) / max(1, sum(n for _, n in spans))
+    no_grad: dict[tuple, list[float]] = {}     # the same, of the forward-only GEMMs
     for rep, n in model.layer_groups():
         for name, (n_in, n_out, share) in run_gemms(model, rep).items():
             kind = (rep, re.sub(r"^experts\.\d+\.", "experts.", name))
-            entry = gemms.setdefault(kind, [2.0 * tokens * share * n_in * n_out, 0.0])
+            into = no_grad if forward_only(model, rep, name) else gemms
+            entry = into.setdefault(kind, [2.0 * tokens * share * n_in * n_out, 0.0])
             entry[1] += n / model.n_layers
         hbm += _layer_hbm_bytes(model.shaped(rep), micro_batch, bytes_per_value,
                                 block_ffn(model, rep), mean_keys if attends(model, rep) else 0) * n
@@ -100,9 +115,42 @@ def layer_forward(model: Model, micro_batch: int, bytes_per_value: int = 2) -> L
     if model.mixer is not None:     # the mixer blocks' conv + scan in place of the scores
         attention += ((tokens * model.mixer.scan_flops_per_token,
                        len(model.mixer.layers) / model.n_layers),)
+    index_parts, index_bytes = indexer_work(model, tokens)
     return LayerFlops(gemms=tuple(f for f, _ in gemms.values()),
                       gemm_counts=tuple(c for _, c in gemms.values()), attention_parts=attention,
-                      hbm_bytes=hbm / model.n_layers)
+                      hbm_bytes=hbm / model.n_layers,
+                      forward_only=tuple((f, c) for f, c in no_grad.values()) + index_parts,
+                      forward_only_hbm_bytes=index_bytes)
+
+
+def forward_only(model: Model, layer: int, name: str) -> bool:
+    """GEMM `name` (layout's) of block `layer` runs without a backward: a DeepSeek sparse
+    attention's indexer matrix (AttentionTensors.forward_only)."""
+    tensors = model.shaped(layer).attention_tensors
+    return tensors is not None and name.startswith(ATTENTION_TENSORS_PREFIX) and \
+        tensors.forward_only(name[len(ATTENTION_TENSORS_PREFIX):])
+
+
+def indexer_work(model: Model, tokens: int) -> tuple[tuple[tuple[float, float], ...], float]:
+    """((score FLOPs, runs per mean block), memory-bound bytes per mean block) of the indexers
+    (AttentionTensors.indexer), forward only. modeling_deepseek_v32.py DeepseekV32Indexer.forward:
+    `scores = matmul(q.float(), k^T)` over H index heads of width D and one key head
+    (2 x keys x H x D per query), ReLU, `matmul(weights, scores)` summing the heads (2 x keys x
+    H), `index_scores.topk(index_topk)`; fp32 [H, keys] scores written, read by ReLU, written,
+    read by the head sum, then [keys] index scores written, masked (read + write) and read by
+    top-k: 4 B x keys x (4 H + 4) per query. Keys: the layer's (all s, causal no-halving)."""
+    parts: dict[tuple, float] = {}
+    nbytes = 0.0
+    for i in range(model.n_layers):
+        tensors = model.shaped(i).attention_tensors if attends(model, i) else None
+        if tensors is None or not tensors.indexer:
+            continue
+        heads, width, _ = tensors.indexer
+        keys = attended_keys(model, i)
+        flops = 2.0 * tokens * keys * heads * (width + 1)
+        parts[flops] = parts.get(flops, 0.0) + 1.0 / model.n_layers
+        nbytes += 4.0 * tokens * keys * (4 * heads + 4) / model.n_layers
+    return tuple(parts.items()), nbytes
 
 
 def run_gemms(model: Model, layer: int) -> dict[str, tuple[int, int, float]]:
@@ -205,9 +253,12 @@ def step_flops(model: Model, micro_batch: int, grad_accum: int = 1,
 
     Blocks: 3 x forward (+1 with checkpointing); logits: 3 x forward (never recomputed).
     """
-    block = layer_forward(model, micro_batch).total * model.n_layers
+    lf = layer_forward(model, micro_batch)
+    block = (lf.total - lf.forward_only_flops) * model.n_layers
     logits = logits_forward(model, micro_batch)
-    return grad_accum * ((4.0 if checkpointing else 3.0) * block + 3.0 * logits)
+    # forward-only work (an indexer under torch.no_grad): forward (+ recompute), no backward
+    no_grad = (2.0 if checkpointing else 1.0) * lf.forward_only_flops * model.n_layers
+    return grad_accum * ((4.0 if checkpointing else 3.0) * block + no_grad + 3.0 * logits)
 
 
 def matmul_efficiency(gpu: GPU, flops: float) -> float:
@@ -250,7 +301,15 @@ def layer_forward_seconds(gpu: GPU, precision: str, lf: LayerFlops) -> float:
     """
     t = sum(n * gemm_seconds(gpu, precision, f) for f, n in zip(lf.gemms, lf.counts))
     t += sum(n * gemm_seconds(gpu, precision, f) for f, n in lf.attention_parts)
-    return t + lf.hbm_bytes / gpu.hbm_bandwidth_Bps
+    return t + lf.hbm_bytes / gpu.hbm_bandwidth_Bps + forward_only_seconds(gpu, precision, lf)
+
+
+def forward_only_seconds(gpu: GPU, precision: str, lf: LayerFlops) -> float:
+    """Time of the block's forward-only work (LayerFlops.forward_only), 0 without."""
+    if not lf.forward_only and not lf.forward_only_hbm_bytes:
+        return 0.0
+    return sum(n * gemm_seconds(gpu, precision, f) for f, n in lf.forward_only) + \
+        lf.forward_only_hbm_bytes / gpu.hbm_bandwidth_Bps
 
 
 HOST_BOUND_MARGIN = 1.5
@@ -271,7 +330,8 @@ def block_seconds(gpu: GPU, precision: str, lf: LayerFlops) -> tuple[float, floa
     has one (flops.kernel_ratios)."""
     model_s = layer_forward_seconds(gpu, precision, lf)
     fwd, bwd = kernel_ratios(gpu.layer_time_curve, model_s)
-    return fwd * model_s, bwd * 2.0 * model_s
+    # forward-only work (an indexer under torch.no_grad) has no backward
+    return fwd * model_s, bwd * 2.0 * (model_s - forward_only_seconds(gpu, precision, lf))
 
 
 def kernel_ratios(curve: tuple[tuple[float, float, float], ...],

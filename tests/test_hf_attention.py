@@ -9,7 +9,9 @@ import pytest
 from tests._cli import assert_user_error, run
 from tests.test_hybrid_arch import meta_counts
 from tierlab.profiles.load import load_model
-from tierlab.sim.flops import layer_forward, run_gemms
+from tierlab.profiles.load import load_hardware
+from tierlab.sim.flops import (block_seconds, forward_only_seconds, layer_forward,
+                               logits_forward, run_gemms, step_flops)
 
 SEQ = 256
 BASE = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
@@ -118,3 +120,50 @@ def test_blocks_run_in_loops_are_refused_naming_the_key(tmp_path):
                   n_output_layers=1, n_recurrent_layers=1, n_recurrent_loops=2)
     assert_user_error(run("simulate", "-m", str(path)), "n_recurrent_loops = 2",
                       "runs blocks more than once per token")
+
+
+DSA = dict(MLA, **MOE, n_routed_experts=4, first_k_dense_replace=1, n_group=1, topk_group=1,
+           index_n_heads=4, index_head_dim=16, index_topk=32)
+"""DeepSeek sparse attention (modeling_deepseek_v32.py DeepseekV32Indexer and its copy in
+modeling_glm_moe_dsa.py): MLA + a top-k indexer of 4 heads of 16. (AXK2's copy loads from its
+default config within 0.5 %, not exactly: its norms hold small MLPs tierlab does not list.)"""
+
+
+@pytest.mark.parametrize("kind", ["deepseek_v32", "glm_moe_dsa"])
+def test_sparse_attention_counts_like_transformers_and_simulates(tmp_path, kind):
+    _known(kind)
+    path = _write(tmp_path, kind, **DSA)
+    model = load_model(str(path))
+    assert model.attention_tensors.indexer == (4, 16, 32)
+    assert (model.n_params, model.active_params) == meta_counts(path)
+    res = run("simulate", "-m", str(path), "-H", "dgx-a100", "-c", "zero3-cpu", "--seq",
+              str(SEQ), "--json")
+    assert res.exit_code == 0, res.output
+    step = json.loads(res.output)["step_time_s"]
+    assert math.isfinite(step) and step > 0
+
+
+def test_the_indexer_runs_forward_only(tmp_path):
+    """DeepseekV32Indexer.forward runs under torch.no_grad: its GEMMs (wq_b q_lora 32 -> 4 x 16,
+    wk 64 -> 16, weights_proj 64 -> 4) and its scores (2 s x 4 heads x (16 + 1) per token) are
+    forward work with no backward; the MLA attention's are trained as before."""
+    _known("deepseek_v32")
+    model = load_model(str(_write(tmp_path, "deepseek_v32", **DSA)), seq_len=SEQ)
+    lf = layer_forward(model, micro_batch=1)
+    gemms = 2.0 * SEQ * (32 * 64 + 64 * 16 + 64 * 4)
+    scores = 2.0 * SEQ * SEQ * 4 * (16 + 1)
+    assert lf.forward_only_flops == pytest.approx(gemms + scores, rel=1e-12)
+    from_step = step_flops(model, 1, checkpointing=False) - 3.0 * (
+        lf.total - lf.forward_only_flops) * model.n_layers - 3.0 * logits_forward(model, 1)
+    assert from_step == pytest.approx(lf.forward_only_flops * model.n_layers, rel=1e-9)
+    fwd, bwd = block_seconds(load_hardware("dgx-a100").gpu, "bf16", lf)
+    kernels = forward_only_seconds(load_hardware("dgx-a100").gpu, "bf16", lf)
+    assert kernels > 0 and bwd == pytest.approx(2.0 * (fwd - kernels), rel=1e-9)
+
+
+@pytest.mark.parametrize("key, value", [("index_n_heads", 0), ("index_head_dim", -4),
+                                        ("index_topk", 0)])
+def test_a_malformed_indexer_size_is_one_line_naming_the_key(tmp_path, key, value):
+    _known("deepseek_v32")
+    path = _write(tmp_path, "deepseek_v32", **dict(DSA, **{key: value}))
+    assert_user_error(run("simulate", "-m", str(path)), str(path), f"{key}: must be >= 1")
