@@ -107,3 +107,14 @@ def test_a_model_of_several_attention_shapes_round_trips_through_json(tmp_path, 
     back = Model(**json.loads(json.dumps(asdict(model))))
     assert back == model and back.n_params == model.n_params
     assert layer_forward(back, 1).total == layer_forward(model, 1).total
+
+
+def test_the_runner_refuses_attention_whose_shape_differs_between_layers(tmp_path):
+    """runner/model.py trains LlamaForCausalLM of one head width: Gemma 4's global layers
+    (head_dim 32 beside the sliding layers' 16 here) would be trained at the sliding width."""
+    from tierlab.errors import ConfigError
+    from tierlab.runner.variants import check_dense
+
+    model = load_model(str(_write(tmp_path, "gemma4_text")))
+    with pytest.raises(ConfigError, match="attention whose shape differs between layers"):
+        check_dense(model)
