@@ -45,7 +45,8 @@ from tierlab.safeio import read_text, write_text
 def run(ctx, engine, breakdown, out_dir, hostfile, keep_swap, overwrite, quiet, no_progress, **kw):
     """Train a Llama model with DeepSpeed for real and write a Measurement.
 
-    One GPU (or the CPU) runs in this process; --gpus N > 1 or --hostfile goes through
+    A model a Llama of its sizes is not (MoE, a mixer, MLA, q/k norms, sliding windows, ...) is
+    refused in one line naming what it holds. One GPU (or the CPU) runs in this process; --gpus N > 1 or --hostfile goes through
     DeepSpeed's launcher. Writes DIR/measurement.json, steps.jsonl (flushed every step),
     samples.jsonl and summary.json. Ctrl-C or SIGTERM closes the record as "interrupted" with
     the steps measured. Exit 0 ok, 1 failed, 2 bad input, 130 Ctrl-C (SIGINT), 143 SIGTERM.
