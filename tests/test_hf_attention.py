@@ -37,6 +37,16 @@ def _write(tmp_path, kind: str, **extra):
     return path
 
 
+def _counted_and_simulated(model, path) -> None:
+    """transformers' meta count, total and active, and a finite simulated step."""
+    assert (model.n_params, model.active_params) == meta_counts(path)
+    res = run("simulate", "-m", str(path), "-H", "dgx-a100", "-c", "zero3-cpu", "--seq",
+              str(SEQ), "--json")
+    assert res.exit_code == 0, res.output
+    step = json.loads(res.output)["step_time_s"]
+    assert math.isfinite(step) and step > 0
+
+
 def _known(kind: str) -> None:
     pytest.importorskip("transformers")
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
@@ -51,12 +61,7 @@ def test_tensor_attention_counts_like_transformers_and_simulates(tmp_path, kind)
     path = _write(tmp_path, kind)
     model = load_model(str(path))
     assert model.attention_tensors is not None
-    assert (model.n_params, model.active_params) == meta_counts(path)
-    res = run("simulate", "-m", str(path), "-H", "dgx-a100", "-c", "zero3-cpu", "--seq",
-              str(SEQ), "--json")
-    assert res.exit_code == 0, res.output
-    step = json.loads(res.output)["step_time_s"]
-    assert math.isfinite(step) and step > 0
+    _counted_and_simulated(model, path)
 
 
 def test_an_extra_attention_projection_is_a_gemm_of_its_own(tmp_path):
@@ -135,12 +140,7 @@ def test_sparse_attention_counts_like_transformers_and_simulates(tmp_path, kind)
     path = _write(tmp_path, kind, **DSA)
     model = load_model(str(path))
     assert model.attention_tensors.indexer == (4, 16, 32)
-    assert (model.n_params, model.active_params) == meta_counts(path)
-    res = run("simulate", "-m", str(path), "-H", "dgx-a100", "-c", "zero3-cpu", "--seq",
-              str(SEQ), "--json")
-    assert res.exit_code == 0, res.output
-    step = json.loads(res.output)["step_time_s"]
-    assert math.isfinite(step) and step > 0
+    _counted_and_simulated(model, path)
 
 
 def test_the_indexer_runs_forward_only(tmp_path):
