@@ -93,8 +93,8 @@ def layer_forward(model: Model, micro_batch: int, bytes_per_value: int = 2) -> L
     tokens = micro_batch * model.seq_len
     gemms: dict[tuple, list[float]] = {}       # (group, matrix kind) -> [flops, runs per block]
     hbm = 0.0
-    spans = attention_spans(model)
     scores = score_spans(model)
+    spans = attention_spans(model) if len(scores) > 1 else tuple((k, n) for (k, _, _), n in scores)
     # softmax's keys per query, averaged over blocks (an int, s, for full attention)
     mean_keys = spans[0][0] if len(spans) == 1 else \
         sum(k * n for k, n in spans) / max(1, sum(n for _, n in spans))
@@ -141,6 +141,8 @@ def indexer_work(model: Model, tokens: int) -> tuple[tuple[tuple[float, float], 
     top-k: 4 B x keys x (4 H + 4) per query. Keys: the layer's (all s, causal no-halving)."""
     parts: dict[tuple, float] = {}
     nbytes = 0.0
+    if not _has_indexer(model):         # every model but DeepSeek sparse attention's: no loop
+        return (), 0.0
     for i in range(model.n_layers):
         tensors = model.shaped(i).attention_tensors if attends(model, i) else None
         if tensors is None or not tensors.indexer:
@@ -151,6 +153,12 @@ def indexer_work(model: Model, tokens: int) -> tuple[tuple[tuple[float, float], 
         parts[flops] = parts.get(flops, 0.0) + 1.0 / model.n_layers
         nbytes += 4.0 * tokens * keys * (4 * heads + 4) / model.n_layers
     return tuple(parts.items()), nbytes
+
+
+def _has_indexer(model: Model) -> bool:
+    """Some block's attention read as tensors has an indexer (AttentionTensors.indexer)."""
+    tensors = [model.attention_tensors, *(a.attention_tensors for a in model.layer_attention)]
+    return any(t is not None and t.indexer for t in tensors)
 
 
 def run_gemms(model: Model, layer: int) -> dict[str, tuple[int, int, float]]:
