@@ -737,6 +737,11 @@ class Model:
     def layer_groups(self) -> tuple[tuple[int, int], ...]:
         """(a representative layer, how many layers are built like it): one group for a dense
         model, dense and MoE groups for DeepSeek/Qwen-MoE, x attention and mixer for Jamba."""
+        return self._layer_groups
+
+    @cached_property
+    def _layer_groups(self) -> tuple[tuple[int, int], ...]:
+        """layer_groups, worked out once per (frozen) Model: every simulated step asks for it."""
         groups: dict[tuple, list[int]] = {}
         for i in range(self.n_layers):
             groups.setdefault(self.layer_kind(i), []).append(i)
