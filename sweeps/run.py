@@ -344,16 +344,29 @@ def _worker_init() -> None:
 
 def _stop(pool) -> None:
     """Stop a pool now: cancel what has not started and terminate the workers (an interrupted
-    sweep must not leave processes computing rows nobody will read). The workers are taken
-    before shutdown, which forgets them (`_processes = None`): taken after, none was stopped and
-    the queued chunks ran to their end before the process could exit."""
+    sweep must not leave processes computing rows nobody will read). The workers and the result
+    queue are taken before shutdown, which forgets them (`_processes = None`): taken after, none
+    was stopped and the queued chunks ran to their end before the process could exit.
+
+    A worker terminated while it was sending a chunk's rows (larger than a pipe's buffer) leaves
+    half a message in the result pipe, and the pool's manager thread waits in `recv` for the rest
+    for ever; Python joins that thread at exit, so the process never ended (1 CI run in 5: the
+    sweep printed its "interrupted" line and hung). The parent holds a write end of that pipe
+    too: closed once the workers are dead, the read sees end-of-file, the manager thread takes
+    the pool as broken and ends (bounded join)."""
     procs = list((getattr(pool, "_processes", None) or {}).values())
+    results = getattr(pool, "_result_queue", None)
+    manager = getattr(pool, "_executor_manager_thread", None)
     pool.shutdown(wait=False, cancel_futures=True)
     for proc in procs:
         if proc.is_alive():
             proc.terminate()
     for proc in procs:
         proc.join(timeout=5)
+    if results is not None and not any(proc.is_alive() for proc in procs):
+        results._writer.close()
+    if manager is not None:
+        manager.join(timeout=5)
 
 
 def _canon(value: Any) -> Any:

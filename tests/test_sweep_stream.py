@@ -151,3 +151,35 @@ def test_workers_collect_garbage_less_often_the_caller_as_it_was():
     before = gc.get_threshold()
     rows = run_points([{"micro_batch": m} for m in range(1, 9)], _thresholds, jobs=2)
     assert {r["gc"] for r in rows} == {WORKER_GC_THRESHOLD} and gc.get_threshold() == before
+
+
+STOP_MID_SEND = """
+import time
+from concurrent.futures import ProcessPoolExecutor
+from tierlab.sweeps.run import _stop, _worker_init
+
+def rows(i):
+    return b"x" * (32 << 20)      # far above a pipe's buffer: a worker is mid-send most of the time
+
+if __name__ == "__main__":
+    pool = ProcessPoolExecutor(max_workers=2, initializer=_worker_init)
+    futures = [pool.submit(rows, i) for i in range(40)]
+    time.sleep({delay_s})
+    manager = pool._executor_manager_thread
+    _stop(pool)
+    print("manager ended" if not manager.is_alive() else "manager still waiting", flush=True)
+"""
+
+
+@pytest.mark.parametrize("delay_s", [0.4, 0.9])
+def test_a_pool_stopped_while_a_worker_sends_its_rows_lets_the_process_exit(tmp_path, delay_s):
+    """Workers terminated mid-send left half a message in the result pipe; the pool's manager
+    thread waited for the rest for ever and Python's exit joined it (the sweep said
+    "interrupted" and hung: CI, test_sweep_signal_then_resume[15]). _stop closes the parent's
+    write end, so the manager sees end-of-file and the process exits."""
+    import subprocess
+
+    script = tmp_path / "stop.py"
+    script.write_text(STOP_MID_SEND.replace("{delay_s}", str(delay_s)))
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and "manager ended" in p.stdout, p.stdout + p.stderr
