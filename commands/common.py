@@ -14,7 +14,7 @@ from click.core import ParameterSource
 from tierlab.errors import ConfigError, Interrupted
 from tierlab.safeio import check_not_input, check_writable
 from tierlab.scenario import resolve
-from tierlab.sweeps.run import what_if
+from tierlab.sweeps.hardware import what_if
 
 SCENARIO_KEYS = ("model", "hardware", "ds_config", "overrides", "gpus", "nodes", "micro_batch",
                  "grad_accum", "seq", "checkpointing", "precision")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import importlib
+import subprocess
+import sys
 from pathlib import Path
 
 import click
@@ -12,7 +14,7 @@ from tierlab.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = ROOT / "commands"
-SHARED = {"__init__", "common", "examples", "json_stdout", "options", "seams"}
+SHARED = {"__init__", "common", "examples", "json_stdout", "options", "seams", "verbs"}
 MAX_VERB_LINES = 150
 MAX_CLI_LINES = 80
 
@@ -49,4 +51,23 @@ def test_cli_only_registers():
     assert not any(".command" in d for d in decorators), decorators
     from_commands = {a.name for n in tree.body if isinstance(n, ast.ImportFrom)
                      and (n.module or "").startswith("tierlab.commands.") for a in n.names}
-    assert from_commands == {*_verb_modules(), "TierlabGroup"}
+    assert from_commands == {"TierlabGroup", "Verbs"}      # the verbs by name, imported lazily
+    from tierlab.cli import VERBS
+
+    assert sorted(VERBS) == _verb_modules()
+
+
+def test_a_verb_imports_only_its_own_module():
+    """`tierlab simulate` does not import the other verbs' modules (nor the sweep machinery, nor
+    the runner): a whole-process answer is mostly imports (issue 32)."""
+    code = ("import sys; sys.argv = ['tierlab', 'simulate', '-q', '--json']\n"
+            "from tierlab.cli import main\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('tierlab.commands.', "
+            "'tierlab.sweeps', 'tierlab.runner'))), file=sys.stderr)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    loaded = ast.literal_eval(p.stderr.strip().splitlines()[-1])
+    verbs = [m for m in loaded if m.split(".")[-1] in _verb_modules() and m.startswith(
+        "tierlab.commands.")]
+    assert verbs == ["tierlab.commands.simulate"], loaded
+    assert not [m for m in loaded if m.startswith(("tierlab.sweeps.run", "tierlab.runner."))], loaded
