@@ -351,6 +351,24 @@ ARCHITECTURES: dict[str, tuple[str, Callable[[_Cfg], dict]]] = {
 """model_type -> (family, reader). The one list of supported architectures (docs/models.md)."""
 
 
+FLOAT_TAGS = {"Infinity": float("inf"), "-Infinity": float("-inf"), "NaN": float("nan")}
+"""transformers 5.x writes a float JSON cannot hold as `{"__float__": "Infinity"}` (its
+configuration_utils.py `_encode_special_floats`, e.g. Mamba-2's `time_step_limit` [0.0, inf] in
+any config save_pretrained wrote) and reads it back with `_decode_special_floats`."""
+
+
+def decode_special_floats(obj: Any) -> Any:
+    """`obj` with transformers' tagged floats read back as floats (as from_pretrained reads a
+    config.json); anything else as it is."""
+    if isinstance(obj, Mapping):
+        if set(obj) == {"__float__"} and obj["__float__"] in FLOAT_TAGS:
+            return FLOAT_TAGS[obj["__float__"]]
+        return {k: decode_special_floats(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [decode_special_floats(v) for v in obj]
+    return obj
+
+
 def model_fields(data: Any, where: str) -> dict:
     """Model keyword arguments (without name, seq_len, source) from a config.json mapping."""
     if not isinstance(data, Mapping):

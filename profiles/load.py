@@ -533,8 +533,9 @@ def _config_name(where: str) -> str:
 
 def model_from_hf_config(data: Any, where: str, name: str | None = None) -> Model:
     """A Hugging Face config.json -> Model; the architecture readers are in hf_arch.py."""
-    from tierlab.profiles.hf_arch import family as hf_family, model_fields
+    from tierlab.profiles.hf_arch import decode_special_floats, family as hf_family, model_fields
 
+    data = decode_special_floats(data)
     try:
         fields = model_fields(data, where)
         check_model({**fields, "seq_len": fields["max_seq_len"]}, where)   # in the file's words

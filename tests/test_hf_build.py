@@ -132,6 +132,33 @@ def test_linear_attention_and_mamba_hybrids_load(tmp_path, kind, extra):
     assert res.exit_code == 0, res.output
 
 
+@pytest.mark.parametrize("kind", ["mamba2", "bamba", "nemotron_h"])
+def test_a_config_transformers_saved_with_tagged_infinity_loads(tmp_path, kind):
+    """transformers 5.x writes Mamba-2's time_step_limit [0.0, inf] as [0.0, {"__float__":
+    "Infinity"}] (to_json_string, save_pretrained) and from_pretrained reads it back; tierlab
+    passed the tag on and transformers refused the config (bench_architectures: 5 types)."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.AutoConfig.for_model(kind, hidden_size=64, num_hidden_layers=2,
+                                               vocab_size=1000, num_attention_heads=4,
+                                               num_key_value_heads=2, num_heads=8, head_dim=16)
+    text = config.to_json_string()
+    assert '"__float__": "Infinity"' in text
+    path = tmp_path / "config.json"
+    path.write_text(text)
+    model = load_model(str(path))
+    data = json.loads(text)
+    data["time_step_limit"] = [0.0, float("inf")]
+    assert _near(model.n_params, meta_param_count(data)), (model.n_params, meta_param_count(data))
+
+
+def test_only_transformers_float_tags_are_read_as_floats():
+    from tierlab.profiles.hf_arch import decode_special_floats
+
+    assert decode_special_floats({"a": [{"__float__": "-Infinity"}], "b": {"__float__": "x"},
+                                  "c": {"__float__": "NaN", "d": 1}}) == \
+        {"a": [float("-inf")], "b": {"__float__": "x"}, "c": {"__float__": "NaN", "d": 1}}
+
+
 @pytest.mark.parametrize("path", REMOTE, ids=lambda p: p.stem)
 def test_real_remote_code_config_is_refused(path):
     pytest.importorskip("transformers")
