@@ -359,14 +359,26 @@ any config save_pretrained wrote) and reads it back with `_decode_special_floats
 
 def decode_special_floats(obj: Any) -> Any:
     """`obj` with transformers' tagged floats read back as floats (as from_pretrained reads a
-    config.json); anything else as it is."""
-    if isinstance(obj, Mapping):
-        if set(obj) == {"__float__"} and obj["__float__"] in FLOAT_TAGS:
-            return FLOAT_TAGS[obj["__float__"]]
-        return {k: decode_special_floats(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [decode_special_floats(v) for v in obj]
-    return obj
+    config.json); anything else as it is. Walked with a stack, not recursion: a config nested
+    as deep as the JSON reader allows is refused by the readers after this, in one line."""
+    def tag(v):
+        return isinstance(v, Mapping) and set(v) == {"__float__"} and v["__float__"] in FLOAT_TAGS
+
+    if tag(obj):
+        return FLOAT_TAGS[obj["__float__"]]
+    if not isinstance(obj, (Mapping, list)):
+        return obj
+    root = dict(obj) if isinstance(obj, Mapping) else list(obj)
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        for k, v in (node.items() if isinstance(node, dict) else enumerate(node)):
+            if tag(v):
+                node[k] = FLOAT_TAGS[v["__float__"]]
+            elif isinstance(v, (Mapping, list)):
+                node[k] = dict(v) if isinstance(v, Mapping) else list(v)
+                stack.append(node[k])
+    return root
 
 
 def model_fields(data: Any, where: str) -> dict:
