@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator, Mapping
 from tierlab import bounds
 from tierlab.errors import ConfigError
 from tierlab.profiles.hf_mixer import mixer_tensors
-from tierlab.profiles.schema import AttentionTensors, Shared
+from tierlab.profiles.schema import AttentionTensors, PerLayerInputs, Shared
 
 COUNT_TOLERANCE = 5e-3
 """tierlab's count of a built architecture may differ from transformers' by 0.5 % (issue 30):
@@ -161,6 +161,11 @@ and head width at least 1 (DeepseekV32Indexer builds wq_b of index_n_heads x ind
 top-k of at least one key."""
 
 
+PER_LAYER_WIDTH = bounds.Bound(0, bounds.MODEL["hidden"].high, why=bounds.MODEL["hidden"].why)
+"""hidden_size_per_layer_input (PerLayerInputs.width): 0 is transformers' "none"
+(modeling_gemma4.py line 1346: `if self.hidden_size_per_layer_input:`), else a width."""
+
+
 def check_counts(get: Any, where: str) -> None:
     """The config's counts (`get(attribute)`: of the config.json mapping, then of transformers'
     config object) within the bounds of the Model fields they become, before anything is built
@@ -173,6 +178,21 @@ def check_counts(get: Any, where: str) -> None:
         value = get(attr)
         if isinstance(value, int) and not isinstance(value, bool):
             bounds.check(value, bound, f"{where}: {attr}")
+    check_per_layer_keys(get, where)
+
+
+def check_per_layer_keys(get: Any, where: str) -> None:
+    """Gemma 4's per-layer-input keys (Model.per_layer_inputs): hidden_size_per_layer_input a
+    whole number >= 0 (0: none), and where it is > 0, vocab_size_per_layer_input >= 1 (the
+    table's rows): one ConfigError line naming the key (transformers would fail building a
+    tensor of negative size, or an embedding of 0 rows)."""
+    width = get("hidden_size_per_layer_input")
+    if width is None:
+        return
+    bounds.check(width, PER_LAYER_WIDTH, f"{where}: hidden_size_per_layer_input")
+    vocab = get("vocab_size_per_layer_input")
+    if width and vocab is not None:
+        bounds.check(vocab, bounds.MODEL["vocab"], f"{where}: vocab_size_per_layer_input")
 
 
 def check_layer_counts(config: Any, where: str) -> None:
@@ -557,19 +577,26 @@ def layer_fields(layer: Any, config: Any, hidden: int) -> dict:
     if _child(layer, ("shared_transformer",)) is not None:
         return hybrid_fields(layer, config, hidden)
     attn, mlp = _child(layer, _ATTENTION), _child(layer, _MLP)
+    per_layer = per_layer_block(layer, hidden)      # Gemma 4's gate, projection and norm
     mixer = find_mixer(layer)           # in place of attention, or beside it (Falcon-H1)
     part = None if mixer or attn or mlp else single_part_child(layer)   # Nemotron-H
     if part is not None:
         attn, mlp = (part[1:], None) if part[0] == "attention" else (None, part[1:])
     beside = _child(layer, _SHARED) if mlp is not None else None    # Granite 4's shared_mlp
-    norms = [c for _, c in layer.named_children() if _is_norm(c)]
+    own = set(PER_LAYER_BLOCK) if per_layer else set()
+    norms = [c for n, c in layer.named_children() if _is_norm(c) and n not in own]
     parts = (mixer, attn, mlp, beside) if mixer or part else \
         ((attn, mlp, beside) if attn and mlp else ())
-    read = {n for n, _ in (p for p in parts if p is not None)}
+    read = {n for n, _ in (p for p in parts if p is not None)} | own
     other = [f"{n} ({type(c).__name__})" for n, c in layer.named_children()
              if n not in read and not _is_norm(c) and _numel(c)]
     out = dict(other=other, n_norms=len(norms), norms=norms, attn=None, mlp=None, moe=None,
-               mixer=None, attn_bias=None, mlp_bias=None, part=part and part[0])
+               mixer=None, attn_bias=None, mlp_bias=None, part=part and part[0],
+               per_layer=per_layer)
+    if mlp is not None and _child(layer, ("experts",)) is not None:
+        raise Unmodelled(f"a MoE beside the MLP in {type(layer).__name__} (its router and "
+                         "experts children of the block next to `mlp`, with norms of their own: "
+                         "Gemma 4's enable_moe_block), which tierlab does not model")
     if mixer is not None:
         out["mixer"] = dict(mixer_fields(mixer[1]), attention=attn is not None)
     elif (attn is None or mlp is None) and part is None:
@@ -586,6 +613,63 @@ def layer_fields(layer: Any, config: Any, hidden: int) -> dict:
     else:
         out["mlp"] = mlp_shape(mlp[1], hidden)
     return out
+
+
+PER_LAYER_BLOCK = ("per_layer_input_gate", "per_layer_projection", "post_per_layer_input_norm")
+"""A block's per-layer-input children (modeling_gemma4.py Gemma4TextDecoderLayer.__init__ lines
+1345-1350; Gemma 3n's decoder layer builds the same three beside its AltUp and laurel)."""
+
+PER_LAYER_MODEL = ("embed_tokens_per_layer", "per_layer_model_projection",
+                   "per_layer_projection_norm")
+"""The model-level per-layer-input modules (modeling_gemma4.py Gemma4TextModel.__init__ lines
+1566-1580): the table, the projection hidden -> n_layers x width, its norm."""
+
+
+def per_layer_block(layer: Any, hidden: int) -> int | None:
+    """Width of a block's per-layer input (Model.per_layer_inputs: its gate hidden -> width, its
+    projection width -> hidden, both without bias, and a norm of hidden), None where the block
+    has none; any other shape or a part missing: Unmodelled naming it."""
+    kids = dict(layer.named_children())
+    have = [n for n in PER_LAYER_BLOCK if n in kids]
+    if not have:
+        return None
+    gate, proj, norm = (kids.get(n) for n in PER_LAYER_BLOCK)
+    ok = gate is not None and proj is not None and norm is not None and \
+        getattr(gate, "bias", None) is None and getattr(proj, "bias", None) is None and \
+        gate.weight.dim() == 2 and gate.weight.shape[1] == hidden and \
+        tuple(proj.weight.shape) == (hidden, gate.weight.shape[0]) and \
+        _norm_width(norm) == hidden and _numel(norm) == hidden
+    if not ok:
+        shapes = ", ".join(f"{n} {tuple(p.shape)}" for n in have
+                           for p in kids[n].parameters())
+        raise Unmodelled(f"per-layer inputs of other shapes than tierlab reads in "
+                         f"{type(layer).__name__} ({shapes})")
+    return int(gate.weight.shape[0])
+
+
+def per_layer_fields(model: Any, read: list[dict], hidden: int) -> tuple[dict, list]:
+    """({"per_layer_inputs": PerLayerInputs} and the model-level modules it takes, for
+    outside_blocks) of blocks that read per-layer inputs, ({}, []) where none does. Every block
+    of one width, and the model's table (vocab x n_layers x width, its own Embedding), its
+    projection (hidden -> n_layers x width, no bias) and norm (width): else Unmodelled."""
+    widths = [l["per_layer"] for l in read]
+    if not any(w is not None for w in widths):
+        return {}, []
+    width = _same(widths, "per-layer input widths")
+    mods = {n.rsplit(".", 1)[-1]: m for n, m in model.named_modules()}
+    table, proj, norm = (mods.get(n) for n in PER_LAYER_MODEL)
+    packed = len(read) * width
+    if table is None or proj is None or norm is None or table.weight.shape[1] != packed or \
+            tuple(proj.weight.shape) != (packed, hidden) or \
+            getattr(proj, "bias", None) is not None or _numel(norm) != width:
+        found = ", ".join(f"{n} {tuple(m.weight.shape)}" for n, m in
+                          zip(PER_LAYER_MODEL, (table, proj, norm)) if m is not None)
+        raise Unmodelled(f"per-layer inputs of {width} per block without the table, projection "
+                         f"and norm of {len(read)} x {width} tierlab reads ({found or 'none'})")
+    vocab = int(table.weight.shape[0])
+    if vocab < 1:       # an Embedding of 0 rows builds on the meta device
+        raise Unmodelled("a per-layer embedding table of 0 rows (vocab_size_per_layer_input)")
+    return {"per_layer_inputs": PerLayerInputs(width=width, vocab=vocab)}, [table, proj, norm]
 
 
 _SLOT = re.compile(r"_adapter_list\.(\d+)\.")
@@ -815,13 +899,14 @@ def built_fields(model: Any, config: Any) -> tuple[dict, list[str], bool]:
     if not any(modelled(l) for l in read):
         raise Unmodelled(problems[0])
     pos = learned_positions(model, layers, emb, hidden)
-    final, left = outside_blocks(model, layers, emb, out, pos)
+    per_layer, per_layer_mods = per_layer_fields(model, read, hidden)
+    final, left = outside_blocks(model, layers, emb, out, pos, *per_layer_mods)
     fields = dict(block_fields([l for l in read if modelled(l)]), n_layers=len(read),
                   hidden=hidden, vocab=vocab,
                   max_seq_len=getattr(config, "max_position_embeddings", None) or 2048,
                   tie_embeddings=out is not None and out.weight is emb.weight,
                   head_bias=out is not None and getattr(out, "bias", None) is not None,
-                  norm=norm_kind(final + [n for l in read for n in l["norms"]]))
+                  norm=norm_kind(final + [n for l in read for n in l["norms"]]), **per_layer)
     if pos is not None:
         fields.update(learned_pos_emb=True, pos_emb_rows=pos.weight.shape[0])
     return fields, problems + left, not all(modelled(l) for l in read)

@@ -72,11 +72,51 @@ def mixer_matrices(model: "Model") -> dict[str, tuple[int, int]]:
     return {f"mixer.{name}": (i, o) for name, i, o in model.mixer.matrices}
 
 
+PER_LAYER_PREFIX = "per_layer_"
+"""Names of a block's per-layer-input tensors (Model.per_layer_inputs: Gemma 4), as transformers
+names them: per_layer_input_gate, per_layer_projection (post_per_layer_input_norm is a norm)."""
+
+
+def per_layer_block_matrices(model: "Model") -> dict[str, tuple[int, int]]:
+    """(in, out) of a block's per-layer-input GEMMs (modeling_gemma4.py
+    Gemma4TextDecoderLayer.__init__ lines 1348-1349): per_layer_input_gate hidden -> width,
+    per_layer_projection width -> hidden; {} without per-layer inputs."""
+    p = model.per_layer_inputs
+    if p is None:
+        return {}
+    return {"per_layer_input_gate": (model.hidden, p.width),
+            "per_layer_projection": (p.width, model.hidden)}
+
+
+def per_layer_input_params(model: "Model") -> dict[str, int]:
+    """The model-level per-layer-input tensors (modeling_gemma4.py Gemma4TextModel.__init__
+    lines 1566-1580): the table embed_tokens_per_layer, vocab x (n_layers x width); the
+    projection per_layer_model_projection, hidden x (n_layers x width); its norm
+    per_layer_projection_norm (width). Gemma 4's defaults: 262,144 x 7,680 = 2.01e9, 2,304 x
+    7,680 = 17.7e6 and 256; {} without per-layer inputs."""
+    p = model.per_layer_inputs
+    if p is None:
+        return {}
+    packed = model.n_layers * p.width
+    return {"embed_tokens_per_layer": p.vocab * packed,
+            "per_layer_model_projection": model.hidden * packed,
+            "per_layer_projection_norm": norm_numel(model, p.width)}
+
+
 def block_matrices(model: "Model", moe_layer: bool,
                    mixer_layer: bool = False) -> dict[str, tuple[int, int]]:
     """(in, out) of every weight matrix of one block, experts included; a mixer block's mixer
     in place of the attention (beside it when Mixer.attention: Falcon-H1; and nothing else
-    when the mixer has no MLP: Mamba)."""
+    when the mixer has no MLP: Mamba); then the block's per-layer-input GEMMs (Gemma 4)."""
+    mats = _block_core_matrices(model, moe_layer, mixer_layer)
+    if model.per_layer_inputs is not None:
+        mats.update(per_layer_block_matrices(model))
+    return mats
+
+
+def _block_core_matrices(model: "Model", moe_layer: bool,
+                         mixer_layer: bool) -> dict[str, tuple[int, int]]:
+    """block_matrices without the per-layer-input GEMMs."""
     mats = attention_matrices(model) if not mixer_layer or model.mixer.attention else {}
     if mixer_layer:
         mats.update(mixer_matrices(model))
@@ -104,7 +144,7 @@ def _biases(model: "Model", mats: dict[str, tuple[int, int]]) -> dict[str, int]:
     for name, (_, n_out) in mats.items():
         base = name.rsplit(".", 1)[-1]
         if base in ("router", "shared_expert_gate") or name.startswith("mixer.") or \
-                name.startswith(ATTENTION_TENSORS_PREFIX):
+                name.startswith((ATTENTION_TENSORS_PREFIX, PER_LAYER_PREFIX)):
             continue
         if model.bias or (model.qkv_bias and base in qkv):
             out[f"{name}.bias"] = n_out
@@ -119,6 +159,8 @@ def block_small_params(model: "Model", moe_layer: bool,
     names = ("input_norm", "post_attention_norm", "pre_feedforward_norm", "post_feedforward_norm")
     for name in names[:model.block_norms]:
         small[name] = norm_numel(model, model.hidden)
+    if model.per_layer_inputs is not None:    # modeling_gemma4.py line 1350
+        small["post_per_layer_input_norm"] = norm_numel(model, model.hidden)
     if mixer_layer:
         small.update({f"mixer.{name}": n for name, n in model.mixer.small_params})
         if not model.mixer.attention:
@@ -166,18 +208,22 @@ def mean_active_ffn(model: "Model") -> float:
 
 
 def largest_matrix_numel(model: "Model") -> int:
-    """Elements of the largest parameter tensor: a block matrix or the embedding."""
-    return max([model.vocab * model.hidden] + [i * o for rep, _ in model.layer_groups()
+    """Elements of the largest parameter tensor: a block matrix or the embedding (or Gemma 4's
+    per-layer table or projection)."""
+    return max([model.vocab * model.hidden] + list(per_layer_input_params(model).values()) + [i * o for rep, _ in model.layer_groups()
                                                for i, o in model.layer_matrices(rep).values()])
 
 
 def embed_params(model: "Model") -> dict[str, int]:
-    """Token embedding, learned positions (GPT-2, OPT, StarCoder), embedding norm (BLOOM)."""
+    """Token embedding, learned positions (GPT-2, OPT, StarCoder), embedding norm (BLOOM), the
+    per-layer-input table, projection and norm (Gemma 4: per_layer_input_params), all in the
+    embedding module (ZeRO-3 gathers them with it, sim/modules.py)."""
     out = {"embed_tokens": model.vocab * model.hidden}
     if model.learned_pos_emb:
         out["embed_positions"] = (model.pos_emb_rows or model.max_seq_len or model.seq_len) * model.hidden
     if model.embed_norm:
         out["embed_norm"] = norm_numel(model, model.hidden)
+    out.update(per_layer_input_params(model))   # Gemma 4: {} for every other model
     return out
 
 

@@ -17,7 +17,8 @@ from tierlab.profiles.layout import (ATTENTION_TENSORS_PREFIX, attention_matrice
 
 __all__ = ["CPU", "GPU", "HOST_COST_FIELDS", "PEAK_FLOPS_DTYPES", "AttentionTensors", "BlockKind",
            "Hardware", "LayerAttention", "MLA",
-           "Model", "Mixer", "MoE", "NVMe", "Network", "PCIe", "Shared", "Software"]
+           "Model", "Mixer", "MoE", "NVMe", "Network", "PCIe", "PerLayerInputs", "Shared",
+           "Software"]
 
 
 def _positive(obj, *names: str) -> None:
@@ -374,6 +375,32 @@ class Shared:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PerLayerInputs:
+    """Gemma 4's per-layer inputs (transformers 5.25 modeling_gemma4.py): a second embedding
+    table `embed_tokens_per_layer` of vocab x (n_layers x width) (Gemma4TextModel.__init__, lines
+    1566-1580), beside it a model-level `per_layer_model_projection` hidden -> n_layers x width
+    and its `per_layer_projection_norm` (width); `project_per_layer_inputs` (lines 1751-1784)
+    adds the projected embedding to the looked-up rows, and each block i takes its slice
+    (`per_layer_inputs[:, :, i, :]`, line 1684) into its own `per_layer_input_gate`
+    (hidden -> width), act, product with the slice, `per_layer_projection` (width -> hidden) and
+    `post_per_layer_input_norm` (hidden), added to the residual
+    (Gemma4TextDecoderLayer.__init__ lines 1345-1350, forward lines 1408-1415). The tensors are
+    profiles/layout.py's (per_layer_input_params, per_layer_block_matrices)."""
+
+    width: int
+    """Width of one block's per-layer input (hidden_size_per_layer_input)."""
+    vocab: int
+    """Rows of the per-layer embedding table (vocab_size_per_layer_input)."""
+
+    def __post_init__(self) -> None:
+        for name in ("width", "vocab"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"PerLayerInputs.{name} must be a whole number >= 1, got "
+                                 f"{value!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
 class AttentionTensors:
     """Softmax attention read as the tensors transformers builds (profiles/hf_build.py
     `tensor_attention`, off the meta-device module) where its projections are not the q/k/v/o
@@ -591,6 +618,9 @@ class Model:
     """Blocks whose attention has another shape than the fields above say (Gemma 4's global
     layers: head_dim 512 beside the sliding layers' 256); each block's matrices, norms and
     score FLOPs follow its own shape (Model.shaped). (): every block has Model's."""
+    per_layer_inputs: PerLayerInputs | None = None
+    """Gemma 4's per-layer inputs: a second embedding table, its model-level projection and
+    norm, and in every block a gate, a projection and a norm (PerLayerInputs); None: none."""
     source: str = ""
 
     def __post_init__(self) -> None:
@@ -623,6 +653,8 @@ class Model:
         if isinstance(self.attention_tensors, Mapping):
             object.__setattr__(self, "attention_tensors",
                                AttentionTensors(**self.attention_tensors))
+        if isinstance(self.per_layer_inputs, Mapping):
+            object.__setattr__(self, "per_layer_inputs", PerLayerInputs(**self.per_layer_inputs))
         if self.mixer is not None and max(self.mixer.layers) >= self.n_layers:
             raise ValueError(f"Model.mixer.layers lists block {max(self.mixer.layers)}, the "
                              f"model has {self.n_layers}")

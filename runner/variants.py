@@ -100,6 +100,8 @@ def unlike_llama(model) -> list[str]:
         (model.qkv_bias and not model.bias, "biases on q/k/v alone"),
         (model.block_norms != 2 or model.embed_norm or model.head_bias,
          "norms or biases outside a Llama block's two RMSNorms"),
+        (model.per_layer_inputs is not None,
+         "per-layer inputs (a second embedding table; a gate, projection and norm per block)"),
     ]
     return [what for hit, what in found if hit]
 

@@ -37,6 +37,11 @@ MLP or MoE block no attention, no scores. A shared block (Model.shared: Zamba2's
 Zamba2HybridLayer) runs at every depth that uses it: its weights' GEMMs (stored once), the use's
 own adapters and linear, and its attention's scores (Model.n_heads of Model.head_dim), beside the
 block's Mamba-2 scan.
+Gemma 4's per-layer inputs (Model.per_layer_inputs) add to each block its gate and projection
+GEMMs (2 x in x out per token, listed with the block's matrices) and their memory-bound kernels;
+the model-level projection is timed with the LM head (once per forward, 2 x in the backward,
+not recomputed: logits_forward), the table lookup as memory traffic shared out to the blocks
+(per_layer_input_hbm_values).
 """
 from __future__ import annotations
 
@@ -247,12 +252,46 @@ def _layer_hbm_bytes(model: Model, micro_batch: int, bytes_per_value: int, ffn: 
     tokens = micro_batch * model.seq_len
     act = 3 if model.gated_mlp else 2
     per_token = 10 * model.hidden + act * ffn + 2 * model.n_heads * keys
+    if model.per_layer_inputs is not None:      # Gemma 4's per-layer inputs
+        per_token += per_layer_input_hbm_values(model)
     return float(tokens * per_token * bytes_per_value)
 
 
 def logits_forward(model: Model, micro_batch: int) -> float:
-    """LM head GEMM: 2 h V per token (embedding lookup is free)."""
-    return 2.0 * micro_batch * model.seq_len * model.hidden * model.vocab
+    """LM head GEMM: 2 h V per token (embedding lookup is free); with Gemma 4's per-layer inputs
+    also the model-level projection (per_layer_input_forward), timed with the head: like it, it
+    runs once per forward outside the blocks (never recomputed) and 2 x in the backward."""
+    tokens = micro_batch * model.seq_len
+    head = 2.0 * tokens * model.hidden * model.vocab
+    if model.per_layer_inputs is None:
+        return head
+    return head + tokens * per_layer_input_forward(model)[1]
+
+
+def per_layer_input_forward(model: Model) -> tuple[float, float]:
+    """(FLOPs per token of one block's per-layer-input GEMMs, FLOPs per token of the model-level
+    projection), 2 x in x out each (modeling_gemma4.py Gemma4TextDecoderLayer.forward lines
+    1408-1415: per_layer_input_gate hidden -> width, per_layer_projection width -> hidden;
+    Gemma4TextModel.project_per_layer_inputs line 1773: per_layer_model_projection hidden ->
+    n_layers x width). Gemma 4's defaults (h 2,304, w 256, 30 blocks): 2,359,296 per block and
+    35,389,440 once. (0, 0) without per-layer inputs."""
+    p = model.per_layer_inputs
+    if p is None:
+        return 0.0, 0.0
+    return 2.0 * 2 * model.hidden * p.width, 2.0 * model.hidden * model.n_layers * p.width
+
+
+def per_layer_input_hbm_values(model: Model) -> int:
+    """Values per token one block's per-layer-input kernels read + write (unfused, as
+    _layer_hbm_bytes counts): act on the gate's output (2 w), product with the slice (3 w), the
+    norm (2 h), the residual add (3 h); and the block's share of the model-level work, 13 w per
+    token and block (modeling_gemma4.py lines 1745 and 1773-1784: the table lookup (gather, read
+    + write) and its embed scale, the projection's scale, its norm, the sum and its scale:
+    2 + 2 + 2 + 2 + 3 + 2 = 13 x n_layers x w per token). 0 without per-layer inputs."""
+    p = model.per_layer_inputs
+    if p is None:
+        return 0
+    return 5 * p.width + 5 * model.hidden + 13 * p.width
 
 
 def step_flops(model: Model, micro_batch: int, grad_accum: int = 1,

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from tierlab.profiles.layout import mean_active_ffn
+from tierlab.profiles.layout import mean_active_ffn, per_layer_input_params
 from tierlab.profiles.schema import Hardware, Model, Software
 from tierlab.sim.headroom import DEFAULT_HEADROOM, Headroom
 from tierlab.sim.layout import ParamLayout, n_params, param_layout, swap_file_bytes
@@ -123,8 +123,10 @@ def model_state_bytes(model: Model, strategy: Strategy) -> dict[str, float]:
 
 
 def largest_module_params(model: Model) -> int:
-    """Largest single module ZeRO-3 gathers at once: a transformer block or the embedding/head."""
-    return max(model.params_per_layer, model.vocab * model.hidden)
+    """Largest single module ZeRO-3 gathers at once: a transformer block or the embedding/head
+    (or Gemma 4's per-layer table, its own Embedding module: layout.per_layer_input_params)."""
+    return max(model.params_per_layer, model.vocab * model.hidden,
+               *per_layer_input_params(model).values())
 
 
 # ----------------------------------------------------------------------------------------------
@@ -141,8 +143,14 @@ def activation_bytes_per_token_layer(model: Model, strategy: Strategy) -> float:
     h, f, kv = model.hidden, mean_active_ffn(model), model.kv_dim
     mlp = (4 if model.gated_mlp else 2) * f
     norm_input = 4 if model.norm == "rmsnorm" else b
+    per_layer = 0.0
+    if model.per_layer_inputs is not None:
+        # Gemma 4 (modeling_gemma4.py lines 1408-1415): the gate's input (b h), its output, the
+        # act's output and the product with the slice (3 b w), the norm's fp32 input (4 h)
+        per_layer = b * (h + 3 * model.per_layer_inputs.width) + norm_input * h
     return (2 * norm_input * h + b * (2 * h + (h + 2 * kv) + h + mlp)
-            + (b * f if not model.gated_mlp else 0))   # GELU keeps its input too
+            + (b * f if not model.gated_mlp else 0)   # GELU keeps its input too
+            + per_layer)
 
 
 def activation_bytes(model: Model, strategy: Strategy) -> dict[str, float]:
@@ -150,11 +158,15 @@ def activation_bytes(model: Model, strategy: Strategy) -> dict[str, float]:
     tokens = strategy.train_micro_batch_size_per_gpu * model.seq_len
     b = strategy.bytes_per_param
     per_layer = activation_bytes_per_token_layer(model, strategy) * tokens
+    # Gemma 4: the packed per-layer inputs (n_layers x width per token, modeling_gemma4.py
+    # project_per_layer_inputs) are an input of every block, kept until the last backward
+    extra = {"per_layer_inputs": float(b * model.n_layers * model.per_layer_inputs.width *
+                                       tokens)} if model.per_layer_inputs is not None else {}
     if strategy.activation_checkpointing:
         # each block's input is kept (b x h per token); one block is recomputed at a time
         return {"checkpointed_inputs": float(model.n_layers * b * model.hidden * tokens),
-                "recompute_block": per_layer}
-    return {"layer_activations": per_layer * model.n_layers}
+                "recompute_block": per_layer, **extra}
+    return {"layer_activations": per_layer * model.n_layers, **extra}
 
 
 def logits_loss_bytes(model: Model, strategy: Strategy) -> float:

@@ -95,12 +95,6 @@ def test_a_per_layer_head_width_below_1_is_one_line_naming_it(tmp_path, key, val
                       "per_layer_config layer 3 head_dim")
 
 
-def test_gemma4_per_layer_inputs_are_refused_in_one_line_naming_them(tmp_path):
-    path = _write(tmp_path, "gemma4_text", hidden_size_per_layer_input=8)
-    assert_user_error(run("memory", "-m", str(path), "-H", "dgx-a100"), str(path),
-                      "per_layer_input_gate")
-
-
 @pytest.mark.parametrize("name", ["gemma4_text-k_eq_v", "mimo_v2_flash"])
 def test_a_model_of_several_attention_shapes_round_trips_through_json(tmp_path, name):
     model = load_model(str(_write(tmp_path, name)))
