@@ -14,6 +14,8 @@
 # A case named k times in CASES runs k times, each in its own process (NAME, NAME.p2, ...: the
 # process-to-process spread on one machine, lab/scripts/bench_repeatability.py).
 # PLAN=FILE takes the cases from FILE instead of lab/plan.yaml (e.g. lab/advice/cases.yaml).
+# CAL_SWEEP="ds_variants=zero2_offload,zero2_offload_gas2" adds --sweep points to the calibration
+# (with DS=1: only those DeepSpeed host-cost configurations, ~1 min each pair of depths).
 # CAL_SKIP=a,b replaces the --skip list (e.g. a second command that measures only DeepSpeed's host
 # costs: merge the two raw records' results and rebuild with `tierlab calibrate --from-raw`).
 # Leaves in $OUT (at most 8 files come back): $NAME-raw.json (every calibration point: rebuild
@@ -51,6 +53,7 @@ skip=()
 mkdir -p /tmp/cal/systems
 [ "${CALIBRATE:-1}" = 1 ] && { python3 -m tierlab.cli calibrate --name "$NAME" --hardware "$BASE" "${skip[@]}" "${nvme[@]}" \
   --out "/tmp/cal/systems/$NAME.yaml" --raw "$OUT/$NAME-raw.json" --sweep repeats=2 \
+  ${CAL_SWEEP:+--sweep "$CAL_SWEEP"} \
   >"$OUT/calibrate.log" 2>&1 || { tail -30 "$OUT/calibrate.log"; exit 1; }
 tail -n 3 "$OUT/calibrate.log"; }
 rm -rf /var/tmp/tierlab-cal
