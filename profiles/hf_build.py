@@ -29,7 +29,7 @@ DROPPED_KEYS = ("auto_map", "quantization_config", "_name_or_path", "architectur
 """config.json keys that are not the architecture (remote code, the checkpoint's quantization)."""
 
 TOP_K_KEYS = ("num_experts_per_tok", "num_experts_per_token", "experts_per_token", "moe_top_k",
-              "moe_topk", "top_k")
+              "moe_topk", "top_k", "top_k_experts")
 """Config attributes that hold the routed experts per token, first found wins."""
 
 _ATTENTION = ("self_attn", "attn", "attention", "self_attention")
@@ -568,6 +568,32 @@ def moe_fields(mlp: Any, config: Any, hidden: int, beside: Any = None) -> dict:
                 fused_gate_up=shape["fused_gate_up"])
 
 
+def block_moe_fields(layer: Any, mlp: Any, config: Any, hidden: int) -> dict:
+    """MoE fields of Gemma 4's MoE block (enable_moe_block; modeling_gemma4.py
+    Gemma4TextDecoderLayer.__init__ lines 1352-1358, forward lines 1391-1403): a `router`
+    (Gemma4TextRouter: proj hidden -> n, `scale` hidden, `per_expert_scale` n; its norm has no
+    weight) and 3-D `experts` (Gemma4TextExperts: gate_up_proj, down_proj) that are children of
+    the block and run on the same residual as its dense `mlp`, the outputs summed: a MoE whose
+    always-active shared expert is that MLP (MoE.shared_ffn), the router's scales
+    MoE.router_scales. Another router or experts: Unmodelled naming them."""
+    experts, router = _child(layer, ("experts",))[1], _child(layer, ("router",))
+    n = n_experts(experts)
+    shape = mlp_shape(experts, hidden, n, fused_experts=type(experts).__name__ != "ModuleList")
+    dense = mlp_shape(mlp, hidden)
+    proj = sum(p.numel() for p in _matrices(router[1]).values()) if router else 0
+    scales = sorted(p.numel() for _, p in router[1].named_parameters() if p.dim() == 1) \
+        if router else []
+    top_k = experts_per_token(config)
+    if proj != hidden * n or scales != sorted([hidden, n]) or not top_k or \
+            dense["gated_mlp"] != shape["gated_mlp"]:
+        raise Unmodelled(f"a MoE beside the MLP in {type(layer).__name__} whose router "
+                         f"({proj:,} + {sum(scales):,} parameters for {n} experts) or top-k "
+                         "tierlab does not read (Gemma 4's enable_moe_block)")
+    return dict(n_experts=n, experts_per_token=top_k, expert_ffn=shape["ffn"],
+                shared_ffn=dense["ffn"], shared_gate=False, router_scales=True,
+                gated_mlp=shape["gated_mlp"], fused_gate_up=shape["fused_gate_up"])
+
+
 def layer_fields(layer: Any, config: Any, hidden: int) -> dict:
     """One decoder block: attention, or a state-space / short-conv mixer in its place
     (profiles/hf_mixer.py), None when it has neither that tierlab models; dense MLP or MoE;
@@ -587,16 +613,15 @@ def layer_fields(layer: Any, config: Any, hidden: int) -> dict:
     norms = [c for n, c in layer.named_children() if _is_norm(c) and n not in own]
     parts = (mixer, attn, mlp, beside) if mixer or part else \
         ((attn, mlp, beside) if attn and mlp else ())
-    read = {n for n, _ in (p for p in parts if p is not None)} | own
+    # Gemma 4's enable_moe_block: router and experts children of the block beside its mlp
+    block_moe = mlp is not None and _child(layer, ("experts",)) is not None
+    read = {n for n, _ in (p for p in parts if p is not None)} | own | \
+        ({"experts", "router"} if block_moe else set())
     other = [f"{n} ({type(c).__name__})" for n, c in layer.named_children()
              if n not in read and not _is_norm(c) and _numel(c)]
     out = dict(other=other, n_norms=len(norms), norms=norms, attn=None, mlp=None, moe=None,
                mixer=None, attn_bias=None, mlp_bias=None, part=part and part[0],
                per_layer=per_layer)
-    if mlp is not None and _child(layer, ("experts",)) is not None:
-        raise Unmodelled(f"a MoE beside the MLP in {type(layer).__name__} (its router and "
-                         "experts children of the block next to `mlp`, with norms of their own: "
-                         "Gemma 4's enable_moe_block), which tierlab does not model")
     if mixer is not None:
         out["mixer"] = dict(mixer_fields(mixer[1]), attention=attn is not None)
     elif (attn is None or mlp is None) and part is None:
@@ -610,6 +635,8 @@ def layer_fields(layer: Any, config: Any, hidden: int) -> dict:
     out["mlp_bias"] = linear_biases(mlp[1])[1]
     if _child(mlp[1], ("experts",)):
         out["moe"] = moe_fields(mlp[1], config, hidden, beside)
+    elif block_moe:
+        out["moe"] = block_moe_fields(layer, mlp[1], config, hidden)
     else:
         out["mlp"] = mlp_shape(mlp[1], hidden)
     return out

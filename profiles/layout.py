@@ -26,6 +26,14 @@ NORM_PARAMS_PER_ELEMENT = {"rmsnorm": 1, "layernorm": 2, "nonparametric": 0}
 OLMo-1's LayerNorm without affine parameters."""
 
 
+BLOCK_NORMS = ("input_norm", "post_attention_norm", "pre_feedforward_norm",
+               "post_feedforward_norm", "post_feedforward_norm_1", "pre_feedforward_norm_2",
+               "post_feedforward_norm_2")
+"""A block's own norms, hidden wide, in order (Model.block_norms of them): Llama's two, Gemma-2's
+four, Gemma 4's MoE block's seven (modeling_gemma4.py Gemma4TextDecoderLayer.__init__ lines
+1337-1340 and 1356-1358)."""
+
+
 def norm_numel(model: "Model", width: int) -> int:
     return width * NORM_PARAMS_PER_ELEMENT[model.norm]
 
@@ -156,11 +164,13 @@ def block_small_params(model: "Model", moe_layer: bool,
     """Parameters of one block that are not matrices: norms and biases (a mixer block: its
     mixer's conv, A_log, D, dt_bias and norms in place of the attention's)."""
     small = {}
-    names = ("input_norm", "post_attention_norm", "pre_feedforward_norm", "post_feedforward_norm")
-    for name in names[:model.block_norms]:
+    for name in BLOCK_NORMS[:model.block_norms]:
         small[name] = norm_numel(model, model.hidden)
     if model.per_layer_inputs is not None:    # modeling_gemma4.py line 1350
         small["post_per_layer_input_norm"] = norm_numel(model, model.hidden)
+    if moe_layer and model.moe.router_scales:   # Gemma4TextRouter's scale, per_expert_scale
+        small["router.scale"] = model.hidden
+        small["router.per_expert_scale"] = model.moe.n_experts
     if mixer_layer:
         small.update({f"mixer.{name}": n for name, n in model.mixer.small_params})
         if not model.mixer.attention:

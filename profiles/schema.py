@@ -11,7 +11,8 @@ from typing import Mapping
 
 from tierlab.bounds import ATTENTION_WINDOW
 from tierlab.profiles.fields import HOST_COST_FIELDS, PEAK_FLOPS_DTYPES, SOFTWARE_TERMS
-from tierlab.profiles.layout import (ATTENTION_TENSORS_PREFIX, attention_matrices, block_matrices,
+from tierlab.profiles.layout import (ATTENTION_TENSORS_PREFIX, BLOCK_NORMS, attention_matrices,
+                                    block_matrices,
                                     block_small_params,
                                     embed_params, head_params)
 
@@ -267,6 +268,10 @@ class MoE:
     dense_layers: tuple[int, ...] = ()
     """Layers whose MLP is dense (width Model.ffn) instead of MoE (DeepSeek first_k_dense_replace,
     Qwen-MoE decoder_sparse_step / mlp_only_layers)."""
+    router_scales: bool = False
+    """The router carries a scale of its input (hidden) and one per expert (n_experts) beside
+    its projection: Gemma 4's MoE block (modeling_gemma4.py Gemma4TextRouter.__init__, lines
+    1296-1304: `scale`, `per_expert_scale`)."""
 
     def __post_init__(self) -> None:
         _positive(self, "n_experts", "experts_per_token", "expert_ffn")
@@ -569,7 +574,8 @@ class Model:
     fused_gate_up: bool = False
     """gate and up are one matrix (Phi-3 gate_up_proj)."""
     block_norms: int = 2
-    """Norms per block: 1 (Phi-2, Falcon-7B's parallel block), 2, 4 (Gemma-2 sandwich norms)."""
+    """Norms per block: 1 (Phi-2, Falcon-7B's parallel block), 2, 4 (Gemma-2 sandwich norms), 7
+    (Gemma 4's MoE block: three more around its experts); layout.BLOCK_NORMS names them."""
     qk_norm: str = "none"
     """Norms on queries and keys: 'none', 'head' (width head_dim: Qwen3) or 'full' (width of all
     heads: OLMo2)."""
@@ -635,8 +641,9 @@ class Model:
                              f"got {self.norm!r}")
         if self.qk_norm not in ("none", "head", "full"):
             raise ValueError(f"Model.qk_norm must be 'none', 'head' or 'full', got {self.qk_norm!r}")
-        if self.block_norms > 4:
-            raise ValueError(f"Model.block_norms must be 1 to 4, got {self.block_norms!r}")
+        if self.block_norms > len(BLOCK_NORMS):
+            raise ValueError(f"Model.block_norms must be 1 to {len(BLOCK_NORMS)}, got "
+                             f"{self.block_norms!r}")
         if self.attn_head_dim < 0 or self.pos_emb_rows < 0:
             raise ValueError("Model.attn_head_dim and Model.pos_emb_rows must be >= 0")
         if self.attn_output_gate and (self.fused_qkv or self.mla is not None):

@@ -121,11 +121,35 @@ def test_a_per_layer_width_of_0_is_transformers_none(tmp_path):
     assert model.per_layer_inputs is None and model.n_params == meta_counts(path)[0]
 
 
-def test_the_gemma4_moe_block_is_refused_in_one_line_naming_it(tmp_path):
+def _gemma4_counts(path) -> tuple[int, int]:
+    """transformers' (total, active) of a Gemma 4 built on the meta device, each `experts`
+    module top_k_experts of num_experts (Gemma4TextConfig's own keys)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    data = json.loads(path.read_text())
+    config = AutoConfig.for_model(data.pop("model_type"), **data)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    total = sum(p.numel() for p in model.parameters())
+    n, k = config.num_experts, config.top_k_experts
+    idle = sum(sum(p.numel() for p in m.parameters()) * (n - k) // n
+               for name, m in model.named_modules() if name.endswith(".experts"))
+    return total, total - idle
+
+
+def test_the_gemma4_moe_block_counts_as_transformers_counts_it(tmp_path):
+    """enable_moe_block (modeling_gemma4.py lines 1352-1358, 1391-1403): router and 3-D experts
+    beside the dense MLP, read as a MoE whose shared expert is that MLP; seven norms a block."""
     path = _write(tmp_path, enable_moe_block=True, num_experts=4, top_k_experts=2,
                   moe_intermediate_size=32)
-    assert_user_error(run("memory", "-m", str(path), "-H", "dgx-a100"), str(path),
-                      "enable_moe_block")
+    model = load_model(str(path))
+    assert (model.moe.n_experts, model.moe.experts_per_token, model.moe.expert_ffn,
+            model.moe.shared_ffn, model.moe.router_scales) == (4, 2, 32, 128, True)
+    assert model.block_norms == 7 and model.per_layer_inputs is not None
+    assert (model.n_params, model.active_params) == _gemma4_counts(path)
+    sim = run("simulate", "-m", str(path), "-H", "dgx-a100", "--seq", "256")
+    assert sim.exit_code == 0, sim.output
 
 
 def test_the_runner_refuses_per_layer_inputs(tmp_path):
