@@ -235,3 +235,20 @@ def test_docs_exercise_table_is_the_committed_runs(capsys):
     quoted = doc.split("<!-- exercise-table -->\n")[1].split("\n<!-- /exercise-table -->")[0]
     assert quoted == table
     assert "| zero2-cpu | OOM (predicted: OOM (gpu))" in table      # Llama-3B: ZeRO-2 is not enough
+
+
+@pytest.mark.lab
+def test_readme_exercise_table_is_the_committed_runs(capsys):
+    """README.md's exercise table (TinyLlama's rows, measured (predicted)) quotes the same
+    figures as bench/exercise_table.py prints from lab/cases, cell for cell."""
+    import exercise_table as mod
+
+    assert mod.main([]) == 0
+    tiny = capsys.readouterr().out.split("Llama-3B")[0]
+    readme = (REPO / "README.md").read_text().split("## The exercise")[1].split("\n## ")[0]
+    rows = [line for line in readme.splitlines() if line.startswith("| ") and "(" in line
+            and "OOM" not in line]
+    assert len(rows) == 4, rows
+    for row in rows:
+        cells = " | ".join(c.strip() for c in row.strip("|").split("|")[1:])
+        assert f"| {cells} |" in tiny, (row, tiny)
