@@ -121,19 +121,34 @@ def nvme_groups(groups: list[list[float]], strategy: Strategy) -> list[bool]:
     return on_nvme
 
 
-_RECENT: list[tuple[Model, Strategy, int, "ParamLayout"]] = []
-"""The last few layouts built, by the identity of their (frozen) model and strategy: one memory
-plan reads the layout four times, and a 1T-parameter model's takes ~0.2 s to build."""
+_RECENT: list[tuple[Model, tuple, "ParamLayout"]] = []
+"""The last layouts built, by the identity of their (frozen) model and what the layout reads of
+the strategy (layout_key): one memory plan reads the layout four times, a 1T-parameter model's
+takes ~0.2 s to build, and `plan` asks for one per candidate (70B on dgx-a100: 2,328 asks, 280
+candidates, most differing only in micro-batch, checkpointing or knobs no layout reads)."""
+
+RECENT_LAYOUTS = 32
+
+
+def layout_key(model: Model, strategy: Strategy, dp: int) -> tuple:
+    """Everything _build_layout reads of the strategy: the zero_optimization block (stage,
+    offload_param, sub_group_size, persistence threshold), the compute dtype's bytes, and for a
+    MoE model the micro-batch (the experts its tokens reach: modules._block); the world."""
+    tokens = strategy.train_micro_batch_size_per_gpu if model.moe is not None else None
+    return strategy.zero, strategy.bytes_per_param, tokens, dp
 
 
 def param_layout(model: Model, strategy: Strategy, dp: int) -> ParamLayout:
     """The layout of `model` under `strategy` on a data-parallel world of `dp` ranks."""
-    for m, s, d, lay in _RECENT:
-        if m is model and s is strategy and d == dp:
+    key = layout_key(model, strategy, dp)
+    for i, (m, k, lay) in enumerate(_RECENT):
+        if m is model and k == key:
+            if i:
+                _RECENT.insert(0, _RECENT.pop(i))
             return lay
     lay = _build_layout(model, strategy, dp)
-    _RECENT.insert(0, (model, strategy, dp, lay))
-    del _RECENT[8:]
+    _RECENT.insert(0, (model, key, lay))
+    del _RECENT[RECENT_LAYOUTS:]
     return lay
 
 

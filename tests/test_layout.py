@@ -116,3 +116,32 @@ def test_stage3_partitions_pad_to_the_world_size():
     odd = [n for n in param_layout(m, s, 1).numels if n % 3]
     lay3 = param_layout(m, s, 3)
     assert odd and lay3.partition_numel == sum(-(-n // 3) for n in lay3.numels)
+
+
+def test_a_cached_layout_is_the_one_its_strategy_builds():
+    """param_layout keys its cache by what the layout reads (sim/layout.layout_key), not by the
+    strategy object: asked in any order over strategies that differ in stage, sub-groups,
+    persistence, parameter offload, dtype, micro-batch (a MoE model's experts hit) and in keys no
+    layout reads, for one model object each, every answer equals a fresh build."""
+    from dataclasses import replace
+
+    from tierlab.profiles.load import load_model
+    from tierlab.sim.layout import _build_layout
+
+    # 2 or 8 tokens: Mixtral's tokens reach 4 or 7 of its 8 experts (all 8 at 1024)
+    models = (load_model("tinyllama-1.1b"),
+              replace(load_model("tests/data/hf_configs/mixtral-8x7b.json"), seq_len=2))
+    asks = []
+    for preset in ("zero2-cpu", "zero3-cpu", "zero3-nvme"):
+        for sets in ((), ("zero_optimization.sub_group_size=1e8",),
+                     ("zero_optimization.stage3_param_persistence_threshold=1e7",),
+                     ("zero_optimization.offload_param.max_in_cpu=1e8",),
+                     ("zero_optimization.reduce_bucket_size=1e6",)):
+            for mb, precision in ((1, "bf16"), (4, "bf16"), (4, "fp32")):
+                for model in models:
+                    _, m, s = scenario(preset, model=model, micro_batch=mb, seq=None, sets=sets,
+                                       precision=precision)
+                    assert m is model
+                    asks.append((m, s))
+    for m, s in asks + asks[::-1]:
+        assert param_layout(m, s, 8) == _build_layout(m, s, 8)
