@@ -29,9 +29,18 @@ the modeling file's forward.
     new_values 2 L d_v and k_cumdecay 2 L d_k, v_new's k_cumdecay S 2 d_k d_v, the
     inter-chunk q S 2 d_k d_v, intra_chunk_attn v_new 2 L d_v, the state update k^T v_new
     2 d_k d_v -> L (6 d_k + 4 d_v) + 6 d_k d_v; the gated RMSNorm's gate 1 H_v d_v.
+    OLMo Hybrid's and Lara Mini's (modeling_olmo_hybrid.py `OlmoHybridGatedDeltaNet`,
+    modeling_lara_mini.py `LaraMiniGatedDeltaNet`) call the same `torch_chunk_gated_delta_rule`
+    (the same code) behind projections of their own split (separate q/k/v/a/b/g; Qwen3.5's
+    in_proj_qkv/z/b/a): read by that computation and those shapes (is_gated_delta), not by name.
 """
 from __future__ import annotations
 
+import ast
+import copy
+import functools
+import inspect
+import sys
 from typing import Any, Mapping
 
 from tierlab import bounds
@@ -39,7 +48,7 @@ from tierlab.errors import ConfigError
 
 MIXER_CHILDREN = ("mixer", "mamba", "conv", "linear_attn")
 """Child names of a decoder block that hold its mixer (Mamba: mixer; Jamba/Bamba/Granite 4/
-Falcon-H1: mamba; LFM2: conv; Qwen3-Next: linear_attn)."""
+Falcon-H1: mamba; LFM2: conv; Qwen3-Next, OLMo Hybrid, Lara Mini: linear_attn)."""
 
 MIXER_CLASSES = {"MambaMixer": "mamba", "FalconMambaMixer": "mamba", "JambaMambaMixer": "mamba",
                  "Mamba2Mixer": "mamba2", "BambaMixer": "mamba2",
@@ -51,9 +60,83 @@ MIXER_CLASSES = {"MambaMixer": "mamba", "FalconMambaMixer": "mamba", "JambaMamba
 
 
 def find_mixer(layer: Any) -> tuple[str, Any] | None:
-    """(child name, module) of the block's mixer of a class in MIXER_CLASSES, or None."""
+    """(child name, module) of the block's mixer: a class in MIXER_CLASSES or one that computes
+    what one of them does (mixer_kind), or None."""
     return next(((n, c) for n, c in layer.named_children()
-                 if n in MIXER_CHILDREN and type(c).__name__ in MIXER_CLASSES), None)
+                 if n in MIXER_CHILDREN and mixer_kind(c) is not None), None)
+
+
+def mixer_kind(module: Any) -> str | None:
+    """Mixer.kind of a built module: its class's in MIXER_CLASSES, else "gated_delta" where it
+    runs Qwen3-Next's delta rule on tensors of a Gated DeltaNet's shapes (is_gated_delta)."""
+    kind = MIXER_CLASSES.get(type(module).__name__)
+    return kind if kind is not None or not is_gated_delta(module) else "gated_delta"
+
+
+GATED_DELTA_RULE = ("transformers.models.qwen3_next.modeling_qwen3_next",
+                    "torch_chunk_gated_delta_rule")
+"""The delta rule gated_delta_flops counts (module, function): another modeling file's mixer is
+a Gated DeltaNet where its forward calls a function of this name whose code is this one's."""
+
+
+def is_gated_delta(module: Any) -> bool:
+    """The module's class's forward calls `torch_chunk_gated_delta_rule`, whose code (docstring
+    and decorators aside) is Qwen3-Next's, and its tensors have a Gated DeltaNet's shapes: a
+    depthwise conv over q, k, v (2 H_k d_k + H_v d_v channels), A_log and dt_bias of one value per
+    value head, a Linear from H_v d_v back to the block (OLMo Hybrid's o_proj, Lara Mini's
+    out_proj), H_v a multiple of H_k (the rule repeats q and k to the value heads)."""
+    try:
+        heads, k_heads = int(module.num_v_heads), int(module.num_k_heads)
+        d_k, d_v = int(module.head_k_dim), int(module.head_v_dim)
+        channels, _ = _conv(module)
+        per_head = [int(module.A_log.numel()), int(module.dt_bias.numel())]
+    except (AttributeError, StopIteration, TypeError, ValueError):
+        return False
+    outs = [i for _, i, _ in mixer_tensors(module)[0] if i == heads * d_v]
+    shapes = k_heads >= 1 and heads % k_heads == 0 and channels == 2 * k_heads * d_k + \
+        heads * d_v and per_head == [heads, heads] and len(outs) == 1
+    return shapes and _calls_delta_rule(type(module))
+
+
+def _calls_delta_rule(cls: type) -> bool:
+    """cls.forward calls GATED_DELTA_RULE's function by name and its module defines the same."""
+    import importlib
+
+    name = GATED_DELTA_RULE[1]
+    ours = _function_code(cls.__module__, name)
+    theirs = _function_code(importlib.import_module(GATED_DELTA_RULE[0]).__name__, name)
+    if ours is None or ours != theirs:
+        return False
+    forward = _class_method(cls.__module__, cls.__name__, "forward")
+    return forward is not None and any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name
+        for n in ast.walk(forward))
+
+
+@functools.cache
+def _module_tree(module_name: str) -> ast.Module:
+    """The parsed source of an imported module (transformers' modeling files)."""
+    return ast.parse(inspect.getsource(sys.modules[module_name]))
+
+
+def _function_code(module_name: str, name: str) -> str | None:
+    """ast.dump of a module-level function without its docstring and decorators, or None."""
+    node = next((n for n in _module_tree(module_name).body
+                 if isinstance(n, ast.FunctionDef) and n.name == name), None)
+    if node is None:
+        return None
+    bare = copy.copy(node)
+    bare.body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+    bare.decorator_list = []
+    return ast.dump(bare)
+
+
+def _class_method(module_name: str, cls: str, name: str) -> ast.FunctionDef | None:
+    """The parsed method `name` of class `cls` defined in the module, or None."""
+    node = next((n for n in _module_tree(module_name).body
+                 if isinstance(n, ast.ClassDef) and n.name == cls), None)
+    return None if node is None else next(
+        (n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
 
 
 def mixer_tensors(module: Any) -> tuple[tuple, tuple]:
@@ -118,7 +201,7 @@ SCAN_FLOPS = {"mamba": mamba_scan_flops, "mamba2": mamba2_scan_flops,
 
 def mixer_fields(module: Any) -> dict:
     """Mixer keyword arguments (without layers, mlp) of one built mixer module."""
-    kind = MIXER_CLASSES[type(module).__name__]
+    kind = mixer_kind(module)
     mats, small = mixer_tensors(module)
     return dict(kind=kind, matrices=mats, small_params=small,
                 scan_flops_per_token=SCAN_FLOPS[kind](module))
@@ -134,7 +217,7 @@ MIXER_KEYS = ("state_size", "mamba_d_state", "ssm_state_size", "conv_kernel", "m
               "mamba_ngroups", "num_mem_blocks", "adapter_rank")
 """config.json keys that size a mixer (MambaConfig, Mamba2Config, JambaConfig, BambaConfig,
 Lfm2Config, GraniteMoeHybridConfig, FalconH1Config, Qwen3NextConfig, NemotronHConfig,
-Zamba2Config) or Zamba2's shared blocks (num_mem_blocks: 0 leaves modeling_zamba2.py
+Zamba2Config, OlmoHybridConfig, LaraMiniConfig) or Zamba2's shared blocks (num_mem_blocks: 0 leaves modeling_zamba2.py
 `get_layers` no block to tie a use to; adapter_rank): whole numbers >= 1 where
 set, checked before transformers builds anything (a negative state_size builds no tensor, or one
 of nonsense size). `time_step_rank` and `mamba_dt_rank` may also be "auto" (the config classes'
@@ -144,7 +227,8 @@ AUTO_KEYS = ("time_step_rank", "mamba_dt_rank", "mamba_d_head")
 """MIXER_KEYS that may be "auto"."""
 
 MIXER_MODEL_TYPES = ("mamba", "falcon_mamba", "mamba2", "jamba", "bamba", "lfm2",
-                     "granitemoehybrid", "falcon_h1", "qwen3_next", "zamba2", "nemotron_h")
+                     "granitemoehybrid", "falcon_h1", "qwen3_next", "zamba2", "nemotron_h",
+                     "olmo_hybrid", "lara_mini")
 """model_types whose config carries MIXER_KEYS (elsewhere a `num_heads` means something else)."""
 
 

@@ -1,0 +1,94 @@
+"""Linear-attention mixers read by the computation they run, not by their class name
+(profiles/hf_mixer.py mixer_kind): OLMo Hybrid's and Lara Mini's Gated DeltaNets call the same
+`torch_chunk_gated_delta_rule` as Qwen3-Next's (transformers 5.25.0 modeling_olmo_hybrid.py,
+modeling_lara_mini.py) on tensors of its shapes, so they are counted and timed as Qwen3-Next's
+mixer is. Each small config counts as transformers counts it on the meta device (total and
+active), runs through memory and simulate, its mixer's FLOPs per token equal a hand count from
+the config, and a bad mixer key is one exit-2 line naming it."""
+import json
+from pathlib import Path
+
+import pytest
+
+from tests._cli import assert_user_error, run
+from tierlab.errors import ConfigError
+from tierlab.profiles.load import load_model
+from tierlab.runner.variants import check_dense
+
+pytest.importorskip("transformers")
+
+from tests.test_hybrid_arch import meta_counts  # noqa: E402  (needs transformers)
+
+SMALL = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
+             num_key_value_heads=2, vocab_size=1000, linear_num_key_heads=2,
+             linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=32,
+             linear_conv_kernel_dim=4)
+CONFIGS = {
+    "olmo_hybrid": dict(SMALL, model_type="olmo_hybrid", pad_token_id=0),
+    "lara_mini": dict(SMALL, model_type="lara_mini", head_dim=16, num_experts=4,
+                      num_experts_per_tok=2, moe_intermediate_size=32,
+                      shared_expert_intermediate_size=32, num_hidden_layers=5),
+}
+MIXER_LAYERS = {"olmo_hybrid": (0, 1, 2), "lara_mini": (0, 2)}
+"""OlmoHybridConfig.__post_init__: full attention every 4th layer; LaraMiniConfig's period-5
+pattern: linear, sliding, linear, full, sliding."""
+
+# Gated DeltaNet per token (hf_mixer.gated_delta_flops), from SMALL: H_k 2, H_v 4, d_k 16,
+# d_v 32, k 4, chunk L 64: conv 2 x 4 x (2 x 2 x 16 + 4 x 32 = 192) = 1,536; per value head
+# 64 x (6 x 16 + 4 x 32) + 6 x 16 x 32 = 14,336 + 3,072 = 17,408, x 4 = 69,632; gate 4 x 32 = 128
+GATED_DELTA_FLOPS = 1_536 + 69_632 + 128
+
+
+def _write(tmp_path: Path, cfg: dict) -> Path:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+@pytest.mark.parametrize("kind", sorted(CONFIGS))
+def test_counted_exactly_as_transformers_counts_it(tmp_path, kind):
+    path = _write(tmp_path, CONFIGS[kind])
+    model = load_model(str(path))
+    assert (model.n_params, model.active_params) == meta_counts(path)
+    assert model.mixer.kind == "gated_delta"
+    assert model.mixer.layers == MIXER_LAYERS[kind]
+
+
+@pytest.mark.parametrize("kind", sorted(CONFIGS))
+def test_gated_deltanet_flops_per_token_are_the_delta_rule_count(tmp_path, kind):
+    model = load_model(str(_write(tmp_path, CONFIGS[kind])))
+    assert model.mixer.scan_flops_per_token == GATED_DELTA_FLOPS
+
+
+def test_olmo_hybrid_projections_are_its_separate_q_k_v_a_b_g_o():
+    """OlmoHybridGatedDeltaNet.__init__: q/k/v/a/b/g projections from hidden, o_proj back."""
+    import tempfile
+
+    path = _write(Path(tempfile.mkdtemp()), CONFIGS["olmo_hybrid"])
+    mats = load_model(str(path)).mixer.matrices
+    assert mats == (("q_proj", 64, 32), ("k_proj", 64, 32), ("v_proj", 64, 128),
+                    ("a_proj", 64, 4), ("b_proj", 64, 4), ("g_proj", 64, 128),
+                    ("o_proj", 128, 64))
+
+
+@pytest.mark.parametrize("kind", sorted(CONFIGS))
+def test_memory_and_simulate_run(tmp_path, kind):
+    path = _write(tmp_path, CONFIGS[kind])
+    mem = run("memory", "-m", str(path), "-H", "dgx-a100", "--seq", "256")
+    assert mem.exit_code == 0, mem.output
+    sim = run("simulate", "-m", str(path), "-H", "dgx-a100", "-c", "zero3-cpu", "--seq", "256")
+    assert sim.exit_code == 0, sim.output
+
+
+@pytest.mark.parametrize("kind, key, value", [
+    ("olmo_hybrid", "linear_num_value_heads", 0), ("lara_mini", "linear_key_head_dim", -1)])
+def test_a_bad_mixer_key_is_one_line_naming_it(tmp_path, kind, key, value):
+    path = _write(tmp_path, dict(CONFIGS[kind], **{key: value}))
+    assert_user_error(run("memory", "-m", str(path), "-H", "dgx-a100"), str(path), key)
+
+
+@pytest.mark.parametrize("kind, what", [("olmo_hybrid", "3 of 4 blocks are a gated_delta mixer"),
+                                        ("lara_mini", "Mixture-of-Experts")])
+def test_the_runner_refuses_them(tmp_path, kind, what):
+    with pytest.raises(ConfigError, match=what):
+        check_dense(load_model(str(_write(tmp_path, CONFIGS[kind]))))
