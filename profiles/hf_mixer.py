@@ -19,8 +19,9 @@ the modeling file's forward.
     shorter than one chunk is over-counted.
     Granite 4 (`GraniteMoeHybridMambaLayer.torch_forward`) and Falcon-H1 (`FalconH1Mixer.
     torch_forward`, heads of width mamba_d_head over mamba_d_ssm channels) are copies of it.
-  * LFM2 short conv (modeling_lfm2.py `Lfm2ShortConv.slow_forward`): B x gate 1 h, depthwise
-    conv 2 k h, C y gate 1 h.
+  * LFM2 short conv (modeling_lfm2.py `Lfm2ShortConv.forward`): B x gate 1 h, depthwise
+    conv 2 k h, C y gate 1 h. LFM3's (modeling_lfm3.py `Lfm3ShortConv`) is the same forward and
+    conv helper: read by that code and its shapes (is_short_conv), not by name.
   * Gated DeltaNet (modeling_qwen3_next.py `Qwen3NextGatedDeltaNet.forward` ->
     `torch_chunk_gated_delta_rule`, chunk L = 64, its default): depthwise conv 2 k (2 H_k d_k
     + H_v d_v); q and k repeated to the H_v value heads, then per value head and token, each
@@ -48,7 +49,7 @@ from tierlab.errors import ConfigError
 
 MIXER_CHILDREN = ("mixer", "mamba", "conv", "linear_attn")
 """Child names of a decoder block that hold its mixer (Mamba: mixer; Jamba/Bamba/Granite 4/
-Falcon-H1: mamba; LFM2: conv; Qwen3-Next, OLMo Hybrid, Lara Mini: linear_attn)."""
+Falcon-H1: mamba; LFM2, LFM3: conv; Qwen3-Next, OLMo Hybrid, Lara Mini: linear_attn)."""
 
 MIXER_CLASSES = {"MambaMixer": "mamba", "FalconMambaMixer": "mamba", "JambaMambaMixer": "mamba",
                  "Mamba2Mixer": "mamba2", "BambaMixer": "mamba2",
@@ -70,7 +71,10 @@ def mixer_kind(module: Any) -> str | None:
     """Mixer.kind of a built module: its class's in MIXER_CLASSES, else "gated_delta" where it
     runs Qwen3-Next's delta rule on tensors of a Gated DeltaNet's shapes (is_gated_delta)."""
     kind = MIXER_CLASSES.get(type(module).__name__)
-    return kind if kind is not None or not is_gated_delta(module) else "gated_delta"
+    if kind is not None:
+        return kind
+    return "gated_delta" if is_gated_delta(module) else \
+        "short_conv" if is_short_conv(module) else None
 
 
 GATED_DELTA_RULE = ("transformers.models.qwen3_next.modeling_qwen3_next",
@@ -113,6 +117,32 @@ def _calls_delta_rule(cls: type) -> bool:
         for n in ast.walk(forward))
 
 
+SHORT_CONV = ("transformers.models.lfm2.modeling_lfm2", "Lfm2ShortConv")
+"""The short convolution short_conv_flops counts (module, class): another modeling file's mixer
+is one where its forward and the `causal_conv1d_forward` it calls are this one's code."""
+
+
+def is_short_conv(module: Any) -> bool:
+    """LFM2's gated short convolution under another name (LFM3's `Lfm3ShortConv`): the same
+    forward (B, C, x = in_proj chunks; B x, the depthwise causal conv, C y, out_proj) and conv
+    helper, on a depthwise Conv1d of h channels, in_proj h -> 3 h and out_proj h -> h."""
+    import importlib
+
+    try:
+        channels, _ = _conv(module)
+        mats = {name: (i, o) for name, i, o in mixer_tensors(module)[0]}
+    except (AttributeError, StopIteration, TypeError, ValueError):
+        return False
+    h = channels
+    if mats != {"in_proj": (h, 3 * h), "out_proj": (h, h)}:
+        return False
+    cls, ref = type(module), importlib.import_module(SHORT_CONV[0]).__name__
+    return _code(_class_method(cls.__module__, cls.__name__, "forward")) == \
+        _code(_class_method(ref, SHORT_CONV[1], "forward")) is not None and \
+        _function_code(cls.__module__, "causal_conv1d_forward") == \
+        _function_code(ref, "causal_conv1d_forward") is not None
+
+
 @functools.cache
 def _module_tree(module_name: str) -> ast.Module:
     """The parsed source of an imported module (transformers' modeling files)."""
@@ -121,8 +151,12 @@ def _module_tree(module_name: str) -> ast.Module:
 
 def _function_code(module_name: str, name: str) -> str | None:
     """ast.dump of a module-level function without its docstring and decorators, or None."""
-    node = next((n for n in _module_tree(module_name).body
-                 if isinstance(n, ast.FunctionDef) and n.name == name), None)
+    return _code(next((n for n in _module_tree(module_name).body
+                       if isinstance(n, ast.FunctionDef) and n.name == name), None))
+
+
+def _code(node: ast.FunctionDef | None) -> str | None:
+    """ast.dump of a function without its docstring and decorators (None: no function)."""
     if node is None:
         return None
     bare = copy.copy(node)
@@ -217,7 +251,7 @@ MIXER_KEYS = ("state_size", "mamba_d_state", "ssm_state_size", "conv_kernel", "m
               "mamba_ngroups", "num_mem_blocks", "adapter_rank")
 """config.json keys that size a mixer (MambaConfig, Mamba2Config, JambaConfig, BambaConfig,
 Lfm2Config, GraniteMoeHybridConfig, FalconH1Config, Qwen3NextConfig, NemotronHConfig,
-Zamba2Config, OlmoHybridConfig, LaraMiniConfig) or Zamba2's shared blocks (num_mem_blocks: 0 leaves modeling_zamba2.py
+Zamba2Config, OlmoHybridConfig, LaraMiniConfig, Lfm3Config) or Zamba2's shared blocks (num_mem_blocks: 0 leaves modeling_zamba2.py
 `get_layers` no block to tie a use to; adapter_rank): whole numbers >= 1 where
 set, checked before transformers builds anything (a negative state_size builds no tensor, or one
 of nonsense size). `time_step_rank` and `mamba_dt_rank` may also be "auto" (the config classes'
@@ -228,7 +262,7 @@ AUTO_KEYS = ("time_step_rank", "mamba_dt_rank", "mamba_d_head")
 
 MIXER_MODEL_TYPES = ("mamba", "falcon_mamba", "mamba2", "jamba", "bamba", "lfm2",
                      "granitemoehybrid", "falcon_h1", "qwen3_next", "zamba2", "nemotron_h",
-                     "olmo_hybrid", "lara_mini")
+                     "olmo_hybrid", "lara_mini", "lfm3")
 """model_types whose config carries MIXER_KEYS (elsewhere a `num_heads` means something else)."""
 
 

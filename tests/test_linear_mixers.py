@@ -2,7 +2,8 @@
 (profiles/hf_mixer.py mixer_kind): OLMo Hybrid's and Lara Mini's Gated DeltaNets call the same
 `torch_chunk_gated_delta_rule` as Qwen3-Next's (transformers 5.25.0 modeling_olmo_hybrid.py,
 modeling_lara_mini.py) on tensors of its shapes, so they are counted and timed as Qwen3-Next's
-mixer is. Each small config counts as transformers counts it on the meta device (total and
+mixer is; LFM3's short conv (modeling_lfm3.py Lfm3ShortConv) runs LFM2's forward, timed as
+LFM2's. Each small config counts as transformers counts it on the meta device (total and
 active), runs through memory and simulate, its mixer's FLOPs per token equal a hand count from
 the config, and a bad mixer key is one exit-2 line naming it."""
 import json
@@ -28,15 +29,25 @@ CONFIGS = {
     "lara_mini": dict(SMALL, model_type="lara_mini", head_dim=16, num_experts=4,
                       num_experts_per_tok=2, moe_intermediate_size=32,
                       shared_expert_intermediate_size=32, num_hidden_layers=5),
+    "lfm3": dict(model_type="lfm3", hidden_size=64, intermediate_size=128, num_hidden_layers=6,
+                 num_attention_heads=4, num_key_value_heads=2, vocab_size=1000, conv_L_cache=3,
+                 sliding_window=32, pad_token_id=0),
 }
-MIXER_LAYERS = {"olmo_hybrid": (0, 1, 2), "lara_mini": (0, 2)}
+MIXER_LAYERS = {"olmo_hybrid": (0, 1, 2), "lara_mini": (0, 2), "lfm3": (0, 1, 3, 5)}
 """OlmoHybridConfig.__post_init__: full attention every 4th layer; LaraMiniConfig's period-5
-pattern: linear, sliding, linear, full, sliding."""
+pattern: linear, sliding, linear, full, sliding; Lfm3Config's: full at i % 4 == 2, sliding at
+i % 4 == 0 from 4 on, else conv."""
+KINDS = {"olmo_hybrid": "gated_delta", "lara_mini": "gated_delta", "lfm3": "short_conv"}
 
 # Gated DeltaNet per token (hf_mixer.gated_delta_flops), from SMALL: H_k 2, H_v 4, d_k 16,
 # d_v 32, k 4, chunk L 64: conv 2 x 4 x (2 x 2 x 16 + 4 x 32 = 192) = 1,536; per value head
 # 64 x (6 x 16 + 4 x 32) + 6 x 16 x 32 = 14,336 + 3,072 = 17,408, x 4 = 69,632; gate 4 x 32 = 128
 GATED_DELTA_FLOPS = 1_536 + 69_632 + 128
+# LFM2's short conv per token (hf_mixer.short_conv_flops), h 64, k 3: B x 64 + conv 2 x 3 x 64
+# + C y 64 = 512
+SHORT_CONV_FLOPS = 64 + 384 + 64
+SCAN_FLOPS = {"olmo_hybrid": GATED_DELTA_FLOPS, "lara_mini": GATED_DELTA_FLOPS,
+              "lfm3": SHORT_CONV_FLOPS}
 
 
 def _write(tmp_path: Path, cfg: dict) -> Path:
@@ -50,14 +61,22 @@ def test_counted_exactly_as_transformers_counts_it(tmp_path, kind):
     path = _write(tmp_path, CONFIGS[kind])
     model = load_model(str(path))
     assert (model.n_params, model.active_params) == meta_counts(path)
-    assert model.mixer.kind == "gated_delta"
+    assert model.mixer.kind == KINDS[kind]
     assert model.mixer.layers == MIXER_LAYERS[kind]
 
 
 @pytest.mark.parametrize("kind", sorted(CONFIGS))
-def test_gated_deltanet_flops_per_token_are_the_delta_rule_count(tmp_path, kind):
+def test_mixer_flops_per_token_are_the_hand_count(tmp_path, kind):
     model = load_model(str(_write(tmp_path, CONFIGS[kind])))
-    assert model.mixer.scan_flops_per_token == GATED_DELTA_FLOPS
+    assert model.mixer.scan_flops_per_token == SCAN_FLOPS[kind]
+
+
+def test_lfm3_short_conv_is_lfm2s_on_its_sizes(tmp_path):
+    """Lfm3ShortConv.__init__: in_proj h -> 3 h (B, C, x), out_proj h -> h, a depthwise conv of
+    conv_L_cache taps, no biases (conv_bias false)."""
+    mixer = load_model(str(_write(tmp_path, CONFIGS["lfm3"]))).mixer
+    assert mixer.matrices == (("in_proj", 64, 192), ("out_proj", 64, 64))
+    assert mixer.small_params == (("conv.weight", 64 * 3),)
 
 
 def test_olmo_hybrid_projections_are_its_separate_q_k_v_a_b_g_o():
@@ -81,14 +100,16 @@ def test_memory_and_simulate_run(tmp_path, kind):
 
 
 @pytest.mark.parametrize("kind, key, value", [
-    ("olmo_hybrid", "linear_num_value_heads", 0), ("lara_mini", "linear_key_head_dim", -1)])
+    ("olmo_hybrid", "linear_num_value_heads", 0), ("lara_mini", "linear_key_head_dim", -1),
+    ("lfm3", "conv_L_cache", 0)])
 def test_a_bad_mixer_key_is_one_line_naming_it(tmp_path, kind, key, value):
     path = _write(tmp_path, dict(CONFIGS[kind], **{key: value}))
     assert_user_error(run("memory", "-m", str(path), "-H", "dgx-a100"), str(path), key)
 
 
 @pytest.mark.parametrize("kind, what", [("olmo_hybrid", "3 of 4 blocks are a gated_delta mixer"),
-                                        ("lara_mini", "Mixture-of-Experts")])
+                                        ("lara_mini", "Mixture-of-Experts"),
+                                        ("lfm3", "4 of 6 blocks are a short_conv mixer")])
 def test_the_runner_refuses_them(tmp_path, kind, what):
     with pytest.raises(ConfigError, match=what):
         check_dense(load_model(str(_write(tmp_path, CONFIGS[kind]))))
