@@ -420,9 +420,10 @@ def _shapes_are(mats: dict, hidden: int, q: int, kv: int) -> bool:
 
 NOT_SOFTMAX = ("deltaattention", "lightningattention", "retention", "rwkv")
 """Words in an attention module's class name that mark a linear attention, not softmax:
-Kimi Linear's KimiLinearDeltaAttention (KDA), MiniMax's MiniMaxLightningAttention, Bailing's
-BailingHybridDeltaAttention, RWKV's RwkvSelfAttention (their forwards keep a recurrent state, no
-score matrix). Not "linear" alone: KimiLinearAttention is Kimi Linear's softmax MLA."""
+MiniMax's MiniMaxLightningAttention, RWKV's RwkvSelfAttention (their forwards keep a recurrent
+state, no score matrix), and a KimiLinearDeltaAttention / BailingHybridDeltaAttention (KDA) that
+is not the computation hf_mixer.is_kda times (those that are are read as mixers before this).
+Not "linear" alone: KimiLinearAttention is Kimi Linear's softmax MLA."""
 
 
 def not_softmax(attn: Any) -> None:
@@ -605,6 +606,8 @@ def layer_fields(layer: Any, config: Any, hidden: int) -> dict:
     attn, mlp = _child(layer, _ATTENTION), _child(layer, _MLP)
     per_layer = per_layer_block(layer, hidden)      # Gemma 4's gate, projection and norm
     mixer = find_mixer(layer)           # in place of attention, or beside it (Falcon-H1)
+    if mixer is not None and attn is not None and mixer[0] == attn[0]:
+        attn = None                     # Kimi Linear's KDA: the mixer in the self_attn slot
     part = None if mixer or attn or mlp else single_part_child(layer)   # Nemotron-H
     if part is not None:
         attn, mlp = (part[1:], None) if part[0] == "attention" else (None, part[1:])

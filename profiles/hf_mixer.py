@@ -34,6 +34,17 @@ the modeling file's forward.
     modeling_lara_mini.py `LaraMiniGatedDeltaNet`) call the same `torch_chunk_gated_delta_rule`
     (the same code) behind projections of their own split (separate q/k/v/a/b/g; Qwen3.5's
     in_proj_qkv/z/b/a): read by that computation and those shapes (is_gated_delta), not by name.
+  * KDA, Kimi delta attention (modeling_kimi_linear.py `KimiLinearDeltaAttention.forward` ->
+    `chunk_kimi_delta_attention`, chunk L = 64; Bailing-hybrid's `BailingHybridDeltaAttention`
+    calls the same code): Gated DeltaNet's chunked rule with a decay per channel, not per head,
+    on H heads of one width d for q, k and v: conv 2 k (3 H d); per head and token, as the code
+    computes it: the UT system `(k_beta * key * decay_mask).sum(-1)` 3 L d (two products and a
+    sum over d, not a matmul), `attn @ v_beta` 2 L d, `attn @ (k_beta * g.exp())` 2 L d,
+    `(q * g.exp()) @ S` 2 d^2, `(q * k * decay_mask).sum(-1)` 3 L d, `k_cumdecay @ S` 2 d^2,
+    `attn_intra @ v_new` 2 L d, the state update `k^T @ v_new` 2 d^2 -> 12 L d + 6 d^2; the
+    gated norm's gate H d. Not counted (as Gated DeltaNet's decays are not): the [L, L, d] decay
+    mask `(g_i - g_j).exp()` (L d subtractions and exps per token and head), the row-by-row
+    forward substitution of the UT system, the l2 norms, softplus and exps of the forget gate.
 """
 from __future__ import annotations
 
@@ -47,9 +58,10 @@ from typing import Any, Mapping
 from tierlab import bounds
 from tierlab.errors import ConfigError
 
-MIXER_CHILDREN = ("mixer", "mamba", "conv", "linear_attn")
+MIXER_CHILDREN = ("mixer", "mamba", "conv", "linear_attn", "self_attn")
 """Child names of a decoder block that hold its mixer (Mamba: mixer; Jamba/Bamba/Granite 4/
-Falcon-H1: mamba; LFM2, LFM3: conv; Qwen3-Next, OLMo Hybrid, Lara Mini: linear_attn)."""
+Falcon-H1: mamba; LFM2, LFM3: conv; Qwen3-Next, OLMo Hybrid, Lara Mini: linear_attn; Kimi
+Linear, Bailing-hybrid: self_attn, where their KDA layers hold it in place of attention)."""
 
 MIXER_CLASSES = {"MambaMixer": "mamba", "FalconMambaMixer": "mamba", "JambaMambaMixer": "mamba",
                  "Mamba2Mixer": "mamba2", "BambaMixer": "mamba2",
@@ -73,7 +85,7 @@ def mixer_kind(module: Any) -> str | None:
     kind = MIXER_CLASSES.get(type(module).__name__)
     if kind is not None:
         return kind
-    return "gated_delta" if is_gated_delta(module) else \
+    return "gated_delta" if is_gated_delta(module) else "kda" if is_kda(module) else \
         "short_conv" if is_short_conv(module) else None
 
 
@@ -87,28 +99,52 @@ def is_gated_delta(module: Any) -> bool:
     """The module's class's forward calls `torch_chunk_gated_delta_rule`, whose code (docstring
     and decorators aside) is Qwen3-Next's, and its tensors have a Gated DeltaNet's shapes: a
     depthwise conv over q, k, v (2 H_k d_k + H_v d_v channels), A_log and dt_bias of one value per
-    value head, a Linear from H_v d_v back to the block (OLMo Hybrid's o_proj, Lara Mini's
+    value head, a Linear from H_v d_v back to the hidden size (OLMo Hybrid's o_proj, Lara Mini's
     out_proj), H_v a multiple of H_k (the rule repeats q and k to the value heads)."""
     try:
         heads, k_heads = int(module.num_v_heads), int(module.num_k_heads)
         d_k, d_v = int(module.head_k_dim), int(module.head_v_dim)
+        hidden = int(module.hidden_size)
         channels, _ = _conv(module)
         per_head = [int(module.A_log.numel()), int(module.dt_bias.numel())]
     except (AttributeError, StopIteration, TypeError, ValueError):
         return False
-    outs = [i for _, i, _ in mixer_tensors(module)[0] if i == heads * d_v]
+    back = (heads * d_v, hidden) in {(i, o) for _, i, o in mixer_tensors(module)[0]}
     shapes = k_heads >= 1 and heads % k_heads == 0 and channels == 2 * k_heads * d_k + \
-        heads * d_v and per_head == [heads, heads] and len(outs) == 1
-    return shapes and _calls_delta_rule(type(module))
+        heads * d_v and per_head == [heads, heads] and back
+    return shapes and _calls_rule(type(module), GATED_DELTA_RULE)
 
 
-def _calls_delta_rule(cls: type) -> bool:
-    """cls.forward calls GATED_DELTA_RULE's function by name and its module defines the same."""
+KDA_RULE = ("transformers.models.kimi_linear.modeling_kimi_linear", "chunk_kimi_delta_attention")
+"""The KDA chunk rule kda_flops counts (module, function), Bailing-hybrid's a copy of it."""
+
+
+def is_kda(module: Any) -> bool:
+    """Kimi delta attention (modeling_kimi_linear.py `KimiLinearDeltaAttention`, modeling_bailing_
+    hybrid.py `BailingHybridDeltaAttention`): its forward calls `chunk_kimi_delta_attention`, the
+    same code as Kimi Linear's, on H heads of one width d for q, k and v: a depthwise conv of
+    3 H d channels, A_log of one value per head and dt_bias of one per channel (the forget gate),
+    a Linear from H d back to the hidden size (o_proj)."""
+    try:
+        heads, d, hidden = int(module.num_heads), int(module.head_dim), int(module.hidden_size)
+        channels, _ = _conv(module)
+    except (AttributeError, StopIteration, TypeError, ValueError):
+        return False
+    small = dict(mixer_tensors(module)[1])
+    a_log = [n for name, n in small.items() if name.split(".")[-1] == "A_log"]
+    dt_bias = [n for name, n in small.items() if name.split(".")[-1] == "dt_bias"]
+    back = (heads * d, hidden) in {(i, o) for _, i, o in mixer_tensors(module)[0]}
+    return channels == 3 * heads * d and a_log == [heads] and dt_bias == [heads * d] and \
+        back and _calls_rule(type(module), KDA_RULE)
+
+
+def _calls_rule(cls: type, rule: tuple[str, str]) -> bool:
+    """cls.forward calls the rule's function by name and its module defines the same code."""
     import importlib
 
-    name = GATED_DELTA_RULE[1]
+    name = rule[1]
     ours = _function_code(cls.__module__, name)
-    theirs = _function_code(importlib.import_module(GATED_DELTA_RULE[0]).__name__, name)
+    theirs = _function_code(importlib.import_module(rule[0]).__name__, name)
     if ours is None or ours != theirs:
         return False
     forward = _class_method(cls.__module__, cls.__name__, "forward")
@@ -229,8 +265,17 @@ def gated_delta_flops(module: Any) -> float:
     return float(2 * k * channels + heads * per_head + heads * d_v)
 
 
+def kda_flops(module: Any) -> float:
+    """KDA per token: conv 2 k (3 H d) + H (12 L d + 6 d^2) + H d (module docstring)."""
+    heads, d = int(module.num_heads), int(module.head_dim)
+    channels, k = _conv(module)
+    per_head = 12 * GATED_DELTA_CHUNK * d + 6 * d * d
+    return float(2 * k * channels + heads * per_head + heads * d)
+
+
 SCAN_FLOPS = {"mamba": mamba_scan_flops, "mamba2": mamba2_scan_flops,
-              "short_conv": short_conv_flops, "gated_delta": gated_delta_flops}
+              "short_conv": short_conv_flops, "gated_delta": gated_delta_flops,
+              "kda": kda_flops}
 
 
 def mixer_fields(module: Any) -> dict:
@@ -248,10 +293,12 @@ MIXER_KEYS = ("state_size", "mamba_d_state", "ssm_state_size", "conv_kernel", "m
               "chunk_size", "mamba_chunk_size", "mamba_d_ssm", "linear_conv_kernel_dim",
               "linear_key_head_dim", "linear_value_head_dim", "linear_num_key_heads",
               "linear_num_value_heads", "mamba_num_heads", "mamba_head_dim", "n_mamba_heads",
-              "mamba_ngroups", "num_mem_blocks", "adapter_rank")
+              "mamba_ngroups", "num_mem_blocks", "adapter_rank", "linear_num_heads",
+              "linear_head_dim", "short_conv_kernel_size")
 """config.json keys that size a mixer (MambaConfig, Mamba2Config, JambaConfig, BambaConfig,
 Lfm2Config, GraniteMoeHybridConfig, FalconH1Config, Qwen3NextConfig, NemotronHConfig,
-Zamba2Config, OlmoHybridConfig, LaraMiniConfig, Lfm3Config) or Zamba2's shared blocks (num_mem_blocks: 0 leaves modeling_zamba2.py
+Zamba2Config, OlmoHybridConfig, LaraMiniConfig, Lfm3Config, KimiLinearConfig,
+BailingHybridConfig) or Zamba2's shared blocks (num_mem_blocks: 0 leaves modeling_zamba2.py
 `get_layers` no block to tie a use to; adapter_rank): whole numbers >= 1 where
 set, checked before transformers builds anything (a negative state_size builds no tensor, or one
 of nonsense size). `time_step_rank` and `mamba_dt_rank` may also be "auto" (the config classes'
@@ -262,7 +309,7 @@ AUTO_KEYS = ("time_step_rank", "mamba_dt_rank", "mamba_d_head")
 
 MIXER_MODEL_TYPES = ("mamba", "falcon_mamba", "mamba2", "jamba", "bamba", "lfm2",
                      "granitemoehybrid", "falcon_h1", "qwen3_next", "zamba2", "nemotron_h",
-                     "olmo_hybrid", "lara_mini", "lfm3")
+                     "olmo_hybrid", "lara_mini", "lfm3", "kimi_linear", "bailing_hybrid")
 """model_types whose config carries MIXER_KEYS (elsewhere a `num_heads` means something else)."""
 
 
@@ -277,6 +324,11 @@ def check_mixer_keys(data: Mapping, where: str) -> None:
         if value is None or (value == "auto" and key in AUTO_KEYS):
             continue
         bounds.check(value, _SIZE, f"{where}: {key}")
+    nested = data.get("linear_attn_config")     # Kimi Linear's checkpoints (KimiLinearConfig.
+    if isinstance(nested, Mapping):             # __post_init__ reads these three from it)
+        for key in ("num_heads", "head_dim", "short_conv_kernel_size"):
+            if nested.get(key) is not None:
+                bounds.check(nested[key], _SIZE, f"{where}: linear_attn_config.{key}")
     check_pattern(data, where)
 
 

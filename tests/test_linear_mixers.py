@@ -3,9 +3,11 @@
 `torch_chunk_gated_delta_rule` as Qwen3-Next's (transformers 5.25.0 modeling_olmo_hybrid.py,
 modeling_lara_mini.py) on tensors of its shapes, so they are counted and timed as Qwen3-Next's
 mixer is; LFM3's short conv (modeling_lfm3.py Lfm3ShortConv) runs LFM2's forward, timed as
-LFM2's. Each small config counts as transformers counts it on the meta device (total and
-active), runs through memory and simulate, its mixer's FLOPs per token equal a hand count from
-the config, and a bad mixer key is one exit-2 line naming it."""
+LFM2's; Kimi Linear's KDA (modeling_kimi_linear.py KimiLinearDeltaAttention, in the self_attn
+slot) and Bailing-hybrid's copy of it are timed by their chunked rule (hf_mixer.kda_flops).
+Each small config counts as transformers counts it on the meta device (total and active), runs
+through memory and simulate, its mixer's FLOPs per token equal a hand count from the config,
+and a bad mixer key is one exit-2 line naming it."""
 import json
 from pathlib import Path
 
@@ -32,12 +34,26 @@ CONFIGS = {
     "lfm3": dict(model_type="lfm3", hidden_size=64, intermediate_size=128, num_hidden_layers=6,
                  num_attention_heads=4, num_key_value_heads=2, vocab_size=1000, conv_L_cache=3,
                  sliding_window=32, pad_token_id=0),
+    "kimi_linear": dict(SMALL, model_type="kimi_linear", num_hidden_layers=5, kv_lora_rank=16,
+                        qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16,
+                        num_local_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                        n_group=1, topk_group=1, linear_num_heads=4, linear_head_dim=16,
+                        pad_token_id=0),
+    "bailing_hybrid": dict(SMALL, model_type="bailing_hybrid", num_hidden_layers=6,
+                           num_key_value_heads=4, head_dim=16, short_conv_kernel_size=4,
+                           layer_group_size=3, first_k_dense_replace=1, kv_lora_rank=16,
+                           qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16,
+                           num_local_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                           n_group=1, topk_group=1, pad_token_id=0),
 }
-MIXER_LAYERS = {"olmo_hybrid": (0, 1, 2), "lara_mini": (0, 2), "lfm3": (0, 1, 3, 5)}
+MIXER_LAYERS = {"olmo_hybrid": (0, 1, 2), "lara_mini": (0, 2), "lfm3": (0, 1, 3, 5),
+                "kimi_linear": (0, 1, 2, 3), "bailing_hybrid": (0, 1, 3, 4)}
 """OlmoHybridConfig.__post_init__: full attention every 4th layer; LaraMiniConfig's period-5
 pattern: linear, sliding, linear, full, sliding; Lfm3Config's: full at i % 4 == 2, sliding at
-i % 4 == 0 from 4 on, else conv."""
-KINDS = {"olmo_hybrid": "gated_delta", "lara_mini": "gated_delta", "lfm3": "short_conv"}
+i % 4 == 0 from 4 on, else conv; KimiLinearConfig's: full at i % 4 == 0 from 4 on;
+BailingHybridConfig's: full at (i + 1) % layer_group_size == 0."""
+KINDS = {"olmo_hybrid": "gated_delta", "lara_mini": "gated_delta", "lfm3": "short_conv",
+         "kimi_linear": "kda", "bailing_hybrid": "kda"}
 
 # Gated DeltaNet per token (hf_mixer.gated_delta_flops), from SMALL: H_k 2, H_v 4, d_k 16,
 # d_v 32, k 4, chunk L 64: conv 2 x 4 x (2 x 2 x 16 + 4 x 32 = 192) = 1,536; per value head
@@ -46,8 +62,12 @@ GATED_DELTA_FLOPS = 1_536 + 69_632 + 128
 # LFM2's short conv per token (hf_mixer.short_conv_flops), h 64, k 3: B x 64 + conv 2 x 3 x 64
 # + C y 64 = 512
 SHORT_CONV_FLOPS = 64 + 384 + 64
+# KDA per token (hf_mixer.kda_flops), H 4 heads of d 16, k 4, chunk L 64: conv 2 x 4 x
+# (3 x 4 x 16 = 192) = 1,536; per head 12 x 64 x 16 + 6 x 16 x 16 = 12,288 + 1,536 = 13,824,
+# x 4 = 55,296; gate 4 x 16 = 64
+KDA_FLOPS = 1_536 + 55_296 + 64
 SCAN_FLOPS = {"olmo_hybrid": GATED_DELTA_FLOPS, "lara_mini": GATED_DELTA_FLOPS,
-              "lfm3": SHORT_CONV_FLOPS}
+              "lfm3": SHORT_CONV_FLOPS, "kimi_linear": KDA_FLOPS, "bailing_hybrid": KDA_FLOPS}
 
 
 def _write(tmp_path: Path, cfg: dict) -> Path:
@@ -101,7 +121,8 @@ def test_memory_and_simulate_run(tmp_path, kind):
 
 @pytest.mark.parametrize("kind, key, value", [
     ("olmo_hybrid", "linear_num_value_heads", 0), ("lara_mini", "linear_key_head_dim", -1),
-    ("lfm3", "conv_L_cache", 0)])
+    ("lfm3", "conv_L_cache", 0), ("kimi_linear", "linear_num_heads", 0),
+    ("bailing_hybrid", "short_conv_kernel_size", -2)])
 def test_a_bad_mixer_key_is_one_line_naming_it(tmp_path, kind, key, value):
     path = _write(tmp_path, dict(CONFIGS[kind], **{key: value}))
     assert_user_error(run("memory", "-m", str(path), "-H", "dgx-a100"), str(path), key)
@@ -109,7 +130,26 @@ def test_a_bad_mixer_key_is_one_line_naming_it(tmp_path, kind, key, value):
 
 @pytest.mark.parametrize("kind, what", [("olmo_hybrid", "3 of 4 blocks are a gated_delta mixer"),
                                         ("lara_mini", "Mixture-of-Experts"),
-                                        ("lfm3", "4 of 6 blocks are a short_conv mixer")])
+                                        ("lfm3", "4 of 6 blocks are a short_conv mixer"),
+                                        ("kimi_linear", "Mixture-of-Experts"),
+                                        ("bailing_hybrid", "Mixture-of-Experts")])
 def test_the_runner_refuses_them(tmp_path, kind, what):
     with pytest.raises(ConfigError, match=what):
         check_dense(load_model(str(_write(tmp_path, CONFIGS[kind]))))
+
+
+def test_kimi_linear_attends_in_its_full_attention_blocks_only(tmp_path):
+    """The KDA blocks take the self_attn slot (KimiLinearDecoderLayer.__init__): no scores there;
+    the full_attention block keeps its MLA (read as tensors)."""
+    from tierlab.sim.flops import attention_spans
+
+    model = load_model(str(_write(tmp_path, CONFIGS["kimi_linear"])), seq_len=256)
+    assert model.attention_tensors is not None
+    assert attention_spans(model) == ((256, 1),)
+
+
+def test_a_bad_nested_kimi_linear_key_is_one_line_naming_it(tmp_path):
+    """Kimi Linear's checkpoints nest num_heads / head_dim in linear_attn_config."""
+    path = _write(tmp_path, dict(CONFIGS["kimi_linear"], linear_attn_config={"head_dim": -3}))
+    assert_user_error(run("memory", "-m", str(path), "-H", "dgx-a100"), str(path),
+                      "linear_attn_config.head_dim")
