@@ -37,7 +37,7 @@ OLD = [p for p in (DATA / "hf_configs").rglob("*.json") if "real2" not in p.part
     [p for p in (DATA / "ds_configs").glob("*.json")]
 
 N_EXPERTS = ("num_local_experts", "num_experts", "n_routed_experts")
-TOP_K = ("num_experts_per_tok", "experts_per_token", "moe_topk")
+TOP_K = ("num_experts_per_tok", "experts_per_token", "moe_topk", "top_k_experts")   # gemma4: top_k_experts
 
 
 def _cited(entry: dict) -> bool:
@@ -141,8 +141,9 @@ def tierlab_flags(cfg: dict, gpus: int) -> Flags:
     where the file leaves it to the Trainer, no precision flag (fp32 unless the file fixes one)."""
     open_micro = cfg.get("train_micro_batch_size_per_gpu") == "auto" or not any(
         k in cfg for k in ("train_batch_size", "train_micro_batch_size_per_gpu"))
-    fixed = [b for b in ("fp16", "bf16") if isinstance(cfg.get(b), dict)
-             and cfg[b].get("enabled") is True]
+    blocks = ("fp16", "bf16") if cfg.get("bf16") is not None else ("fp16", "bfloat16")
+    fixed = [b for b in blocks if isinstance(cfg.get(b), dict)      # bfloat16: bf16's old name,
+             and cfg[b].get("enabled") is True]                     # read when bf16 is absent
     return Flags(micro_batch=MICRO if open_micro else None, world_size=gpus, hidden=HIDDEN,
                  precision=None if fixed else "fp32")
 
