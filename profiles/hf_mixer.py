@@ -45,6 +45,13 @@ the modeling file's forward.
     gated norm's gate H d. Not counted (as Gated DeltaNet's decays are not): the [L, L, d] decay
     mask `(g_i - g_j).exp()` (L d subtractions and exps per token and head), the row-by-row
     forward substitution of the UT system, the l2 norms, softplus and exps of the forget gate.
+  * Lightning attention (modeling_minimax.py `MiniMaxLightningAttention.forward`: blocked linear
+    attention with a fixed decay per head, block B = `block_size`, H heads of width d): per head
+    and token, each product in full (no causal halving, as the scores): intra-block Q K^T 2 B d
+    and (QK^T * decay) V 2 B d, inter-block (Q * q_decay) S 2 d^2, the state's (K * k_decay)^T V
+    2 d^2 -> 4 B d + 4 d^2; the sigmoid output gate's product H d. Counted at L = block_size even
+    when the sequence is shorter; the decays' products, the state's decay (2 d^2 / B per token),
+    the silu on qkv and the RMSNorm over H d are not.
 """
 from __future__ import annotations
 
@@ -61,7 +68,8 @@ from tierlab.errors import ConfigError
 MIXER_CHILDREN = ("mixer", "mamba", "conv", "linear_attn", "self_attn")
 """Child names of a decoder block that hold its mixer (Mamba: mixer; Jamba/Bamba/Granite 4/
 Falcon-H1: mamba; LFM2, LFM3: conv; Qwen3-Next, OLMo Hybrid, Lara Mini: linear_attn; Kimi
-Linear, Bailing-hybrid: self_attn, where their KDA layers hold it in place of attention)."""
+Linear, Bailing-hybrid, MiniMax: self_attn, where their KDA or lightning layers hold it in place
+of attention)."""
 
 MIXER_CLASSES = {"MambaMixer": "mamba", "FalconMambaMixer": "mamba", "JambaMambaMixer": "mamba",
                  "Mamba2Mixer": "mamba2", "BambaMixer": "mamba2",
@@ -86,7 +94,8 @@ def mixer_kind(module: Any) -> str | None:
     if kind is not None:
         return kind
     return "gated_delta" if is_gated_delta(module) else "kda" if is_kda(module) else \
-        "short_conv" if is_short_conv(module) else None
+        "short_conv" if is_short_conv(module) else \
+        "lightning" if is_lightning(module) else None
 
 
 GATED_DELTA_RULE = ("transformers.models.qwen3_next.modeling_qwen3_next",
@@ -177,6 +186,31 @@ def is_short_conv(module: Any) -> bool:
         _code(_class_method(ref, SHORT_CONV[1], "forward")) is not None and \
         _function_code(cls.__module__, "causal_conv1d_forward") == \
         _function_code(ref, "causal_conv1d_forward") is not None
+
+
+LIGHTNING = ("transformers.models.minimax.modeling_minimax", "MiniMaxLightningAttention")
+"""The lightning attention lightning_flops counts (module, class): another class is one where its
+forward is this one's code."""
+
+
+def is_lightning(module: Any) -> bool:
+    """MiniMax's lightning attention: the same forward as MiniMaxLightningAttention's, on H heads
+    of width d: qkv_proj h -> 3 H d, output_gate h -> H d, out_proj H d -> h, no other Linear."""
+    import importlib
+
+    try:
+        heads, d, block = int(module.num_attention_heads), int(module.head_dim), \
+            int(module.block_size)
+    except (AttributeError, TypeError, ValueError):
+        return False
+    shapes = sorted((i, o) for _, i, o in mixer_tensors(module)[0])
+    h = next((i for i, o in shapes if o == 3 * heads * d), None)
+    if block < 1 or h is None or shapes != sorted([(h, 3 * heads * d), (h, heads * d),
+                                                   (heads * d, h)]):
+        return False
+    cls, ref = type(module), importlib.import_module(LIGHTNING[0]).__name__
+    return _code(_class_method(cls.__module__, cls.__name__, "forward")) == \
+        _code(_class_method(ref, LIGHTNING[1], "forward")) is not None
 
 
 @functools.cache
@@ -273,9 +307,15 @@ def kda_flops(module: Any) -> float:
     return float(2 * k * channels + heads * per_head + heads * d)
 
 
+def lightning_flops(module: Any) -> float:
+    """Lightning attention per token: H (4 B d + 4 d^2) + the output gate H d (module docstring)."""
+    heads, d, block = int(module.num_attention_heads), int(module.head_dim), int(module.block_size)
+    return float(heads * (4 * block * d + 4 * d * d) + heads * d)
+
+
 SCAN_FLOPS = {"mamba": mamba_scan_flops, "mamba2": mamba2_scan_flops,
               "short_conv": short_conv_flops, "gated_delta": gated_delta_flops,
-              "kda": kda_flops}
+              "kda": kda_flops, "lightning": lightning_flops}
 
 
 def mixer_fields(module: Any) -> dict:
@@ -294,13 +334,13 @@ MIXER_KEYS = ("state_size", "mamba_d_state", "ssm_state_size", "conv_kernel", "m
               "linear_key_head_dim", "linear_value_head_dim", "linear_num_key_heads",
               "linear_num_value_heads", "mamba_num_heads", "mamba_head_dim", "n_mamba_heads",
               "mamba_ngroups", "num_mem_blocks", "adapter_rank", "linear_num_heads",
-              "linear_head_dim", "short_conv_kernel_size")
+              "linear_head_dim", "short_conv_kernel_size", "block_size")
 """config.json keys that size a mixer (MambaConfig, Mamba2Config, JambaConfig, BambaConfig,
 Lfm2Config, GraniteMoeHybridConfig, FalconH1Config, Qwen3NextConfig, NemotronHConfig,
 Zamba2Config, OlmoHybridConfig, LaraMiniConfig, Lfm3Config, KimiLinearConfig,
-BailingHybridConfig) or Zamba2's shared blocks (num_mem_blocks: 0 leaves modeling_zamba2.py
-`get_layers` no block to tie a use to; adapter_rank): whole numbers >= 1 where
-set, checked before transformers builds anything (a negative state_size builds no tensor, or one
+BailingHybridConfig, MiniMaxConfig: block_size, its lightning attention's block) or Zamba2's
+shared blocks (num_mem_blocks: 0 leaves modeling_zamba2.py `get_layers` no block to tie a use
+to; adapter_rank): whole numbers >= 1 where set, checked before transformers builds anything (a negative state_size builds no tensor, or one
 of nonsense size). `time_step_rank` and `mamba_dt_rank` may also be "auto" (the config classes'
 ceil(hidden / 16)), Granite 4's `mamba_d_head` "auto" (mamba_expand x hidden / mamba_n_heads)."""
 
@@ -309,7 +349,8 @@ AUTO_KEYS = ("time_step_rank", "mamba_dt_rank", "mamba_d_head")
 
 MIXER_MODEL_TYPES = ("mamba", "falcon_mamba", "mamba2", "jamba", "bamba", "lfm2",
                      "granitemoehybrid", "falcon_h1", "qwen3_next", "zamba2", "nemotron_h",
-                     "olmo_hybrid", "lara_mini", "lfm3", "kimi_linear", "bailing_hybrid")
+                     "olmo_hybrid", "lara_mini", "lfm3", "kimi_linear", "bailing_hybrid",
+                     "minimax")
 """model_types whose config carries MIXER_KEYS (elsewhere a `num_heads` means something else)."""
 
 

@@ -95,13 +95,15 @@ def test_mla_scores_take_the_modules_qk_and_v_head_widths(tmp_path):
 
 
 def test_linear_attention_is_refused_saying_what_it_is(tmp_path):
-    """MiniMax's lightning attention (modeling_minimax.py MiniMaxLightningAttention) keeps a
-    recurrent state, no score matrix: one line naming it."""
-    _known("minimax")
-    path = _write(tmp_path, "minimax", head_dim=16, num_local_experts=4, num_experts_per_tok=2,
-                  layer_types=["linear_attention", "full_attention"])
-    assert_user_error(run("simulate", "-m", str(path)), "linear attention",
-                      "MiniMaxLightningAttention")
+    """RWKV's time mixing (modeling_rwkv.py RwkvSelfAttention) keeps a recurrent state, no score
+    matrix, and is no mixer tierlab times (MiniMax's lightning attention is one:
+    tests/test_linear_mixers.py): one line naming it."""
+    _known("rwkv")
+    path = tmp_path / "rwkv.json"
+    path.write_text(json.dumps(dict(model_type="rwkv", hidden_size=64, num_hidden_layers=2,
+                                    vocab_size=1000, attention_hidden_size=64,
+                                    intermediate_size=128)))
+    assert_user_error(run("simulate", "-m", str(path)), "linear attention", "RwkvSelfAttention")
 
 
 @pytest.mark.parametrize("kind, key, value, fragment", [

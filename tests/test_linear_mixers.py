@@ -4,7 +4,9 @@
 modeling_lara_mini.py) on tensors of its shapes, so they are counted and timed as Qwen3-Next's
 mixer is; LFM3's short conv (modeling_lfm3.py Lfm3ShortConv) runs LFM2's forward, timed as
 LFM2's; Kimi Linear's KDA (modeling_kimi_linear.py KimiLinearDeltaAttention, in the self_attn
-slot) and Bailing-hybrid's copy of it are timed by their chunked rule (hf_mixer.kda_flops).
+slot) and Bailing-hybrid's copy of it are timed by their chunked rule (hf_mixer.kda_flops),
+MiniMax's lightning attention (modeling_minimax.py MiniMaxLightningAttention) by its blocked
+products (hf_mixer.lightning_flops).
 Each small config counts as transformers counts it on the meta device (total and active), runs
 through memory and simulate, its mixer's FLOPs per token equal a hand count from the config,
 and a bad mixer key is one exit-2 line naming it."""
@@ -45,15 +47,20 @@ CONFIGS = {
                            qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16,
                            num_local_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
                            n_group=1, topk_group=1, pad_token_id=0),
+    "minimax": dict(model_type="minimax", hidden_size=64, intermediate_size=128,
+                    num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                    head_dim=16, vocab_size=1000, num_local_experts=4, num_experts_per_tok=2,
+                    block_size=32),
 }
 MIXER_LAYERS = {"olmo_hybrid": (0, 1, 2), "lara_mini": (0, 2), "lfm3": (0, 1, 3, 5),
-                "kimi_linear": (0, 1, 2, 3), "bailing_hybrid": (0, 1, 3, 4)}
+                "kimi_linear": (0, 1, 2, 3), "bailing_hybrid": (0, 1, 3, 4), "minimax": (1, 3)}
 """OlmoHybridConfig.__post_init__: full attention every 4th layer; LaraMiniConfig's period-5
 pattern: linear, sliding, linear, full, sliding; Lfm3Config's: full at i % 4 == 2, sliding at
 i % 4 == 0 from 4 on, else conv; KimiLinearConfig's: full at i % 4 == 0 from 4 on;
-BailingHybridConfig's: full at (i + 1) % layer_group_size == 0."""
+BailingHybridConfig's: full at (i + 1) % layer_group_size == 0; MiniMaxConfig's: full at the
+even blocks, lightning at the odd ones."""
 KINDS = {"olmo_hybrid": "gated_delta", "lara_mini": "gated_delta", "lfm3": "short_conv",
-         "kimi_linear": "kda", "bailing_hybrid": "kda"}
+         "kimi_linear": "kda", "bailing_hybrid": "kda", "minimax": "lightning"}
 
 # Gated DeltaNet per token (hf_mixer.gated_delta_flops), from SMALL: H_k 2, H_v 4, d_k 16,
 # d_v 32, k 4, chunk L 64: conv 2 x 4 x (2 x 2 x 16 + 4 x 32 = 192) = 1,536; per value head
@@ -66,8 +73,12 @@ SHORT_CONV_FLOPS = 64 + 384 + 64
 # (3 x 4 x 16 = 192) = 1,536; per head 12 x 64 x 16 + 6 x 16 x 16 = 12,288 + 1,536 = 13,824,
 # x 4 = 55,296; gate 4 x 16 = 64
 KDA_FLOPS = 1_536 + 55_296 + 64
+# lightning attention per token (hf_mixer.lightning_flops), H 4 heads of d 16, block B 32:
+# per head 4 x 32 x 16 + 4 x 16 x 16 = 2,048 + 1,024 = 3,072, x 4 = 12,288; gate 4 x 16 = 64
+LIGHTNING_FLOPS = 12_288 + 64
 SCAN_FLOPS = {"olmo_hybrid": GATED_DELTA_FLOPS, "lara_mini": GATED_DELTA_FLOPS,
-              "lfm3": SHORT_CONV_FLOPS, "kimi_linear": KDA_FLOPS, "bailing_hybrid": KDA_FLOPS}
+              "lfm3": SHORT_CONV_FLOPS, "kimi_linear": KDA_FLOPS, "bailing_hybrid": KDA_FLOPS,
+              "minimax": LIGHTNING_FLOPS}
 
 
 def _write(tmp_path: Path, cfg: dict) -> Path:
@@ -122,7 +133,7 @@ def test_memory_and_simulate_run(tmp_path, kind):
 @pytest.mark.parametrize("kind, key, value", [
     ("olmo_hybrid", "linear_num_value_heads", 0), ("lara_mini", "linear_key_head_dim", -1),
     ("lfm3", "conv_L_cache", 0), ("kimi_linear", "linear_num_heads", 0),
-    ("bailing_hybrid", "short_conv_kernel_size", -2)])
+    ("bailing_hybrid", "short_conv_kernel_size", -2), ("minimax", "block_size", 0)])
 def test_a_bad_mixer_key_is_one_line_naming_it(tmp_path, kind, key, value):
     path = _write(tmp_path, dict(CONFIGS[kind], **{key: value}))
     assert_user_error(run("memory", "-m", str(path), "-H", "dgx-a100"), str(path), key)
@@ -132,7 +143,8 @@ def test_a_bad_mixer_key_is_one_line_naming_it(tmp_path, kind, key, value):
                                         ("lara_mini", "Mixture-of-Experts"),
                                         ("lfm3", "4 of 6 blocks are a short_conv mixer"),
                                         ("kimi_linear", "Mixture-of-Experts"),
-                                        ("bailing_hybrid", "Mixture-of-Experts")])
+                                        ("bailing_hybrid", "Mixture-of-Experts"),
+                                        ("minimax", "Mixture-of-Experts")])
 def test_the_runner_refuses_them(tmp_path, kind, what):
     with pytest.raises(ConfigError, match=what):
         check_dense(load_model(str(_write(tmp_path, CONFIGS[kind]))))
@@ -153,3 +165,12 @@ def test_a_bad_nested_kimi_linear_key_is_one_line_naming_it(tmp_path):
     path = _write(tmp_path, dict(CONFIGS["kimi_linear"], linear_attn_config={"head_dim": -3}))
     assert_user_error(run("memory", "-m", str(path), "-H", "dgx-a100"), str(path),
                       "linear_attn_config.head_dim")
+
+
+def test_minimax_lightning_blocks_hold_qkv_gate_and_out_projections(tmp_path):
+    """MiniMaxLightningAttention.__init__: qkv_proj h -> 3 H d, out_proj H d -> h, output_gate
+    h -> H d, an RMSNorm over H d; its decay buffers are no parameters."""
+    mixer = load_model(str(_write(tmp_path, CONFIGS["minimax"]))).mixer
+    assert mixer.matrices == (("qkv_proj", 64, 192), ("out_proj", 64, 64),
+                              ("output_gate", 64, 64))
+    assert mixer.small_params == (("norm.weight", 64),)
