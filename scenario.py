@@ -104,7 +104,12 @@ class Scenario:
                                   host_baseline_bytes=self.software.process_baseline_bytes)
         from tierlab.sim.engine import simulate
         from tierlab.sim.ranges import simulate_ranged
+        from tierlab.sim.workload import check_supported
 
+        try:        # a key the engine does not model: one line naming the file it came from
+            check_supported(self.strategy)
+        except ConfigError as e:
+            raise ConfigError(f"{self.config_where}: {e}") from None
         return (simulate_ranged if ranges else simulate)(
             self.hardware, self.model, self.strategy, strict=strict, software=self.software,
             headroom=self.headroom)

@@ -134,6 +134,20 @@ def test_unmodelled_configs_name_the_key(sets, key):
         wl.build_workload(hw, m, s)
 
 
+def test_an_unmodelled_key_of_a_file_names_the_file(tmp_path):
+    """`tierlab simulate -c FILE` with a key the engine does not model (ZeRO++ hpZ, as
+    NVlabs/VILA's zero3pp config sets it): one line naming the file and the key, exit 2."""
+    import json
+
+    from tests._cli import assert_user_error, run
+
+    path = tmp_path / "zero3pp.json"
+    path.write_text(json.dumps({"zero_optimization": {"stage": 3, "zero_hpz_partition_size": 8},
+                                "bf16": {"enabled": True}, "train_micro_batch_size_per_gpu": 4}))
+    assert_user_error(run("simulate", "-c", str(path), "-m", "tinyllama-1.1b"), str(path),
+                      "zero_hpz_partition_size")
+
+
 def test_pipelined_swapper_with_enough_buffers_overlaps():
     sets = ("zero_optimization.offload_optimizer.pipeline_read=true",
             "zero_optimization.offload_optimizer.pipeline_write=true",
