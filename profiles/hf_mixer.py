@@ -58,8 +58,8 @@ from __future__ import annotations
 import ast
 import copy
 import functools
+import importlib
 import inspect
-import sys
 from typing import Any, Mapping
 
 from tierlab import bounds
@@ -149,11 +149,9 @@ def is_kda(module: Any) -> bool:
 
 def _calls_rule(cls: type, rule: tuple[str, str]) -> bool:
     """cls.forward calls the rule's function by name and its module defines the same code."""
-    import importlib
-
     name = rule[1]
     ours = _function_code(cls.__module__, name)
-    theirs = _function_code(importlib.import_module(rule[0]).__name__, name)
+    theirs = _function_code(rule[0], name)
     if ours is None or ours != theirs:
         return False
     forward = _class_method(cls.__module__, cls.__name__, "forward")
@@ -171,8 +169,6 @@ def is_short_conv(module: Any) -> bool:
     """LFM2's gated short convolution under another name (LFM3's `Lfm3ShortConv`): the same
     forward (B, C, x = in_proj chunks; B x, the depthwise causal conv, C y, out_proj) and conv
     helper, on a depthwise Conv1d of h channels, in_proj h -> 3 h and out_proj h -> h."""
-    import importlib
-
     try:
         channels, _ = _conv(module)
         mats = {name: (i, o) for name, i, o in mixer_tensors(module)[0]}
@@ -181,11 +177,10 @@ def is_short_conv(module: Any) -> bool:
     h = channels
     if mats != {"in_proj": (h, 3 * h), "out_proj": (h, h)}:
         return False
-    cls, ref = type(module), importlib.import_module(SHORT_CONV[0]).__name__
-    return _code(_class_method(cls.__module__, cls.__name__, "forward")) == \
-        _code(_class_method(ref, SHORT_CONV[1], "forward")) is not None and \
-        _function_code(cls.__module__, "causal_conv1d_forward") == \
-        _function_code(ref, "causal_conv1d_forward") is not None
+    ref = SHORT_CONV[0]
+    return _same_forward(type(module), ref, SHORT_CONV[1]) and \
+        _same(_function_code(type(module).__module__, "causal_conv1d_forward"),
+              _function_code(ref, "causal_conv1d_forward"))
 
 
 LIGHTNING = ("transformers.models.minimax.modeling_minimax", "MiniMaxLightningAttention")
@@ -196,8 +191,6 @@ forward is this one's code."""
 def is_lightning(module: Any) -> bool:
     """MiniMax's lightning attention: the same forward as MiniMaxLightningAttention's, on H heads
     of width d: qkv_proj h -> 3 H d, output_gate h -> H d, out_proj H d -> h, no other Linear."""
-    import importlib
-
     try:
         heads, d, block = int(module.num_attention_heads), int(module.head_dim), \
             int(module.block_size)
@@ -208,15 +201,27 @@ def is_lightning(module: Any) -> bool:
     if block < 1 or h is None or shapes != sorted([(h, 3 * heads * d), (h, heads * d),
                                                    (heads * d, h)]):
         return False
-    cls, ref = type(module), importlib.import_module(LIGHTNING[0]).__name__
-    return _code(_class_method(cls.__module__, cls.__name__, "forward")) == \
-        _code(_class_method(ref, LIGHTNING[1], "forward")) is not None
+    return _same_forward(type(module), LIGHTNING[0], LIGHTNING[1])
+
+
+def _same_forward(cls: type, ref_module: str, ref_class: str) -> bool:
+    """cls.forward is the code of ref_class.forward in ref_module."""
+    return _same(_code(_class_method(cls.__module__, cls.__name__, "forward")),
+                 _code(_class_method(ref_module, ref_class, "forward")))
+
+
+def _same(ours: str | None, theirs: str | None) -> bool:
+    """Two functions' code (_code), both found and equal."""
+    return ours is not None and ours == theirs
 
 
 @functools.cache
 def _module_tree(module_name: str) -> ast.Module:
-    """The parsed source of an imported module (transformers' modeling files)."""
-    return ast.parse(inspect.getsource(sys.modules[module_name]))
+    """The parsed source of a module (transformers' modeling files); empty without a source."""
+    try:
+        return ast.parse(inspect.getsource(importlib.import_module(module_name)))
+    except (ImportError, OSError, TypeError, SyntaxError):
+        return ast.Module(body=[], type_ignores=[])
 
 
 def _function_code(module_name: str, name: str) -> str | None:
