@@ -174,3 +174,14 @@ def test_minimax_lightning_blocks_hold_qkv_gate_and_out_projections(tmp_path):
     assert mixer.matrices == (("qkv_proj", 64, 192), ("out_proj", 64, 64),
                               ("output_gate", 64, 64))
     assert mixer.small_params == (("norm.weight", 64),)
+
+
+@pytest.mark.parametrize("kind", sorted(CONFIGS))
+def test_a_new_mixer_model_round_trips_through_json(tmp_path, kind):
+    from dataclasses import asdict
+
+    from tierlab.profiles.schema import Model
+
+    model = load_model(str(_write(tmp_path, CONFIGS[kind])))
+    back = Model(**json.loads(json.dumps(asdict(model))))
+    assert back == model and back.n_params == model.n_params
