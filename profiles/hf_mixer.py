@@ -139,10 +139,10 @@ def is_kda(module: Any) -> bool:
         channels, _ = _conv(module)
     except (AttributeError, StopIteration, TypeError, ValueError):
         return False
-    small = dict(mixer_tensors(module)[1])
-    a_log = [n for name, n in small.items() if name.split(".")[-1] == "A_log"]
-    dt_bias = [n for name, n in small.items() if name.split(".")[-1] == "dt_bias"]
-    back = (heads * d, hidden) in {(i, o) for _, i, o in mixer_tensors(module)[0]}
+    mats, small = mixer_tensors(module)
+    a_log = [n for name, n in small if name.split(".")[-1] == "A_log"]
+    dt_bias = [n for name, n in small if name.split(".")[-1] == "dt_bias"]
+    back = (heads * d, hidden) in {(i, o) for _, i, o in mats}
     return channels == 3 * heads * d and a_log == [heads] and dt_bias == [heads * d] and \
         back and _calls_rule(type(module), KDA_RULE)
 
