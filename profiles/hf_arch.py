@@ -33,6 +33,8 @@ class _Cfg:
         key, value = self._get(keys)
         if value is None:
             if default is None:
+                if key in self.data:
+                    raise ConfigError(f"{self.where}: key {key!r} is null; it needs an integer")
                 raise ConfigError(f"{self.where}: missing key {key!r}")
             return default
         if isinstance(value, bool) or not isinstance(value, int):
@@ -192,7 +194,8 @@ def _qwen_moe_dense_layers(c: _Cfg, n_layers: int, n_experts: int) -> tuple[int,
 
 def _qwen_moe(c: _Cfg, shared: bool) -> dict:
     from tierlab.profiles.schema import MoE
-    n_layers, n_experts = _n_layers(c), c.int("num_experts")   # bounded before the layer walk
+    # configuration_qwen3_moe.py attribute_map: num_experts is num_local_experts (transformers 5)
+    n_layers, n_experts = _n_layers(c), c.int("num_experts", "num_local_experts")
     moe = MoE(n_experts=n_experts, experts_per_token=c.int("num_experts_per_tok"),
               expert_ffn=c.int("moe_intermediate_size"),
               shared_ffn=c.int("shared_expert_intermediate_size") if shared else 0,

@@ -38,6 +38,9 @@ SYNTHETIC = {
                       shared_expert_intermediate_size=96, decoder_sparse_step=2,
                       mlp_only_layers=[2]),
     "qwen3_moe": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=48, head_dim=16),
+    # transformers 5 writes Qwen3-MoE's num_experts as num_local_experts (its attribute_map)
+    "qwen3_moe-local": dict(num_local_experts=4, num_experts_per_tok=2, moe_intermediate_size=48,
+                            head_dim=16),
     "gemma": dict(head_dim=32), "gemma2": dict(head_dim=32),
     "phi": {}, "phi-qk-norm": dict(model_type="phi", qk_layernorm=True), "phi3": {},
     "gpt2": GPT, "gpt_bigcode": GPT, "gpt_bigcode-mha": dict(GPT, model_type="gpt_bigcode",
@@ -123,6 +126,15 @@ def test_missing_dimension_key_is_named(key):
     cfg = dict(BASE, model_type="llama")
     del cfg[key]
     with pytest.raises(ConfigError, match=f"missing key '{key}'"):
+        model_from_hf_config(cfg, "cfg.json")
+
+
+def test_a_null_key_is_named_as_null_not_missing():
+    # DeepseekV2Config() writes num_experts_per_tok: null (transformers 5.25's default)
+    cfg = dict(BASE, model_type="deepseek_v2", num_experts_per_tok=None, moe_intermediate_size=48,
+               n_routed_experts=4, kv_lora_rank=16, qk_nope_head_dim=16, qk_rope_head_dim=8,
+               v_head_dim=16)
+    with pytest.raises(ConfigError, match="key 'num_experts_per_tok' is null; it needs an integer"):
         model_from_hf_config(cfg, "cfg.json")
 
 
