@@ -420,9 +420,10 @@ def _shapes_are(mats: dict, hidden: int, q: int, kv: int) -> bool:
 
 NOT_SOFTMAX = ("deltaattention", "lightningattention", "retention", "rwkv")
 """Words in an attention module's class name that mark a linear attention, not softmax:
-MiniMax's MiniMaxLightningAttention, RWKV's RwkvSelfAttention (their forwards keep a recurrent
-state, no score matrix), and a KimiLinearDeltaAttention / BailingHybridDeltaAttention (KDA) that
-is not the computation hf_mixer.is_kda times (those that are are read as mixers before this).
+a MiniMaxLightningAttention, RwkvSelfAttention (their forwards keep a recurrent state, no score
+matrix) or KimiLinearDeltaAttention / BailingHybridDeltaAttention (KDA) that is not the
+computation hf_mixer.is_lightning, is_rwkv or is_kda times (those that are are read as mixers
+before this).
 Not "linear" alone: KimiLinearAttention is Kimi Linear's softmax MLA."""
 
 
@@ -608,23 +609,29 @@ def layer_fields(layer: Any, config: Any, hidden: int) -> dict:
     mixer = find_mixer(layer)           # in place of attention, or beside it (Falcon-H1)
     if mixer is not None and attn is not None and mixer[0] == attn[0]:
         attn = None                     # Kimi Linear's KDA: the mixer in the self_attn slot
+    held = {n for n, c in layer.named_children()    # RWKV's channel-mix: the mixer holds it
+            if mixer is not None and any(c is m for m in mixer[1].children())}
+    if mlp is not None and mlp[0] in held:
+        mlp = None
     part = None if mixer or attn or mlp else single_part_child(layer)   # Nemotron-H
     if part is not None:
         attn, mlp = (part[1:], None) if part[0] == "attention" else (None, part[1:])
     beside = _child(layer, _SHARED) if mlp is not None else None    # Granite 4's shared_mlp
     own = set(PER_LAYER_BLOCK) if per_layer else set()
-    norms = [c for n, c in layer.named_children() if _is_norm(c) and n not in own]
+    norms = [c for n, c in layer.named_children() if _is_norm(c) and n not in own
+             and n not in EMBED_NORM]
     parts = (mixer, attn, mlp, beside) if mixer or part else \
         ((attn, mlp, beside) if attn and mlp else ())
     # Gemma 4's enable_moe_block: router and experts children of the block beside its mlp
     block_moe = mlp is not None and _child(layer, ("experts",)) is not None
-    read = {n for n, _ in (p for p in parts if p is not None)} | own | \
+    read = {n for n, _ in (p for p in parts if p is not None)} | own | held | \
         ({"experts", "router"} if block_moe else set())
     other = [f"{n} ({type(c).__name__})" for n, c in layer.named_children()
              if n not in read and not _is_norm(c) and _numel(c)]
     out = dict(other=other, n_norms=len(norms), norms=norms, attn=None, mlp=None, moe=None,
                mixer=None, attn_bias=None, mlp_bias=None, part=part and part[0],
-               per_layer=per_layer)
+               per_layer=per_layer,
+               embed_norm=any(n in EMBED_NORM and _is_norm(c) for n, c in layer.named_children()))
     if mixer is not None:
         out["mixer"] = dict(mixer_fields(mixer[1]), attention=attn is not None)
     elif (attn is None or mlp is None) and part is None:
@@ -644,6 +651,11 @@ def layer_fields(layer: Any, config: Any, hidden: int) -> dict:
         out["mlp"] = mlp_shape(mlp[1], hidden)
     return out
 
+
+EMBED_NORM = ("pre_ln",)
+"""A block's norm child that runs on the embedding before the first block (RWKV: modeling_rwkv.py
+RwkvBlock.__init__ builds `pre_ln` in layer 0 only, forward: `if self.layer_id == 0: hidden =
+self.pre_ln(hidden)`): Model.embed_norm, not a block norm."""
 
 PER_LAYER_BLOCK = ("per_layer_input_gate", "per_layer_projection", "post_per_layer_input_norm")
 """A block's per-layer-input children (modeling_gemma4.py Gemma4TextDecoderLayer.__init__ lines
@@ -936,7 +948,8 @@ def built_fields(model: Any, config: Any) -> tuple[dict, list[str], bool]:
                   max_seq_len=getattr(config, "max_position_embeddings", None) or 2048,
                   tie_embeddings=out is not None and out.weight is emb.weight,
                   head_bias=out is not None and getattr(out, "bias", None) is not None,
-                  norm=norm_kind(final + [n for l in read for n in l["norms"]]), **per_layer)
+                  norm=norm_kind(final + [n for l in read for n in l["norms"]]),
+                  embed_norm=any(l.get("embed_norm") for l in read), **per_layer)
     if pos is not None:
         fields.update(learned_pos_emb=True, pos_emb_rows=pos.weight.shape[0])
     return fields, problems + left, not all(modelled(l) for l in read)

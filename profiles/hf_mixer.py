@@ -52,6 +52,32 @@ the modeling file's forward.
     2 d^2 -> 4 B d + 4 d^2; the sigmoid output gate's product H d. Counted at L = block_size even
     when the sequence is shorter; the decays' products, the state's decay (2 d^2 / B per token),
     the silu on qkv and the RMSNorm over H d are not.
+  * RWKV-4 (modeling_rwkv.py `RwkvSelfAttention` time-mix + `RwkvFeedForward` channel-mix, one
+    mixer: RwkvBlock runs both, the channel-mix's receptance gate makes it no MLP tierlab
+    reads; the WKV operator of Peng et al. 2023, "RWKV: Reinventing RNNs for the Transformer
+    Era", arXiv 2305.13048, sec. 3, as `rwkv_linear_attention_cpu` computes it per channel and
+    token, each elementwise op 1 FLOP, exp and maximum included; the CUDA kernel wkv_cuda.cu
+    runs the same steps): hidden h, attention width a (attention_hidden_size), ffn f. Time-mix:
+    three token-shift lerps `x mu + shifted (1 - mu)` 3 h each -> 9 h; the output's max 2, two
+    exps of differences 2 + 3, numerator e1 num + e2 v 3, denominator 2, the division 1, the
+    state's max 2, two exps 3 + 2, num 3, den 2 -> 25 a; `receptance * rwkv` a. Channel-mix:
+    two lerps 6 h, the square f, `receptance * value` h -> 16 h + 26 a + f. Not counted (as
+    elsewhere): the sigmoids and the relu. The recurrent state (num, den, max of a, fp32, and
+    two shifted rows of h per layer) is kept only with use_cache, not in training.
+  * mLSTM, xLSTM's matrix-memory cell (modeling_xlstm.py `xLSTMLayer.forward` ->
+    `mlstm_chunkwise_native_autograd` -> `mlstm_chunkwise_recurrent_fw_C` (the chunk states)
+    and `mlstm_chunkwise_parallel_fw_H` (the outputs), chunk L = config.chunk_size; Beck et al.
+    2024, "xLSTM: Extended Long Short-Term Memory", arXiv 2405.04517, sec. 2.3 and the
+    chunkwise form of its appendix), H heads of widths d_k (qk_dim / H) and d_v (v_dim / H):
+    per head and token, each product in full (no causal halving, as the scores): Q K^T
+    2 L d_k, its qk_scale and its product with the decay matrix D 2 L, M V 2 L d_v, the
+    normaliser M.sum L, (Q Bbar) C 2 d_k d_v and (Q Bbar) n 2 d_k, Q Bbar qk_scale 2 d_k, the
+    division by the denominator d_v; the chunk state (K Abar)^T V 2 d_k d_v, K Abar d_k, its
+    sum d_k -> L (2 d_k + 2 d_v + 3) + 4 d_k d_v + 6 d_k + d_v; the sigmoid output gate's
+    product H d_v. Counted at L = chunk_size even when the sequence is shorter; not counted
+    (as Gated DeltaNet's decays are not): the [L, L] log-decay matrix and its exp, the maxima,
+    the chunk states' decay (d_k d_v / L per token), the gates' soft caps and logsigmoid, the
+    multi-head norm.
 """
 from __future__ import annotations
 
@@ -65,11 +91,12 @@ from typing import Any, Mapping
 from tierlab import bounds
 from tierlab.errors import ConfigError
 
-MIXER_CHILDREN = ("mixer", "mamba", "conv", "linear_attn", "self_attn")
+MIXER_CHILDREN = ("mixer", "mamba", "conv", "linear_attn", "self_attn", "mlstm_layer")
 """Child names of a decoder block that hold its mixer (Mamba: mixer; Jamba/Bamba/Granite 4/
 Falcon-H1: mamba; LFM2, LFM3: conv; Qwen3-Next, OLMo Hybrid, Lara Mini: linear_attn; Kimi
 Linear, Bailing-hybrid, MiniMax: self_attn, where their KDA or lightning layers hold it in place
-of attention)."""
+of attention; xLSTM: mlstm_layer; RWKV's attention, its time-mix, is read with its
+feed_forward by rwkv_mix)."""
 
 MIXER_CLASSES = {"MambaMixer": "mamba", "FalconMambaMixer": "mamba", "JambaMambaMixer": "mamba",
                  "Mamba2Mixer": "mamba2", "BambaMixer": "mamba2",
@@ -82,7 +109,11 @@ MIXER_CLASSES = {"MambaMixer": "mamba", "FalconMambaMixer": "mamba", "JambaMamba
 
 def find_mixer(layer: Any) -> tuple[str, Any] | None:
     """(child name, module) of the block's mixer: a class in MIXER_CLASSES or one that computes
-    what one of them does (mixer_kind), or None."""
+    what one of them does (mixer_kind), RWKV's time-mix and channel-mix together (rwkv_mix: a
+    module holding both, so the block's feed_forward is the mixer's), or None."""
+    rwkv = rwkv_mix(layer)
+    if rwkv is not None:
+        return "attention", rwkv
     return next(((n, c) for n, c in layer.named_children()
                  if n in MIXER_CHILDREN and mixer_kind(c) is not None), None)
 
@@ -95,7 +126,106 @@ def mixer_kind(module: Any) -> str | None:
         return kind
     return "gated_delta" if is_gated_delta(module) else "kda" if is_kda(module) else \
         "short_conv" if is_short_conv(module) else \
-        "lightning" if is_lightning(module) else None
+        "lightning" if is_lightning(module) else "rwkv" if is_rwkv(module) else \
+        "mlstm" if is_mlstm(module) else None
+
+
+MLSTM = ("transformers.models.xlstm.modeling_xlstm", "xLSTMLayer")
+"""The mLSTM layer mlstm_flops counts (module, class: modeling_xlstm.py defines it, and the
+chunkwise kernels, under `if is_xlstm_available(): ... else:`, where the `xlstm` package is
+absent): another class is one where its forward is this one's code."""
+
+
+def mlstm_widths(module: Any) -> tuple[int, int, int, int] | None:
+    """(H, qk_dim, v_dim, chunk L) of an mLSTM layer of the shapes xLSTMLayer.__init__ builds
+    (weight_mode "single": q, k h -> qk_dim, v, ogate_preact h -> v_dim, igate_preact,
+    fgate_preact h -> H; "fused": qkv_opreact h -> 2 qk_dim + 2 v_dim, ifgate_preact h -> 2 H;
+    out_proj v_dim -> h), H dividing both widths; else None."""
+    try:
+        heads, qk, v = int(module.config.num_heads), int(module.qk_dim), int(module.v_dim)
+        chunk, h = int(module.config.chunk_size), int(module.config.hidden_size)
+    except (AttributeError, TypeError, ValueError):
+        return None
+    mats = {n: (i, o) for n, i, o in mixer_tensors(module)[0]}
+    single = {"q": (h, qk), "k": (h, qk), "v": (h, v), "ogate_preact": (h, v),
+              "igate_preact": (h, heads), "fgate_preact": (h, heads), "out_proj": (v, h)}
+    fused = {"qkv_opreact": (h, 2 * qk + 2 * v), "ifgate_preact": (h, 2 * heads),
+             "out_proj": (v, h)}
+    ok = heads >= 1 and chunk >= 1 and qk % heads == 0 and v % heads == 0 and \
+        mats in (single, fused)
+    return (heads, qk, v, chunk) if ok else None
+
+
+def is_mlstm(module: Any) -> bool:
+    """xLSTM's mLSTM layer: the same forward as xLSTMLayer's (MLSTM), on its shapes
+    (mlstm_widths), its backend's forward and chunkwise kernel xLSTMBackend's code."""
+    backend = getattr(module, "mlstm_backend", None)
+    if backend is None or mlstm_widths(module) is None:
+        return False
+    ref = MLSTM[0]
+    return _same_forward(type(module), ref, MLSTM[1]) and \
+        _same_forward(type(backend), ref, "xLSTMBackend") and all(
+            _same(_function_code(type(module).__module__, n), _function_code(ref, n))
+            for n in ("mlstm_chunkwise_native_autograd", "mlstm_chunkwise_fw",
+                      "mlstm_chunkwise_recurrent_fw_C", "mlstm_chunkwise_parallel_fw_H"))
+
+
+RWKV = ("transformers.models.rwkv.modeling_rwkv", "RwkvSelfAttention", "RwkvFeedForward",
+        "rwkv_linear_attention")
+"""What rwkv_flops counts (module, time-mix class, channel-mix class, WKV function): another
+block's pair is RWKV's where their forwards are these classes' code and the WKV its."""
+
+
+def rwkv_mix(layer: Any) -> Any:
+    """A module holding the block's `attention` and `feed_forward` (a ModuleDict of the same
+    modules, not copies) where they are RWKV's time-mix and channel-mix (is_rwkv), else None."""
+    kids = dict(layer.named_children())
+    if "attention" not in kids or "feed_forward" not in kids:
+        return None
+    import torch    # only a built (meta-device) model reaches here: torch is installed
+
+    pair = torch.nn.ModuleDict({"attention": kids["attention"],
+                                "feed_forward": kids["feed_forward"]})
+    return pair if is_rwkv(pair) else None
+
+
+def rwkv_widths(module: Any) -> tuple[int, int, int] | None:
+    """(h, a, f) of an RWKV pair (rwkv_mix) of the shapes RwkvBlock builds: time-mix key, value,
+    receptance h -> a and output a -> h, time_decay and time_first a, three time_mix_* of h;
+    channel-mix key h -> f, receptance h -> h, value f -> h, two time_mix_* of h. Else None."""
+    try:
+        mats = {n: (i, o) for n, i, o in mixer_tensors(module)[0]}
+        small = dict(mixer_tensors(module)[1])
+        h, a = mats["attention.key"]
+        f = mats["feed_forward.key"][1]
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return None
+    want_mats = {"attention.key": (h, a), "attention.value": (h, a),
+                 "attention.receptance": (h, a), "attention.output": (a, h),
+                 "feed_forward.key": (h, f), "feed_forward.receptance": (h, h),
+                 "feed_forward.value": (f, h)}
+    want_small = {"attention.time_decay": a, "attention.time_first": a,
+                  **{f"attention.time_mix_{n}": h for n in ("key", "value", "receptance")},
+                  **{f"feed_forward.time_mix_{n}": h for n in ("key", "receptance")}}
+    return (h, a, f) if mats == want_mats and small == want_small else None
+
+
+def is_rwkv(module: Any) -> bool:
+    """An RWKV-4 pair (rwkv_mix): RWKV's shapes (rwkv_widths), the time-mix's forward and
+    extract_key_value RwkvSelfAttention's code and its WKV function `rwkv_linear_attention`
+    (and the CPU loop it falls back to) RWKV's, the channel-mix's forward RwkvFeedForward's."""
+    kids = dict(module.named_children()) if type(module).__name__ == "ModuleDict" else {}
+    attn, ffn = kids.get("attention"), kids.get("feed_forward")
+    if attn is None or ffn is None or rwkv_widths(module) is None:
+        return False
+    ref, time_mix, channel_mix, wkv = RWKV
+    same_wkv = all(_same(_function_code(type(attn).__module__, n), _function_code(ref, n))
+                   for n in (wkv, f"{wkv}_cpu"))
+    return same_wkv and _same_forward(type(attn), ref, time_mix) and \
+        _same(_code(_class_method(type(attn).__module__, type(attn).__name__,
+                                  "extract_key_value")),
+              _code(_class_method(ref, time_mix, "extract_key_value"))) and \
+        _same_forward(type(ffn), ref, channel_mix)
 
 
 GATED_DELTA_RULE = ("transformers.models.qwen3_next.modeling_qwen3_next",
@@ -224,10 +354,19 @@ def _module_tree(module_name: str) -> ast.Module:
         return ast.Module(body=[], type_ignores=[])
 
 
+def _defined(module_name: str, kind: type, name: str) -> Any:
+    """The module's definition of `name` (a FunctionDef or ClassDef) at its top level, else under
+    an `if` at its top level (modeling_xlstm.py defines its own kernels and layers under
+    `if is_xlstm_available(): ... else:`), else None."""
+    body = _module_tree(module_name).body
+    nested = [n for node in body if isinstance(node, ast.If)
+              for branch in (node.body, node.orelse) for n in branch]
+    return next((n for n in body + nested if isinstance(n, kind) and n.name == name), None)
+
+
 def _function_code(module_name: str, name: str) -> str | None:
     """ast.dump of a module-level function without its docstring and decorators, or None."""
-    return _code(next((n for n in _module_tree(module_name).body
-                       if isinstance(n, ast.FunctionDef) and n.name == name), None))
+    return _code(_defined(module_name, ast.FunctionDef, name))
 
 
 def _code(node: ast.FunctionDef | None) -> str | None:
@@ -242,8 +381,7 @@ def _code(node: ast.FunctionDef | None) -> str | None:
 
 def _class_method(module_name: str, cls: str, name: str) -> ast.FunctionDef | None:
     """The parsed method `name` of class `cls` defined in the module, or None."""
-    node = next((n for n in _module_tree(module_name).body
-                 if isinstance(n, ast.ClassDef) and n.name == cls), None)
+    node = _defined(module_name, ast.ClassDef, cls)
     return None if node is None else next(
         (n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
 
@@ -318,9 +456,25 @@ def lightning_flops(module: Any) -> float:
     return float(heads * (4 * block * d + 4 * d * d) + heads * d)
 
 
+def rwkv_flops(module: Any) -> float:
+    """RWKV-4 per token: time-mix 9 h + 26 a, channel-mix 7 h + f (module docstring)."""
+    h, a, f = rwkv_widths(module)
+    return float(16 * h + 26 * a + f)
+
+
+def mlstm_flops(module: Any) -> float:
+    """mLSTM per token: H (L (2 d_k + 2 d_v + 3) + 4 d_k d_v + 6 d_k + d_v) + the output gate
+    H d_v (module docstring)."""
+    heads, qk, v, chunk = mlstm_widths(module)
+    d_k, d_v = qk // heads, v // heads
+    per_head = chunk * (2 * d_k + 2 * d_v + 3) + 4 * d_k * d_v + 6 * d_k + d_v
+    return float(heads * per_head + v)
+
+
 SCAN_FLOPS = {"mamba": mamba_scan_flops, "mamba2": mamba2_scan_flops,
               "short_conv": short_conv_flops, "gated_delta": gated_delta_flops,
-              "kda": kda_flops, "lightning": lightning_flops}
+              "kda": kda_flops, "lightning": lightning_flops, "rwkv": rwkv_flops,
+              "mlstm": mlstm_flops}
 
 
 def mixer_fields(module: Any) -> dict:
@@ -339,11 +493,12 @@ MIXER_KEYS = ("state_size", "mamba_d_state", "ssm_state_size", "conv_kernel", "m
               "linear_key_head_dim", "linear_value_head_dim", "linear_num_key_heads",
               "linear_num_value_heads", "mamba_num_heads", "mamba_head_dim", "n_mamba_heads",
               "mamba_ngroups", "num_mem_blocks", "adapter_rank", "linear_num_heads",
-              "linear_head_dim", "short_conv_kernel_size", "block_size")
+              "linear_head_dim", "short_conv_kernel_size", "block_size", "attention_hidden_size")
 """config.json keys that size a mixer (MambaConfig, Mamba2Config, JambaConfig, BambaConfig,
 Lfm2Config, GraniteMoeHybridConfig, FalconH1Config, Qwen3NextConfig, NemotronHConfig,
 Zamba2Config, OlmoHybridConfig, LaraMiniConfig, Lfm3Config, KimiLinearConfig,
-BailingHybridConfig, MiniMaxConfig: block_size, its lightning attention's block) or Zamba2's
+BailingHybridConfig, MiniMaxConfig: block_size, its lightning attention's block; RwkvConfig:
+attention_hidden_size, the time-mix's width; xLSTMConfig: num_heads, chunk_size) or Zamba2's
 shared blocks (num_mem_blocks: 0 leaves modeling_zamba2.py `get_layers` no block to tie a use
 to; adapter_rank): whole numbers >= 1 where set, checked before transformers builds anything (a negative state_size builds no tensor, or one
 of nonsense size). `time_step_rank` and `mamba_dt_rank` may also be "auto" (the config classes'
@@ -355,7 +510,7 @@ AUTO_KEYS = ("time_step_rank", "mamba_dt_rank", "mamba_d_head")
 MIXER_MODEL_TYPES = ("mamba", "falcon_mamba", "mamba2", "jamba", "bamba", "lfm2",
                      "granitemoehybrid", "falcon_h1", "qwen3_next", "zamba2", "nemotron_h",
                      "olmo_hybrid", "lara_mini", "lfm3", "kimi_linear", "bailing_hybrid",
-                     "minimax")
+                     "minimax", "rwkv", "xlstm")
 """model_types whose config carries MIXER_KEYS (elsewhere a `num_heads` means something else)."""
 
 

@@ -281,14 +281,18 @@ class MoE:
         if self.shared_ffn < 0:
             raise ValueError(f"MoE.shared_ffn must be >= 0, got {self.shared_ffn!r}")
 
-MIXER_KINDS = ("mamba", "mamba2", "short_conv", "gated_delta", "kda", "lightning")
+MIXER_KINDS = ("mamba", "mamba2", "short_conv", "gated_delta", "kda", "lightning", "rwkv",
+               "mlstm")
 """Token mixers tierlab counts in place of attention (Model.mixer): Mamba's selective scan
 (modeling_mamba.py MambaMixer), Mamba-2's SSD (modeling_mamba2.py Mamba2Mixer and its copies in
 Bamba, Granite 4, Falcon-H1), LFM2's gated short convolution (modeling_lfm2.py Lfm2ShortConv),
 Qwen3-Next's Gated DeltaNet linear attention (modeling_qwen3_next.py Qwen3NextGatedDeltaNet),
 Kimi Linear's delta attention with per-channel decay (KDA: modeling_kimi_linear.py
 KimiLinearDeltaAttention, Bailing-hybrid's copy), MiniMax's lightning attention (blocked linear
-attention with a per-head decay: modeling_minimax.py MiniMaxLightningAttention)."""
+attention with a per-head decay: modeling_minimax.py MiniMaxLightningAttention), RWKV-4's
+time-mix (WKV) and channel-mix together (modeling_rwkv.py RwkvSelfAttention, RwkvFeedForward;
+Mixer.mlp False: the channel-mix is the mixer's), xLSTM's mLSTM layer (modeling_xlstm.py
+xLSTMLayer, its chunkwise kernel)."""
 
 
 @dataclass(frozen=True, kw_only=True)
