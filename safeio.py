@@ -45,9 +45,10 @@ def _why(e: OSError) -> str:
 # ----------------------------------------------------------------------------------------------
 # input
 
-def read_bytes(path: str | Path, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
-    """A file's bytes; missing, a folder, a special file (FIFO, device, socket: reading one can
-    wait forever), unreadable or over `max_bytes`: a ConfigError."""
+@contextlib.contextmanager
+def open_checked(path: str | Path, max_bytes: int = MAX_INPUT_BYTES) -> Iterator[Any]:
+    """A regular file open for binary reading, after read_bytes' checks (missing, a folder, a
+    special file, over `max_bytes`: a ConfigError); for a reader that streams it."""
     path = Path(path)
     try:
         if path.is_dir():
@@ -59,21 +60,31 @@ def read_bytes(path: str | Path, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
             raise ConfigError(f"{path}: is {special}, not a regular file")
         # O_NONBLOCK: a FIFO swapped in after the check never blocks the open
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as f:
-            st = os.fstat(f.fileno())
-            special = _special(st.st_mode)
-            if special:
-                raise ConfigError(f"{path}: is {special}, not a regular file")
-            if st.st_size > max_bytes:
-                raise ConfigError(f"{path}: {st.st_size / 2**20:,.1f} MiB is too large to be a "
-                                  f"tierlab input (at most {max_bytes / 2**20:,.0f} MiB)")
-            data = f.read(max_bytes + 1)
-        if len(data) > max_bytes:
-            raise ConfigError(f"{path}: more than {max_bytes / 2**20:,.0f} MiB: too large to be "
-                              "a tierlab input")
-        return data
     except OSError as e:
         raise ConfigError(f"{path}: cannot read: {_why(e)}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        special = _special(st.st_mode)
+        if special:
+            raise ConfigError(f"{path}: is {special}, not a regular file")
+        if st.st_size > max_bytes:
+            raise ConfigError(f"{path}: {st.st_size / 2**20:,.1f} MiB is too large to be a "
+                              f"tierlab input (at most {max_bytes / 2**20:,.0f} MiB)")
+        yield f
+
+
+def read_bytes(path: str | Path, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
+    """A file's bytes; missing, a folder, a special file (FIFO, device, socket: reading one can
+    wait forever), unreadable or over `max_bytes`: a ConfigError."""
+    try:
+        with open_checked(path, max_bytes) as f:
+            data = f.read(max_bytes + 1)
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {_why(e)}") from None
+    if len(data) > max_bytes:
+        raise ConfigError(f"{path}: more than {max_bytes / 2**20:,.0f} MiB: too large to be "
+                          "a tierlab input")
+    return data
 
 
 def _special(mode: int) -> str:

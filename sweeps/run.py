@@ -479,65 +479,99 @@ def _check_format(path: Path) -> str:
     raise ConfigError(f"{path}: output must end in .csv or .parquet, got {suffix or 'no suffix'!r}")
 
 
-def _check_header(path: Path, text: str) -> None:
+def _check_header(path: Path, head: bytes) -> None:
     """A results CSV's header line within bounds.RESULTS_HEADER_BYTES, checked before the file
     is parsed (a million columns would take minutes); else one ConfigError line naming the file
-    and the bound. The text was read by safeio.read_text (a FIFO or a device refused first)."""
+    and the bound. `head`: the file's first RESULTS_HEADER_BYTES + 1 bytes."""
     from tierlab.bounds import RESULTS_HEADER_BYTES
 
-    end = text.find("\n", 0, RESULTS_HEADER_BYTES + 1)
-    if (len(text) if end < 0 else end) > RESULTS_HEADER_BYTES:
+    end = head.find(b"\n")
+    if (len(head) if end < 0 else end) > RESULTS_HEADER_BYTES:
         raise ConfigError(f"{path}: header line longer than {RESULTS_HEADER_BYTES} bytes "
                           "(bounds.RESULTS_HEADER_BYTES); not a tierlab sweep file")
 
 
-def _csv_rows(path: Path):
-    """(DataFrame, torn rows) of a results CSV: a row with the wrong number of fields, or a last
-    line without its newline (cut mid-row), is left out and counted."""
+def _torn_rows(path: Path, f, keep=None) -> tuple[list[str] | None, int]:
+    """(the header, None if none; torn rows) of a results CSV streamed from binary file `f` (never held
+    whole: a 100,000-row file is 150 MB of text): a row with the wrong number of fields, or a
+    last line without its newline (cut mid-row), is torn. `keep(row)`, if given, gets every
+    other row, the header first."""
     import csv
     import io
 
-    import pandas as pd
+    from tierlab.bounds import RESULTS_HEADER_BYTES
 
-    from tierlab.safeio import read_text
-
-    text = read_text(path)
-    _check_header(path, text)
-    cut = not text.endswith(("\n", "\r"))
-    buf = io.StringIO()
-    write = csv.writer(buf).writerow
+    _check_header(path, f.read(RESULTS_HEADER_BYTES + 1))
+    f.seek(0, io.SEEK_END)
+    size = f.tell()
+    if size:
+        f.seek(-1, io.SEEK_END)
+    cut = size > 0 and f.read(1) not in (b"\n", b"\r")
+    f.seek(0)
+    text = io.TextIOWrapper(f, encoding="utf-8-sig", newline="")
     header, last, torn = None, None, 0
-    try:        # row by row: a 100,000-row file is never a list of 100,000 lists
-        for row in csv.reader(io.StringIO(text)):
+    reader = csv.reader(text)
+    try:
+        for row in reader:
             if not row:
                 continue
             if header is None:
                 header = row
-                write(row)
+                if keep:
+                    keep(row)
                 continue
             if last is not None:
                 if len(last) == len(header):
-                    write(last)
+                    if keep:
+                        keep(last)
                 else:
                     torn += 1
             last = row
     except csv.Error as e:
         raise ConfigError(f"{path}: malformed CSV: {e}") from None
-    if header is None:
-        return pd.DataFrame(), 0
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text (near line {reader.line_num + 1}); save it "
+                          "as UTF-8") from None
+    finally:
+        text.detach()
     if last is not None:
         if cut or len(last) != len(header):
             torn += 1
-        else:
-            write(last)
-    del text
+        elif keep:
+            keep(last)
+    return header, torn
+
+
+def _csv_rows(path: Path, only: tuple[str, ...] | None = None):
+    """(DataFrame, torn rows, header) of a results CSV (`_torn_rows`; the torn rows left out),
+    of the columns `only` if given: streamed once to find them, then parsed by pandas from the
+    file itself when none is torn."""
+    import csv
+    import io
+
+    import pandas as pd
+
+    from tierlab.safeio import open_checked
+
+    cols = None if only is None else (lambda c: c in only)
+    with open_checked(path) as f:
+        header, torn = _torn_rows(path, f)
+        if header is None:
+            return pd.DataFrame(), 0, []
+        f.seek(0)
+        if not torn:
+            return pd.read_csv(f, keep_default_na=False, na_values=[""], encoding="utf-8-sig",
+                               usecols=cols), 0, header
+        buf = io.StringIO()
+        _torn_rows(path, f, csv.writer(buf).writerow)
     buf.seek(0)
-    return pd.read_csv(buf, keep_default_na=False, na_values=[""]), torn
+    return pd.read_csv(buf, keep_default_na=False, na_values=[""], usecols=cols), torn, header
 
 
 def read_results_checked(path: str | Path, fix: str = "choose another --out",
-                         columns: tuple[str, ...] = ()):
-    """(rows of a previous sweep, torn rows left out); empty if the file does not exist. A file
+                         columns: tuple[str, ...] = (), only: tuple[str, ...] | None = None):
+    """(rows of a previous sweep, torn rows left out); empty if the file does not exist; of
+    the columns `only` if given (a CSV; what a resume needs to know which points are done). A file
     with a column name no sweep writes (a control character) or without one of `columns` (the
     keys this grid varies: another sweep's results, or an edited header) is refused, so a resume
     never takes its rows as done nor replaces it."""
@@ -550,16 +584,17 @@ def read_results_checked(path: str | Path, fix: str = "choose another --out",
     torn = 0
     try:
         if fmt == "csv":
-            df, torn = _csv_rows(path)
+            df, torn, header = _csv_rows(path, only)
         else:
             df = pd.read_parquet(path)
+            header = [str(c) for c in df.columns]
     except ConfigError:
         raise
     except Exception as e:  # noqa: BLE001 - pandas raises many kinds
         raise ConfigError(f"{path}: cannot read previous sweep results: {e}") from None
-    if not df.empty and "point_id" not in df.columns:
+    if len(df.index) and "point_id" not in header:
         raise ConfigError(f"{path}: not a tierlab sweep file (no point_id column); {fix}")
-    _check_columns(path, [str(c) for c in df.columns], columns, fix)
+    _check_columns(path, header, columns, fix)
     if not df.empty:
         ok = df["point_id"].astype(str).str.fullmatch(r"[0-9a-f]{16}")
         torn += int((~ok).sum())
@@ -703,9 +738,15 @@ def _run_grid(base, axes, simulator, strict, jobs, out: Path | None, on_rows, on
     if jobs < 1:
         raise ConfigError(f"--jobs must be >= 1, got {jobs}")
     total, _ = iter_grid(axes)
-    previous, torn = read_results_checked(out, columns=tuple(a.key for a in axes)) if out \
+    keys = tuple(a.key for a in axes)
+    previous, torn = read_results_checked(out, columns=keys, only=DONE_COLUMNS) if out \
         else (pd.DataFrame(), 0)
     journalled, torn_j = _journal_rows(out) if out else ([], 0)
+    if out and _unchanged(Path(out), previous, torn, journalled, base, axes):   # no row read
+        return _as_it_is(out, axes, lambda: (point_id(base, p) for p in iter_grid(axes)[1]),
+                         total)
+    if out and _check_format(Path(out)) == "csv":     # a Parquet file was read whole above
+        previous, torn = read_results_checked(out, columns=keys)
     if journalled:
         previous = _merge(previous, to_frame(journalled))
     done = _done_ids(previous)
@@ -726,6 +767,60 @@ def _run_grid(base, axes, simulator, strict, jobs, out: Path | None, on_rows, on
     return run(base, axes, Evaluator(base, simulator, strict), chunks, jobs, out, on_rows,
                previous=previous, done=done, ids=ids, size=size, total=total,
                skipped=total - n_todo, torn=torn + torn_j, rewrite=bool(journalled or torn))
+
+
+DONE_COLUMNS = ("point_id", "error")
+"""What a resume reads of a previous file first: which points are done (`_done_ids`)."""
+
+ROWS_AT_ONCE = 4096
+"""Rows of a finished file read at a time to sum it up (`_as_it_is`)."""
+
+
+def _unchanged(out: Path, previous, torn: int, journalled: list, base, axes) -> bool:
+    """Every point of the grid done in the previous CSV (of `DONE_COLUMNS`), nothing torn, no
+    journal: the file stands as it is, and no row of it needs to be held."""
+    if _check_format(out) != "csv" or previous.empty or torn or journalled \
+            or len(previous.columns) < len(DONE_COLUMNS):
+        return False
+    done = _done_ids(previous)
+    return all(point_id(base, p) in done for p in iter_grid(axes)[1])
+
+
+def _as_it_is(out: Path, axes, ids: Callable, total: int) -> "SweepOutcome":
+    """The outcome of a resume over a finished CSV, summed up `ROWS_AT_ONCE` rows at a time as
+    the in-memory frame would be (its rows in grid order: the first error and the fastest row
+    that fits are the first in that order); the frame itself read only if asked for."""
+    import pandas as pd
+
+    from tierlab.safeio import open_checked
+    from tierlab.sweeps.stream import ColumnStats, Tally, column_order, number
+
+    rank = {i: n for n, i in enumerate(ids())}
+    tally, stats = Tally(), ColumnStats()
+    best, first_error = (None, None), (None, None)
+    with open_checked(out) as f:
+        header = pd.read_csv(f, nrows=0, encoding="utf-8-sig").columns
+        f.seek(0)
+        for chunk in pd.read_csv(f, keep_default_na=False, na_values=[""], encoding="utf-8-sig",
+                                 chunksize=ROWS_AT_ONCE):
+            records = _tidy(chunk).to_dict("records")
+            stats.add_rows(records)
+            for row in records:
+                r = rank.get(str(row["point_id"]), len(rank) + tally.rows)
+                tally.add(row)
+                error = row.get("error") or ""
+                if error and (first_error[0] is None or r < first_error[0]):
+                    first_error = (r, error)
+                tps = row.get("tokens_per_s")
+                if not error and str(row.get("fits")).lower() == "true" and number(tps) \
+                        and tps == tps and (best[0] is None or (tps, -r) > best[0]):
+                    best = ((tps, -r), row)
+    tally.columns = column_order([str(c) for c in header], [], [a.key for a in axes])
+    tally.floaty = stats.floaty(stats.rows)
+    tally.first_error, tally.best = first_error[1], best[1]
+    return SweepOutcome(frame_or_load=lambda: _grid_order(read_results(out), ids(), axes),
+                        computed=0, skipped=total, errors=tally.errors, torn=0, total=total,
+                        tally=tally)
 
 
 def _run_in_memory(base, axes, evaluate, chunks, jobs, out, on_rows, *, total, torn, **_):

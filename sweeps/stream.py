@@ -35,7 +35,8 @@ def _missing(value: Any) -> bool:
     return type(value).__name__ == "NAType"
 
 
-def _number(value: Any) -> bool:
+def number(value: Any) -> bool:
+    """An int or a float, not a bool."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -60,7 +61,7 @@ class ColumnStats:
                     c[3] = True
                 elif isinstance(value, float):
                     c[2] = True
-                elif not _number(value):
+                elif not number(value):
                     c[1] = False
         return self
 
@@ -193,7 +194,7 @@ class Tally:
             return row
         self.all_failed = False
         tps = row.get("tokens_per_s")
-        if str(row.get("fits")).lower() == "true" and _number(tps) and not math.isnan(tps) \
+        if str(row.get("fits")).lower() == "true" and number(tps) and not math.isnan(tps) \
                 and (self.best is None or tps > self.best["tokens_per_s"]):
             self.best = row
         return row

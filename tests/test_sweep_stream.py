@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from tierlab.sweeps.keys import make_grid, parse_vary
-from tierlab.sweeps.run import (Base, Evaluator, all_failed, journal_path, read_results,
-                                run_points, run_sweep, summary, to_frame)
+from tierlab.sweeps.run import (Base, Evaluator, SweepOutcome, all_failed, journal_path,
+                                read_results, run_points, run_sweep, summary, to_frame)
 from tierlab.sweeps.stream import ColumnStats, cell, column_order
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -76,6 +76,34 @@ def test_rows_outside_the_grid_stay_after_it(tmp_path):
     run_sweep(BASE, _axes(["micro_batch=8,16"]), simulator=fakesim.simulate, jobs=1, out=out)
     run_sweep(BASE, _axes(["micro_batch=1,2"]), simulator=fakesim.simulate, jobs=1, out=out)
     assert list(read_results(out)["micro_batch"]) == [1, 2, 8, 16]
+
+
+def _held(outcome):
+    """The same outcome summed up from its frame (the in-memory path), not its tally."""
+    return SweepOutcome(frame_or_load=outcome.frame, computed=outcome.computed,
+                        skipped=outcome.skipped, errors=outcome.errors, total=outcome.total)
+
+
+# the grid turned round, drives=2 first: the file's order is not the grid's, ties go otherwise
+TURNED = [a.replace("drives=0,2", "drives=2,0") for a in AXES[::-1]]
+
+
+@pytest.mark.parametrize("order", [AXES, TURNED])
+def test_a_rerun_over_a_finished_file_reads_no_row_and_says_what_the_frame_says(tmp_path, order):
+    """Resume over a finished file (issue 32: memory flat) sums the file up a block at a time;
+    the summary, the first error and the fastest row that fits (nvme.drives ties it: the first
+    in this grid's order wins) are the frame's, and the file is left byte for byte."""
+    out = tmp_path / "s.csv"
+    run_sweep(BASE, _axes(), simulator=fakesim.simulate, jobs=1, out=out)
+    before = out.read_bytes()
+    again = run_sweep(BASE, _axes(order), simulator=fakesim.simulate, jobs=1, out=out)
+    assert out.read_bytes() == before and not journal_path(out).exists()
+    assert (again.computed, again.skipped, again.errors) == (0, POINTS, ERRORS)
+    assert again.tally is not None and again.tally.rows == POINTS
+    assert summary(again, str(out)) == summary(_held(again), str(out))
+    assert all_failed(again) is None and again.frame.equals(_held(again).frame)
+    first = list(_axes(order)[0].values)
+    assert list(dict.fromkeys(again.frame[_axes(order)[0].key])) == first   # grid order
 
 
 def _broken(hardware, model, strategy, *, strict=False, software=None):
