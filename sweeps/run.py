@@ -772,10 +772,6 @@ def _run_grid(base, axes, simulator, strict, jobs, out: Path | None, on_rows, on
 DONE_COLUMNS = ("point_id", "error")
 """What a resume reads of a previous file first: which points are done (`_done_ids`)."""
 
-ROWS_AT_ONCE = 4096
-"""Rows of a finished file read at a time to sum it up (`_as_it_is`)."""
-
-
 def _unchanged(out: Path, previous, torn: int, journalled: list, base, axes) -> bool:
     """Every point of the grid done in the previous CSV (of `DONE_COLUMNS`), nothing torn, no
     journal: the file stands as it is, and no row of it needs to be held."""
@@ -793,7 +789,7 @@ def _as_it_is(out: Path, axes, ids: Callable, total: int) -> "SweepOutcome":
     import pandas as pd
 
     from tierlab.safeio import open_checked
-    from tierlab.sweeps.stream import ColumnStats, Tally, column_order, number
+    from tierlab.sweeps.stream import ROWS_AT_ONCE, ColumnStats, Tally, column_order, number
 
     rank = {i: n for n, i in enumerate(ids())}
     tally, stats = Tally(), ColumnStats()
@@ -857,7 +853,7 @@ def _run_to_file(base, axes, evaluate, chunks, jobs, out: Path, on_rows, *, prev
                  ids, size, total, skipped, torn, rewrite):
     """Every finished chunk journalled at once (no row kept); at the end, or on Ctrl-C /
     SIGTERM, the file streamed from the journal in grid order (sweeps/stream.py)."""
-    from tierlab.sweeps.stream import ColumnStats, Journal
+    from tierlab.sweeps.stream import ColumnStats, Journal, Records
 
     retry = (set(previous["point_id"].astype(str)) - done) if not previous.empty else set()
     replaced: set[str] = set()
@@ -890,8 +886,8 @@ def _run_to_file(base, axes, evaluate, chunks, jobs, out: Path, on_rows, *, prev
         write, tally = bool(computed[0] or rewrite), None
         try:
             if write:
-                kept = [r for r in previous.to_dict("records")
-                        if str(r["point_id"]) not in replaced] if not previous.empty else []
+                kept = Records(previous[~previous["point_id"].astype(str).isin(replaced)]
+                                if replaced else previous)
                 tally = _stream_out(out, [a.key for a in axes], list(previous.columns), stats,
                                     kept, ids(), size, journal, done)
         finally:

@@ -12,7 +12,7 @@ import pytest
 from tierlab.sweeps.keys import make_grid, parse_vary
 from tierlab.sweeps.run import (Base, Evaluator, SweepOutcome, all_failed, journal_path,
                                 read_results, run_points, run_sweep, summary, to_frame)
-from tierlab.sweeps.stream import ColumnStats, cell, column_order
+from tierlab.sweeps.stream import ROWS_AT_ONCE, ColumnStats, Records, cell, column_order
 
 sys.path.insert(0, str(Path(__file__).parent))
 import fakesim  # noqa: E402
@@ -104,6 +104,18 @@ def test_a_rerun_over_a_finished_file_reads_no_row_and_says_what_the_frame_says(
     assert all_failed(again) is None and again.frame.equals(_held(again).frame)
     first = list(_axes(order)[0].values)
     assert list(dict.fromkeys(again.frame[_axes(order)[0].key])) == first   # grid order
+
+
+def test_records_are_the_frames_rows_a_block_at_a_time():
+    n = 2 * ROWS_AT_ONCE + 5
+    frame = pd.DataFrame({"point_id": [f"{i:016x}" for i in range(n)],
+                          "x": [float(i) if i % 7 else float("nan") for i in range(n)],
+                          "stage": pd.array([i % 4 if i % 5 else None for i in range(n)],
+                                            dtype="Int64")})
+    rows = Records(frame)
+    want = frame.to_dict("records")
+    assert len(rows) == n and rows[n - 1] == want[n - 1] and rows[3] == want[3]
+    assert str(list(rows)) == str(want)      # NaN and NA compare by their text
 
 
 def _broken(hardware, model, strategy, *, strict=False, software=None):
