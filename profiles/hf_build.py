@@ -602,7 +602,7 @@ def layer_fields(layer: Any, config: Any, hidden: int) -> dict:
     its norms, which projections carry biases, and the children left unread."""
     from tierlab.profiles.hf_mixer import find_mixer, mixer_fields
 
-    if _child(layer, ("shared_transformer",)) is not None:
+    if _child(layer, SHARED_BLOCK) is not None:
         return hybrid_fields(layer, config, hidden)
     attn, mlp = _child(layer, _ATTENTION), _child(layer, _MLP)
     per_layer = per_layer_block(layer, hidden)      # Gemma 4's gate, projection and norm
@@ -719,14 +719,21 @@ _SLOT = re.compile(r"_adapter_list\.(\d+)\.")
 `gate_up_proj_adapter_list`: modeling_zamba2.py lines 249-274, 997-1006)."""
 
 
+SHARED_BLOCK = ("shared_transformer", "shared_transf")
+"""A hybrid layer's shared attention + MLP block: Zamba2's (modeling_zamba2.py
+Zamba2HybridLayer), Zamba's (modeling_zamba.py ZambaHybridLayer: every hybrid layer's
+`shared_transf` tied to the first's, `_tied_weights_keys`; no adapters)."""
+
+
 def hybrid_fields(layer: Any, config: Any, hidden: int) -> dict:
-    """A Zamba2HybridLayer (modeling_zamba2.py): its `mamba_decoder` read as a mixer block, and
+    """A Zamba2HybridLayer (modeling_zamba2.py) or ZambaHybridLayer (modeling_zamba.py, one
+    shared block, its MLP's gate, up and down apart): its `mamba_decoder` read as a mixer block, and
     the use of a shared block: the `shared_transformer`'s weights (tied across its uses: every
     Linear weight a GEMM, the norms and biases small), its `*_adapter_list` slot (each use runs
     its own: Zamba2Attention / Zamba2MLP `forward`, `layer_dic[layer_idx]`; every slot is built
     alike from the config, so one slot is read) and the layer's `linear` (hidden x hidden)."""
     out = layer_fields(layer.mamba_decoder, config, hidden)
-    block = layer.shared_transformer
+    block = _child(layer, SHARED_BLOCK)[1]
     mats, small = mixer_tensors(block)
     slots = sorted({int(m.group(1)) for n, *_ in mats if (m := _SLOT.search(n))})
     own = [(_SLOT.sub("_adapter.", n), i, o) for n, i, o in mats
@@ -736,17 +743,29 @@ def hybrid_fields(layer: Any, config: Any, hidden: int) -> dict:
     heads, head_dim = config.num_attention_heads, int(attn.head_dim)
     mlp = [p for n, p in block.feed_forward.named_parameters() if n in
            ("gate_up_proj.weight", "down_proj.weight")]
-    if len(mlp) != 2 or heads * head_dim != attn.q_proj.weight.shape[0]:
+    split = len(mlp) == 1 and {"gate_proj.weight", "up_proj.weight"} <= \
+        {n for n, _ in block.feed_forward.named_parameters()}      # Zamba's gate, up apart
+    if (len(mlp) != 2 and not split) or heads * head_dim != attn.q_proj.weight.shape[0]:
         raise Unmodelled(f"a shared block of {_numel(block):,} parameters in "
                          f"{type(block).__name__}")
-    out["shared"] = dict(
-        blocks=config.num_mem_blocks, matrices=weights, small_params=small,
+    gated = split or _fused_gate_up(mlp)
+    out["shared"] = _shared_use(config, layer, weights, small, own, heads, head_dim, hidden,
+                                dict(ffn=int(mlp[-1].shape[1]), gated_mlp=gated,
+                                     fused_gate_up=gated and not split))
+    return out
+
+
+def _shared_use(config: Any, layer: Any, weights: tuple, small: tuple, own: list, heads: int,
+                head_dim: int, hidden: int, mlp: dict) -> dict:
+    """One use of a shared block (hybrid_fields): its weights, its own adapters and `linear`,
+    the attention's heads and the MLP's shape; Zamba's one block where no num_mem_blocks."""
+    return dict(
+        blocks=getattr(config, "num_mem_blocks", None) or 1, matrices=weights,
+        small_params=small,
         use_matrices=tuple(own) + (("linear", *layer.linear.weight.shape[::-1]),),
         attention=dict(n_heads=heads, n_kv_heads=config.num_key_value_heads,
                        attn_head_dim=head_dim if heads * head_dim != hidden else 0),
-        mlp=dict(ffn=int(mlp[1].shape[1]), gated_mlp=_fused_gate_up(mlp),
-                 fused_gate_up=_fused_gate_up(mlp)))
-    return out
+        mlp=mlp)
 
 
 def shared_of(layers: list[dict]) -> dict:

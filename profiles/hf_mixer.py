@@ -11,6 +11,11 @@ the modeling file's forward.
     and FalconMamba's copy): depthwise causal conv 2 k d per token (d = intermediate channels,
     k = conv_kernel); selective scan per channel and state: exp(dt A) 1, dt B 1, (dt B) u 1,
     state update A h + B u 2, C h 2 -> 7 d N; D skip 2 d; gate 1 d.
+  * Zamba's multi-head Mamba-1 (modeling_zamba.py `ZambaMambaMixer.forward` ->
+    `mamba_selective_scan` per head; Glorioso et al. 2024, "Zamba", arXiv 2405.16712): Mamba-1's
+    conv, scan, D skip and gate above, and x_proj and dt_proj, which are parameters of one
+    matrix per head (x_proj_weight H x (R + 2 N) x P, dt_proj_weight H x P x R; P = d / H),
+    not Linears: their batched products 2 d (R + 2 N) + 2 d R are counted here, as the scan's.
   * Mamba-2 (modeling_mamba2.py `Mamba2Mixer.torch_forward`, Bamba's copy; the SSD algorithm of
     Dao & Gu 2024, "Transformers are SSMs", sec. 6): conv 2 k (d + 2 G N); per head of width
     P = d / H and chunk L = chunk_size: C B^T in the chunk 2 L N, the masked (M x) 2 L P, the
@@ -127,7 +132,43 @@ def mixer_kind(module: Any) -> str | None:
     return "gated_delta" if is_gated_delta(module) else "kda" if is_kda(module) else \
         "short_conv" if is_short_conv(module) else \
         "lightning" if is_lightning(module) else "rwkv" if is_rwkv(module) else \
-        "mlstm" if is_mlstm(module) else None
+        "mlstm" if is_mlstm(module) else "mamba_heads" if is_zamba_mamba(module) else None
+
+
+ZAMBA_MAMBA = ("transformers.models.zamba.modeling_zamba", "ZambaMambaMixer")
+"""The multi-head Mamba-1 zamba_mamba_flops counts (module, class)."""
+
+
+def zamba_mamba_widths(module: Any) -> tuple[int, int, int, int, int] | None:
+    """(H, d, N, R, k) of a multi-head Mamba-1 of the shapes ZambaMambaMixer.__init__ builds:
+    in_proj h -> 2 d, out_proj d -> h, a depthwise conv of d channels, x_proj_weight
+    H x (R + 2 N) x P, dt_proj_weight H x P x R, dt_proj_bias and D H x P, A_log H x P x N."""
+    try:
+        heads, d = int(module.n_mamba_heads), int(module.intermediate_size)
+        n, r = int(module.ssm_state_size), int(module.time_step_rank)
+        channels, k = _conv(module)
+        shapes = {name: tuple(module.get_parameter(name).shape) for name in
+                  ("x_proj_weight", "dt_proj_weight", "dt_proj_bias", "A_log", "D")}
+    except (AttributeError, StopIteration, TypeError, ValueError):
+        return None
+    p = d // heads if heads >= 1 else 0
+    mats = {name: (i, o) for name, i, o in mixer_tensors(module)[0]}
+    ok = p >= 1 and p * heads == d and channels == d and mats.get("in_proj", (0, 0))[1] == 2 * d \
+        and mats.get("out_proj", (0, 0))[0] == d and len(mats) == 2 and shapes == {
+            "x_proj_weight": (heads, r + 2 * n, p), "dt_proj_weight": (heads, p, r),
+            "dt_proj_bias": (heads, p), "A_log": (heads, p, n), "D": (heads, p)}
+    return (heads, d, n, r, k) if ok else None
+
+
+def is_zamba_mamba(module: Any) -> bool:
+    """Zamba's multi-head Mamba-1: ZambaMambaMixer's forward and its `mamba_selective_scan`
+    (the code), on its shapes (zamba_mamba_widths)."""
+    if zamba_mamba_widths(module) is None:
+        return False
+    ref = ZAMBA_MAMBA[0]
+    return _same_forward(type(module), ref, ZAMBA_MAMBA[1]) and \
+        _same(_function_code(type(module).__module__, "mamba_selective_scan"),
+              _function_code(ref, "mamba_selective_scan"))
 
 
 MLSTM = ("transformers.models.xlstm.modeling_xlstm", "xLSTMLayer")
@@ -462,6 +503,13 @@ def rwkv_flops(module: Any) -> float:
     return float(16 * h + 26 * a + f)
 
 
+def zamba_mamba_flops(module: Any) -> float:
+    """Zamba's multi-head Mamba-1 per token: conv 2 k d + x_proj 2 d (R + 2 N) + dt_proj 2 d R
+    + scan 7 d N + D skip 2 d + gate d (module docstring)."""
+    _, d, n, r, k = zamba_mamba_widths(module)
+    return float(2 * k * d + 2 * d * (r + 2 * n) + 2 * d * r + 7 * d * n + 3 * d)
+
+
 def mlstm_flops(module: Any) -> float:
     """mLSTM per token: H (L (2 d_k + 2 d_v + 3) + 4 d_k d_v + 6 d_k + d_v) + the output gate
     H d_v (module docstring)."""
@@ -474,7 +522,7 @@ def mlstm_flops(module: Any) -> float:
 SCAN_FLOPS = {"mamba": mamba_scan_flops, "mamba2": mamba2_scan_flops,
               "short_conv": short_conv_flops, "gated_delta": gated_delta_flops,
               "kda": kda_flops, "lightning": lightning_flops, "rwkv": rwkv_flops,
-              "mlstm": mlstm_flops}
+              "mlstm": mlstm_flops, "mamba_heads": zamba_mamba_flops}
 
 
 def mixer_fields(module: Any) -> dict:
@@ -510,7 +558,7 @@ AUTO_KEYS = ("time_step_rank", "mamba_dt_rank", "mamba_d_head")
 MIXER_MODEL_TYPES = ("mamba", "falcon_mamba", "mamba2", "jamba", "bamba", "lfm2",
                      "granitemoehybrid", "falcon_h1", "qwen3_next", "zamba2", "nemotron_h",
                      "olmo_hybrid", "lara_mini", "lfm3", "kimi_linear", "bailing_hybrid",
-                     "minimax", "rwkv", "xlstm")
+                     "minimax", "rwkv", "xlstm", "zamba")
 """model_types whose config carries MIXER_KEYS (elsewhere a `num_heads` means something else)."""
 
 

@@ -282,7 +282,7 @@ class MoE:
             raise ValueError(f"MoE.shared_ffn must be >= 0, got {self.shared_ffn!r}")
 
 MIXER_KINDS = ("mamba", "mamba2", "short_conv", "gated_delta", "kda", "lightning", "rwkv",
-               "mlstm")
+               "mlstm", "mamba_heads")
 """Token mixers tierlab counts in place of attention (Model.mixer): Mamba's selective scan
 (modeling_mamba.py MambaMixer), Mamba-2's SSD (modeling_mamba2.py Mamba2Mixer and its copies in
 Bamba, Granite 4, Falcon-H1), LFM2's gated short convolution (modeling_lfm2.py Lfm2ShortConv),
@@ -292,7 +292,8 @@ KimiLinearDeltaAttention, Bailing-hybrid's copy), MiniMax's lightning attention 
 attention with a per-head decay: modeling_minimax.py MiniMaxLightningAttention), RWKV-4's
 time-mix (WKV) and channel-mix together (modeling_rwkv.py RwkvSelfAttention, RwkvFeedForward;
 Mixer.mlp False: the channel-mix is the mixer's), xLSTM's mLSTM layer (modeling_xlstm.py
-xLSTMLayer, its chunkwise kernel)."""
+xLSTMLayer, its chunkwise kernel), Zamba's multi-head Mamba-1 (modeling_zamba.py
+ZambaMambaMixer: x_proj and dt_proj one matrix per head)."""
 
 
 @dataclass(frozen=True, kw_only=True)
