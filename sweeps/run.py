@@ -745,7 +745,9 @@ def _run_grid(base, axes, simulator, strict, jobs, out: Path | None, on_rows, on
     if out and _unchanged(Path(out), previous, torn, journalled, base, axes):   # no row read
         return _as_it_is(out, axes, lambda: (point_id(base, p) for p in iter_grid(axes)[1]),
                          total)
-    if out and _check_format(Path(out)) == "csv":     # a Parquet file was read whole above
+    csv_out = bool(out) and _check_format(Path(out)) == "csv"
+    in_file = csv_out and not torn and not journalled and not previous.empty
+    if csv_out and not in_file:       # torn rows or a journal: read whole (a Parquet file was)
         previous, torn = read_results_checked(out, columns=keys)
     if journalled:
         previous = _merge(previous, to_frame(journalled))
@@ -765,7 +767,7 @@ def _run_grid(base, axes, simulator, strict, jobs, out: Path | None, on_rows, on
     chunks = iter(lambda: list(itertools.islice(todo, size)), [])
     run = _run_to_file if out else _run_in_memory
     return run(base, axes, Evaluator(base, simulator, strict), chunks, jobs, out, on_rows,
-               previous=previous, done=done, ids=ids, size=size, total=total,
+               previous=previous, in_file=in_file, done=done, ids=ids, size=size, total=total,
                skipped=total - n_todo, torn=torn + torn_j, rewrite=bool(journalled or torn))
 
 
@@ -786,32 +788,24 @@ def _as_it_is(out: Path, axes, ids: Callable, total: int) -> "SweepOutcome":
     """The outcome of a resume over a finished CSV, summed up `ROWS_AT_ONCE` rows at a time as
     the in-memory frame would be (its rows in grid order: the first error and the fastest row
     that fits are the first in that order); the frame itself read only if asked for."""
-    import pandas as pd
-
-    from tierlab.safeio import open_checked
-    from tierlab.sweeps.stream import ROWS_AT_ONCE, ColumnStats, Tally, column_order, number
+    from tierlab.sweeps.stream import ColumnStats, Tally, column_order, number
 
     rank = {i: n for n, i in enumerate(ids())}
     tally, stats = Tally(), ColumnStats()
     best, first_error = (None, None), (None, None)
-    with open_checked(out) as f:
-        header = pd.read_csv(f, nrows=0, encoding="utf-8-sig").columns
-        f.seek(0)
-        for chunk in pd.read_csv(f, keep_default_na=False, na_values=[""], encoding="utf-8-sig",
-                                 chunksize=ROWS_AT_ONCE):
-            records = _tidy(chunk).to_dict("records")
-            stats.add_rows(records)
-            for row in records:
-                r = rank.get(str(row["point_id"]), len(rank) + tally.rows)
-                tally.add(row)
-                error = row.get("error") or ""
-                if error and (first_error[0] is None or r < first_error[0]):
-                    first_error = (r, error)
-                tps = row.get("tokens_per_s")
-                if not error and str(row.get("fits")).lower() == "true" and number(tps) \
-                        and tps == tps and (best[0] is None or (tps, -r) > best[0]):
-                    best = ((tps, -r), row)
-    tally.columns = column_order([str(c) for c in header], [], [a.key for a in axes])
+    for records in _file_chunks(out):
+        stats.add_rows(records)
+        for row in records:
+            r = rank.get(str(row["point_id"]), len(rank) + tally.rows)
+            tally.add(row)
+            error = row.get("error") or ""
+            if error and (first_error[0] is None or r < first_error[0]):
+                first_error = (r, error)
+            tps = row.get("tokens_per_s")
+            if not error and str(row.get("fits")).lower() == "true" and number(tps) \
+                    and tps == tps and (best[0] is None or (tps, -r) > best[0]):
+                best = ((tps, -r), row)
+    tally.columns = column_order(_header(out), [], [a.key for a in axes])
     tally.floaty = stats.floaty(stats.rows)
     tally.first_error, tally.best = first_error[1], best[1]
     return SweepOutcome(frame_or_load=lambda: _grid_order(read_results(out), ids(), axes),
@@ -849,10 +843,11 @@ def _outcome(outcome: SweepOutcome, stopped: BaseException | None) -> SweepOutco
     return outcome
 
 
-def _run_to_file(base, axes, evaluate, chunks, jobs, out: Path, on_rows, *, previous, done,
-                 ids, size, total, skipped, torn, rewrite):
+def _run_to_file(base, axes, evaluate, chunks, jobs, out: Path, on_rows, *, previous, in_file,
+                 done, ids, size, total, skipped, torn, rewrite):
     """Every finished chunk journalled at once (no row kept); at the end, or on Ctrl-C /
-    SIGTERM, the file streamed from the journal in grid order (sweeps/stream.py)."""
+    SIGTERM, the file streamed from the journal in grid order (sweeps/stream.py). `in_file`:
+    `previous` holds DONE_COLUMNS only, the rows are read from `out` as they are written."""
     from tierlab.sweeps.stream import ColumnStats, Journal, Records
 
     retry = (set(previous["point_id"].astype(str)) - done) if not previous.empty else set()
@@ -886,10 +881,14 @@ def _run_to_file(base, axes, evaluate, chunks, jobs, out: Path, on_rows, *, prev
         write, tally = bool(computed[0] or rewrite), None
         try:
             if write:
-                kept = Records(previous[~previous["point_id"].astype(str).isin(replaced)]
-                                if replaced else previous)
-                tally = _stream_out(out, [a.key for a in axes], list(previous.columns), stats,
-                                    kept, ids(), size, journal, done)
+                if in_file:
+                    kept, first = _file_rows(out, previous, replaced), _header(out)
+                else:
+                    kept = Records(previous[~previous["point_id"].astype(str).isin(replaced)]
+                                   if replaced else previous)
+                    first = list(previous.columns)
+                tally = _stream_out(out, [a.key for a in axes], first, stats, kept, ids(), size,
+                                    journal, done)
         finally:
             journal.close()
         journal_path(out).unlink(missing_ok=True)
@@ -897,12 +896,46 @@ def _run_to_file(base, axes, evaluate, chunks, jobs, out: Path, on_rows, *, prev
         outcome = SweepOutcome(frame_or_load=lambda: read_results(out), computed=computed[0],
                                skipped=skipped, errors=tally.errors, torn=torn, total=total,
                                tally=tally)
-    else:          # nothing new: the file stands as it was, its rows held already
-        frame = _grid_order(previous, ids(), axes)
-        errors = int((frame["error"] != "").sum()) if "error" in frame.columns else 0
+    else:          # nothing new: the file stands as it was
+        errors = int((previous["error"] != "").sum()) if "error" in previous.columns else 0
+        frame = (lambda: _grid_order(read_results(out), ids(), axes)) if in_file \
+            else _grid_order(previous, ids(), axes)
         outcome = SweepOutcome(frame_or_load=frame, computed=0, skipped=skipped, errors=errors,
                                torn=torn, total=total)
     return _outcome(outcome, stopped)
+
+
+def _header(out: Path) -> list[str]:
+    """A results CSV's column names."""
+    import pandas as pd
+
+    from tierlab.safeio import open_checked
+
+    with open_checked(out) as f:
+        return [str(c) for c in pd.read_csv(f, nrows=0, encoding="utf-8-sig").columns]
+
+
+def _file_chunks(out: Path) -> Iterator[list[dict]]:
+    """A results CSV's rows, ROWS_AT_ONCE at a time, as `read_results` types them (`_tidy`)."""
+    import pandas as pd
+
+    from tierlab.safeio import open_checked
+    from tierlab.sweeps.stream import ROWS_AT_ONCE
+
+    with open_checked(out) as f:
+        for chunk in pd.read_csv(f, keep_default_na=False, na_values=[""], encoding="utf-8-sig",
+                                 chunksize=ROWS_AT_ONCE):
+            yield _tidy(chunk).to_dict("records")
+
+
+def _file_rows(out: Path, previous, replaced: set[str]):
+    """stream.FileRows of `out`, less the rows this sweep replaced; `previous`: its
+    DONE_COLUMNS, row for row (no row of the file torn)."""
+    from tierlab.sweeps.stream import FileRows
+
+    ids = [str(i) for i in previous["point_id"]]
+    keep = [n for n, i in enumerate(ids) if i not in replaced]
+    return FileRows(lambda: _file_chunks(out), keep, [ids[n] for n in keep])
 
 
 def _stream_out(out: Path, keys, first_columns, stats, kept, ids, size, journal, done):

@@ -210,25 +210,58 @@ class Records:
     (in order, or nearly: the last block is kept), so a resume over a previous file holds its
     frame (~0.7 KB a row), not ~6 KB of dicts a row."""
 
-    def __init__(self, frame):
-        self.frame, self.at, self.block = frame, -1, []
+    def __init__(self, frame, at_once: int = ROWS_AT_ONCE):
+        self.frame, self.at_once, self.at, self.block = frame, at_once, -1, []
 
     def __len__(self) -> int:
         return len(self.frame.index)
 
     def __getitem__(self, n: int) -> dict:
-        b, k = divmod(n, ROWS_AT_ONCE)
+        b, k = divmod(n, self.at_once)
         if b != self.at:
             self.at = b
-            rows = self.frame.iloc[b * ROWS_AT_ONCE:(b + 1) * ROWS_AT_ONCE]
+            rows = self.frame.iloc[b * self.at_once:(b + 1) * self.at_once]
             self.block = rows.to_dict("records")
         return self.block[k]
 
     def __iter__(self):
         return (self[n] for n in range(len(self)))
 
+    def point_ids(self) -> list[str]:
+        return [str(i) for i in self.frame["point_id"]] if len(self) else []
 
-def walk(points: Iterable[str | None], size: int, journal: Journal, previous: Sequence[dict],
+
+class FileRows:
+    """The rows of a results CSV as `Records` gives them, read from the file ROWS_AT_ONCE at a
+    time (pandas' chunks; typed as in the whole frame, for `cell`, once ColumnStats has seen
+    them all) and never held: `chunks()` yields the file's blocks of `at_once` rows from the top
+    (read again when a row before the current block is asked for); `keep`: the file's row
+    numbers still standing, `ids`: their point ids."""
+
+    def __init__(self, chunks, keep: list[int], ids: list[str], at_once: int = ROWS_AT_ONCE):
+        self.chunks, self.keep, self.ids, self.at_once = chunks, keep, ids, at_once
+        self.at, self.block, self.source = -1, [], None
+
+    def __len__(self) -> int:
+        return len(self.keep)
+
+    def __getitem__(self, n: int) -> dict:
+        b, k = divmod(self.keep[n], self.at_once)
+        if b != self.at:
+            if self.source is None or b < self.at:      # backwards: read again from the top
+                self.source, self.at = self.chunks(), -1
+            while self.at < b:
+                self.block, self.at = next(self.source), self.at + 1
+        return self.block[k]
+
+    def __iter__(self):
+        return (self[n] for n in range(len(self)))
+
+    def point_ids(self) -> list[str]:
+        return self.ids
+
+
+def walk(points: Iterable[str | None], size: int, journal: Journal, previous: "Records | FileRows",
          done: set[str]) -> Iterator[dict]:
     """The rows in grid order: for each point of the grid (its id, or None when no previous row
     can be its), the previous row when the point was skipped (in `done`) or its chunk never
@@ -236,8 +269,8 @@ def walk(points: Iterable[str | None], size: int, journal: Journal, previous: Se
     `size`, in order); then the previous rows of points outside the grid, in their order.
     `previous`: the earlier rows still standing (none that a row of this sweep replaced)."""
     by_id: dict[str, list[int]] = {}
-    for n, row in enumerate(previous):
-        by_id.setdefault(str(row["point_id"]), []).append(n)
+    for n, pid in enumerate(previous.point_ids()):
+        by_id.setdefault(pid, []).append(n)
     todo_n, rows, at = 0, None, -1
     for pid in points:
         if pid is None or pid not in done:

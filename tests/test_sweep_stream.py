@@ -12,7 +12,8 @@ import pytest
 from tierlab.sweeps.keys import make_grid, parse_vary
 from tierlab.sweeps.run import (Base, Evaluator, SweepOutcome, all_failed, journal_path,
                                 read_results, run_points, run_sweep, summary, to_frame)
-from tierlab.sweeps.stream import ROWS_AT_ONCE, ColumnStats, Records, cell, column_order
+from tierlab.sweeps.stream import (ROWS_AT_ONCE, ColumnStats, FileRows, Records, cell,
+                                   column_order)
 
 sys.path.insert(0, str(Path(__file__).parent))
 import fakesim  # noqa: E402
@@ -104,6 +105,37 @@ def test_a_rerun_over_a_finished_file_reads_no_row_and_says_what_the_frame_says(
     assert all_failed(again) is None and again.frame.equals(_held(again).frame)
     first = list(_axes(order)[0].values)
     assert list(dict.fromkeys(again.frame[_axes(order)[0].key])) == first   # grid order
+
+
+@pytest.mark.parametrize("order", [AXES, TURNED])
+def test_a_resume_reads_the_previous_rows_from_the_file_as_it_writes(tmp_path, order):
+    """The previous rows a resume keeps are read from the file as they are written (the grid
+    turned round: out of the file's order), and the file is the one the whole sweep in this
+    grid's order writes."""
+    out = tmp_path / "s.csv"
+    run_sweep(BASE, _axes(), simulator=fakesim.simulate, jobs=1, out=out)
+    lines = out.read_text().splitlines(True)
+    out.write_text("".join(lines[:10] + lines[20:]))        # 10 rows gone: recomputed
+    again = run_sweep(BASE, _axes(order), simulator=fakesim.simulate, jobs=1, out=out)
+    assert (again.computed, again.skipped) == (10, POINTS - 10)
+    assert out.read_text() == _frame_csv(_axes(order))
+
+
+def test_file_rows_read_a_block_at_a_time_forwards_backwards_and_less_the_replaced():
+    rows = [{"point_id": f"{i:016x}", "x": i} for i in range(10)]
+    reads = []
+
+    def chunks():
+        reads.append(1)
+        return iter([rows[i:i + 3] for i in range(0, 10, 3)])
+
+    keep = [n for n in range(10) if n != 4]                 # row 4 replaced by this sweep
+    file_rows = FileRows(chunks, keep, [rows[n]["point_id"] for n in keep], at_once=3)
+    assert list(file_rows) == [rows[n] for n in keep] and len(reads) == 1
+    assert file_rows[8] == rows[9] and len(reads) == 1          # the block held
+    assert file_rows[0] == rows[0] and len(reads) == 2          # backwards: from the top again
+    assert file_rows[5] == rows[6] and len(reads) == 2          # forwards: read on
+    assert file_rows.point_ids() == [rows[n]["point_id"] for n in keep]
 
 
 def test_records_are_the_frames_rows_a_block_at_a_time():
