@@ -111,9 +111,10 @@ def test_formulas_fix_the_issue_examples():
 # bad input
 
 def test_unknown_model_type_is_named():
-    # (Mamba, the example here before, is counted now: tests/test_hybrid_arch.py)
-    with pytest.raises(ConfigError, match="model_type 'rwkv' is not a supported architecture"):
-        model_from_hf_config(dict(BASE, model_type="rwkv"), "cfg.json")
+    # (Mamba and RWKV, the examples here before, are counted now: tests/test_hybrid_arch.py,
+    # tests/test_recurrent_mixers.py; Mllama's cross-attention to its vision tower is not)
+    with pytest.raises(ConfigError, match="model_type 'mllama' is not a supported architecture"):
+        model_from_hf_config(dict(BASE, model_type="mllama"), "cfg.json")
 
 
 def test_missing_model_type_is_an_error_not_a_dense_guess():
@@ -163,9 +164,9 @@ def test_cli_exits_2_naming_the_model_type(tmp_path):
     from tierlab.cli import main
 
     p = tmp_path / "config.json"
-    p.write_text(json.dumps(dict(BASE, model_type="rwkv")))
+    p.write_text(json.dumps(dict(BASE, model_type="mllama")))
     res = CliRunner().invoke(main, ["simulate", "-m", str(p)])
-    assert res.exit_code == 2 and "rwkv" in res.output
+    assert res.exit_code == 2 and "mllama" in res.output
 
 
 # ----------------------------------------------------------------------------------------------
