@@ -94,16 +94,26 @@ def test_mla_scores_take_the_modules_qk_and_v_head_widths(tmp_path):
     assert layer_forward(model, micro_batch=1).attention == 2.0 * SEQ * SEQ * 4 * (24 + 12)
 
 
-def test_linear_attention_is_refused_saying_what_it_is(tmp_path):
+def test_linear_attention_is_never_timed_as_softmax(tmp_path):
     """RWKV's time mixing (modeling_rwkv.py RwkvSelfAttention) keeps a recurrent state, no score
-    matrix, and is no mixer tierlab times (MiniMax's lightning attention is one:
-    tests/test_linear_mixers.py): one line naming it."""
+    matrix: it is read as the mixer whose computation it runs (hf_mixer.is_rwkv; its counts and
+    FLOPs in tests/test_recurrent_mixers.py), and a module of a linear-attention class that no
+    mixer matches (an edited copy) is refused in one line naming it, never taken for softmax."""
+    from tierlab.profiles.hf_build import Unmodelled, not_softmax
+
     _known("rwkv")
     path = tmp_path / "rwkv.json"
     path.write_text(json.dumps(dict(model_type="rwkv", hidden_size=64, num_hidden_layers=2,
                                     vocab_size=1000, attention_hidden_size=64,
                                     intermediate_size=128)))
-    assert_user_error(run("simulate", "-m", str(path)), "linear attention", "RwkvSelfAttention")
+    model = load_model(str(path), seq_len=SEQ)
+    assert model.mixer.kind == "rwkv" and model.mixer.layers == (0, 1)
+
+    class RwkvSelfAttention:        # the class name alone: no forward any mixer matches
+        pass
+
+    with pytest.raises(Unmodelled, match=r"linear attention \(RwkvSelfAttention: a recurrent"):
+        not_softmax(RwkvSelfAttention())
 
 
 @pytest.mark.parametrize("kind, key, value, fragment", [
