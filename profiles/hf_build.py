@@ -32,7 +32,7 @@ TOP_K_KEYS = ("num_experts_per_tok", "num_experts_per_token", "experts_per_token
               "moe_topk", "top_k", "top_k_experts")
 """Config attributes that hold the routed experts per token, first found wins."""
 
-_ATTENTION = ("self_attn", "attn", "attention", "self_attention")
+_ATTENTION = ("self_attn", "attn", "attention", "self_attention", "multi_head_attention")
 _MLP = ("mlp", "feed_forward", "block_sparse_moe", "moe", "ffn")
 _SHARED = ("shared_expert", "shared_experts", "shared_mlp")
 
@@ -604,7 +604,7 @@ def layer_fields(layer: Any, config: Any, hidden: int) -> dict:
 
     if _child(layer, SHARED_BLOCK) is not None:
         return hybrid_fields(layer, config, hidden)
-    attn, mlp = _child(layer, _ATTENTION), _child(layer, _MLP)
+    attn, mlp = _child(layer, _ATTENTION), _child(layer, _MLP) or loose_mlp(layer)
     per_layer = per_layer_block(layer, hidden)      # Gemma 4's gate, projection and norm
     mixer = find_mixer(layer)           # in place of attention, or beside it (Falcon-H1)
     if mixer is not None and attn is not None and mixer[0] == attn[0]:
@@ -625,6 +625,7 @@ def layer_fields(layer: Any, config: Any, hidden: int) -> dict:
     # Gemma 4's enable_moe_block: router and experts children of the block beside its mlp
     block_moe = mlp is not None and _child(layer, ("experts",)) is not None
     read = {n for n, _ in (p for p in parts if p is not None)} | own | held | \
+        (set(LOOSE_MLP) if mlp is not None and mlp[0] == LOOSE_MLP[0] else set()) | \
         ({"experts", "router"} if block_moe else set())
     other = [f"{n} ({type(c).__name__})" for n, c in layer.named_children()
              if n not in read and not _is_norm(c) and _numel(c)]
@@ -650,6 +651,23 @@ def layer_fields(layer: Any, config: Any, hidden: int) -> dict:
     else:
         out["mlp"] = mlp_shape(mlp[1], hidden)
     return out
+
+
+LOOSE_MLP = ("fc1", "fc2")
+"""A block's MLP as two Linear children of the block itself, no `mlp` module (modeling_biogpt.py
+BioGptDecoderLayer.__init__, modeling_xglm.py XGLMDecoderLayer.__init__: `self.fc1 =
+nn.Linear(embed_dim, ffn_dim)`, `self.fc2 = nn.Linear(ffn_dim, embed_dim)`)."""
+
+
+def loose_mlp(layer: Any) -> tuple[str, Any] | None:
+    """("fc1", the block's LOOSE_MLP Linears held as one module) where the block has both and no
+    MLP child, else None."""
+    import torch
+
+    kids = dict(layer.named_children())
+    if not all(n in kids for n in LOOSE_MLP):
+        return None
+    return LOOSE_MLP[0], torch.nn.ModuleDict({n: kids[n] for n in LOOSE_MLP})
 
 
 EMBED_NORM = ("pre_ln",)
@@ -934,9 +952,13 @@ def outside_blocks(model: Any, layers: Any, *read: Any) -> tuple[list, list[str]
 
 
 def learned_positions(model: Any, layers: Any, emb: Any, hidden: int) -> Any:
-    """A position table beside the token embedding (GPT-2-style), or None."""
+    """A position table beside the token embedding (GPT-2-style; BioGPT's
+    BioGptLearnedPositionalEmbedding, an nn.Embedding of max_position_embeddings + 2 rows), or
+    None."""
+    import torch
+
     inside = {id(m) for m in layers.modules()}
-    tables = [m for m in model.modules() if type(m).__name__ == "Embedding" and m is not emb
+    tables = [m for m in model.modules() if isinstance(m, torch.nn.Embedding) and m is not emb
               and id(m) not in inside and m.weight.shape[-1] == hidden]
     return tables[0] if len(tables) == 1 else None
 
