@@ -165,10 +165,7 @@ def is_zamba_mamba(module: Any) -> bool:
     (the code), on its shapes (zamba_mamba_widths)."""
     if zamba_mamba_widths(module) is None:
         return False
-    ref = ZAMBA_MAMBA[0]
-    return _same_forward(type(module), ref, ZAMBA_MAMBA[1]) and \
-        _same(_function_code(type(module).__module__, "mamba_selective_scan"),
-              _function_code(ref, "mamba_selective_scan"))
+    return _same_code(module, ZAMBA_MAMBA, "mamba_selective_scan")
 
 
 MLSTM = ("transformers.models.xlstm.modeling_xlstm", "xLSTMLayer")
@@ -203,12 +200,9 @@ def is_mlstm(module: Any) -> bool:
     backend = getattr(module, "mlstm_backend", None)
     if backend is None or mlstm_widths(module) is None:
         return False
-    ref = MLSTM[0]
-    return _same_forward(type(module), ref, MLSTM[1]) and \
-        _same_forward(type(backend), ref, "xLSTMBackend") and all(
-            _same(_function_code(type(module).__module__, n), _function_code(ref, n))
-            for n in ("mlstm_chunkwise_native_autograd", "mlstm_chunkwise_fw",
-                      "mlstm_chunkwise_recurrent_fw_C", "mlstm_chunkwise_parallel_fw_H"))
+    return _same_forward(type(backend), MLSTM[0], "xLSTMBackend") and _same_code(
+        module, MLSTM, "mlstm_chunkwise_native_autograd", "mlstm_chunkwise_fw",
+        "mlstm_chunkwise_recurrent_fw_C", "mlstm_chunkwise_parallel_fw_H")
 
 
 RWKV = ("transformers.models.rwkv.modeling_rwkv", "RwkvSelfAttention", "RwkvFeedForward",
@@ -348,10 +342,7 @@ def is_short_conv(module: Any) -> bool:
     h = channels
     if mats != {"in_proj": (h, 3 * h), "out_proj": (h, h)}:
         return False
-    ref = SHORT_CONV[0]
-    return _same_forward(type(module), ref, SHORT_CONV[1]) and \
-        _same(_function_code(type(module).__module__, "causal_conv1d_forward"),
-              _function_code(ref, "causal_conv1d_forward"))
+    return _same_code(module, SHORT_CONV, "causal_conv1d_forward")
 
 
 LIGHTNING = ("transformers.models.minimax.modeling_minimax", "MiniMaxLightningAttention")
@@ -379,6 +370,14 @@ def _same_forward(cls: type, ref_module: str, ref_class: str) -> bool:
     """cls.forward is the code of ref_class.forward in ref_module."""
     return _same(_code(_class_method(cls.__module__, cls.__name__, "forward")),
                  _code(_class_method(ref_module, ref_class, "forward")))
+
+
+def _same_code(module: Any, ref: tuple[str, str], *helpers: str) -> bool:
+    """module's forward is the code of ref's (module, class) forward, and each helper function
+    of its modeling file the code of ref's module's function of that name."""
+    return _same_forward(type(module), *ref) and all(
+        _same(_function_code(type(module).__module__, n), _function_code(ref[0], n))
+        for n in helpers)
 
 
 def _same(ours: str | None, theirs: str | None) -> bool:

@@ -22,7 +22,8 @@ from tierlab.runner.variants import check_dense
 
 pytest.importorskip("transformers")
 
-from tests.test_hybrid_arch import meta_counts  # noqa: E402  (needs transformers)
+from tests._mixercases import (assert_counted_as_transformers, assert_scan_flops,  # noqa: E402
+                               write_config)
 
 SMALL = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
              num_key_value_heads=2, vocab_size=1000, linear_num_key_heads=2,
@@ -81,25 +82,18 @@ SCAN_FLOPS = {"olmo_hybrid": GATED_DELTA_FLOPS, "lara_mini": GATED_DELTA_FLOPS,
               "minimax": LIGHTNING_FLOPS}
 
 
-def _write(tmp_path: Path, cfg: dict) -> Path:
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(cfg))
-    return path
+_write = write_config
 
 
 @pytest.mark.parametrize("kind", sorted(CONFIGS))
 def test_counted_exactly_as_transformers_counts_it(tmp_path, kind):
-    path = _write(tmp_path, CONFIGS[kind])
-    model = load_model(str(path))
-    assert (model.n_params, model.active_params) == meta_counts(path)
-    assert model.mixer.kind == KINDS[kind]
-    assert model.mixer.layers == MIXER_LAYERS[kind]
+    assert_counted_as_transformers(write_config(tmp_path, CONFIGS[kind]), KINDS[kind],
+                                   MIXER_LAYERS[kind])
 
 
 @pytest.mark.parametrize("kind", sorted(CONFIGS))
 def test_mixer_flops_per_token_are_the_hand_count(tmp_path, kind):
-    model = load_model(str(_write(tmp_path, CONFIGS[kind])))
-    assert model.mixer.scan_flops_per_token == SCAN_FLOPS[kind]
+    assert_scan_flops(write_config(tmp_path, CONFIGS[kind]), SCAN_FLOPS[kind])
 
 
 def test_lfm3_short_conv_is_lfm2s_on_its_sizes(tmp_path):

@@ -20,7 +20,8 @@ from tierlab.profiles.schema import Model
 
 pytest.importorskip("transformers")
 
-from tests.test_hybrid_arch import meta_counts  # noqa: E402  (needs transformers)
+from tests._mixercases import (assert_counted_as_transformers, assert_scan_flops,  # noqa: E402
+                               write_config)
 
 CONFIGS = {
     "rwkv": dict(model_type="rwkv", hidden_size=64, attention_hidden_size=32,
@@ -54,25 +55,18 @@ SCAN_FLOPS = {"rwkv": RWKV_FLOPS, "xlstm": MLSTM_FLOPS, "xlstm_fused": MLSTM_FLO
               "zamba": ZAMBA_FLOPS}
 
 
-def _write(tmp_path: Path, cfg: dict) -> Path:
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(cfg))
-    return path
+_write = write_config
 
 
 @pytest.mark.parametrize("kind", sorted(CONFIGS))
 def test_counted_exactly_as_transformers_counts_it(tmp_path, kind):
-    path = _write(tmp_path, CONFIGS[kind])
-    model = load_model(str(path))
-    assert (model.n_params, model.active_params) == meta_counts(path)
-    assert model.mixer.kind == KINDS[kind]
-    assert model.mixer.layers == MIXER_LAYERS[kind]
+    assert_counted_as_transformers(write_config(tmp_path, CONFIGS[kind]), KINDS[kind],
+                                   MIXER_LAYERS[kind])
 
 
 @pytest.mark.parametrize("kind", sorted(CONFIGS))
 def test_mixer_flops_per_token_are_the_hand_count(tmp_path, kind):
-    model = load_model(str(_write(tmp_path, CONFIGS[kind])))
-    assert model.mixer.scan_flops_per_token == SCAN_FLOPS[kind]
+    assert_scan_flops(write_config(tmp_path, CONFIGS[kind]), SCAN_FLOPS[kind])
 
 
 def test_rwkv_mixer_holds_time_mix_and_channel_mix(tmp_path):
