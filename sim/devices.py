@@ -75,14 +75,19 @@ def grads_rescaled(*, stage: int, clipping: bool, fp16: bool) -> bool:
     return stage not in (1, 2) or clipping or fp16
 
 
-def optimizer_dram_bytes_per_param(*, rescaled: bool, params_offloaded: bool) -> int:
+def optimizer_dram_bytes_per_param(*, rescaled: bool, params_offloaded: bool,
+                                   stage: int = 3) -> int:
     """DRAM bytes the CPU optimizer step moves per parameter of a sub-group (DeepSpeed 0.19.8):
-    the global grad norm reads the fp32 grads (4 B, stage3.scaled_global_norm /
-    stage_1_and_2.get_grad_norm); `rescaled` (grads_rescaled): the grads are scaled in place
-    (read + write 8 B, unscale_and_clip_grads); DeepSpeedCPUAdam itself (28 B); with offloaded
-    params the updated fp32 partition is copied into the 16-bit CPU buffer (read 4 B + write 2 B,
-    stage3._reassign_or_swap_out_partitioned_parameters)."""
-    return 4 + (8 if rescaled else 0) + ADAM_DRAM_BYTES_PER_PARAM + (6 if params_offloaded else 0)
+    at stage 3 the global grad norm reads the fp32 grads (4 B, stage3.scaled_global_norm);
+    ZeRO-1/2 offload sums the per-parameter norms its backward took on the GPU
+    (stage_1_and_2.complete_grad_norm_calculation_for_cpu_offload: no host read); `rescaled`
+    (grads_rescaled): the grads are scaled in place (read + write 8 B, unscale_and_clip_grads);
+    DeepSpeedCPUAdam itself (28 B); the updated fp32 partition is copied into the 16-bit CPU
+    buffer (read 4 B + write 2 B) at ZeRO-1/2 always (stage_1_and_2.py 3092-3096, before the H2D)
+    and at stage 3 with offloaded params (stage3._reassign_or_swap_out_partitioned_parameters)."""
+    norm = 4 if stage == 3 else 0
+    copy = 6 if params_offloaded or stage in (1, 2) else 0
+    return norm + (8 if rescaled else 0) + ADAM_DRAM_BYTES_PER_PARAM + copy
 
 
 FUSED_ADAM_HBM_BYTES_PER_PARAM = 28

@@ -122,7 +122,8 @@ class Timer:
             return devices.pcie_seconds(hw.pcie, op.nbytes, r[-3:], op.pinned, ranks)
         if r == "cpu_adam":
             per_param = devices.optimizer_dram_bytes_per_param(
-                rescaled=self.rescaled, params_offloaded=s.param_device != "none")
+                rescaled=self.rescaled, params_offloaded=s.param_device != "none",
+                stage=s.zero.stage)
             return devices.cpu_adam_seconds(hw.cpu, ranks, op.amount, per_param)
         if r in ("nvme_read", "nvme_write"):
             if hw.nvme is None or hw.nvme_drives == 0:
