@@ -100,3 +100,31 @@ def test_aio_queue_depth_striping_and_overlap_events():
 def test_gpu_optimizer_bytes_follow_deepspeed_step(stage, rescaled, want):
     assert devices.NORM_FP64_HBM_BYTES_PER_PARAM == 2 + 8 + 8
     assert devices.gpu_optimizer_hbm_bytes_per_param(stage=stage, rescaled=rescaled) == want
+
+
+def test_optimizer_step_dram_bytes_follow_deepspeeds_step():
+    """ZeRO-1/2 offload: rescale 8 + CPU Adam 28 + the fp32 -> 16-bit copy 6, no host norm read;
+    stage 3: the norm's read 4 + rescale 8 + Adam 28 (+ 6 with the params offloaded)."""
+    bytes_ = devices.optimizer_dram_bytes_per_param
+    assert bytes_(rescaled=True, params_offloaded=False, stage=2) == 42
+    assert bytes_(rescaled=False, params_offloaded=False, stage=1) == 34
+    assert bytes_(rescaled=True, params_offloaded=False, stage=3) == 40
+    assert bytes_(rescaled=True, params_offloaded=True, stage=3) == 46
+
+
+def test_zero12_offload_step_is_the_step_the_model_counts():
+    """DeepSpeed 0.19.8's own source, read from the installed package: ZeRO-1/2 offload's step
+    copies the updated fp32 partition into the 16-bit CPU buffer before the H2D, and its global
+    norm sums the per-parameter norms the backward took (no read of the host gradients)."""
+    import inspect
+
+    stage12 = pytest.importorskip("deepspeed.runtime.zero.stage_1_and_2")
+    opt = stage12.DeepSpeedZeroOptimizer
+    step = inspect.getsource(opt.step)
+    assert "bit16_partition_buffer.data.copy_(fp32_partition.data)" in step
+    assert step.index("bit16_partition_buffer.data.copy_") < step.index(
+        "bit16_partitions[partition_id].data.copy_(bit16_partition_buffer.data, non_blocking=True)")
+    norm = inspect.getsource(opt.scaled_global_norm)
+    assert "if self.cpu_offload:\n                norm = self.complete_grad_norm_calculation_for_cpu_offload" in norm
+    assert "norm_for_param_grads[param_id]" in inspect.getsource(
+        opt.complete_grad_norm_calculation_for_cpu_offload)
