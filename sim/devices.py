@@ -76,7 +76,7 @@ def grads_rescaled(*, stage: int, clipping: bool, fp16: bool) -> bool:
 
 
 def optimizer_dram_bytes_per_param(*, rescaled: bool, params_offloaded: bool,
-                                   stage: int = 3) -> int:
+                                   stage: int) -> int:
     """DRAM bytes the CPU optimizer step moves per parameter of a sub-group (DeepSpeed 0.19.8):
     at stage 3 the global grad norm reads the fp32 grads (4 B, stage3.scaled_global_norm);
     ZeRO-1/2 offload sums the per-parameter norms its backward took on the GPU
