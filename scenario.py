@@ -187,18 +187,21 @@ def _load_model(model, seq):
         raise ConfigError(f"model: expected a profile name/path or a Model, got "
                           f"{type(model).__name__} (the order is model, hardware, ds_config)")
     check_model(m, model if isinstance(model, str) else m.name)
+    left = tuple(f"{m.name}: not modelled, within the count check against transformers: {n}"
+                 for n in m.not_modelled)
     if seq is None and m.seq_len > DEFAULT_SEQ_CAP:
         note = (f"--seq not given: simulating {DEFAULT_SEQ_CAP:,} tokens per sequence, not "
                 f"{m.name}'s {m.seq_len:,} (pass --seq to change)")
         return replace(m, seq_len=DEFAULT_SEQ_CAP, max_seq_len=m.max_seq_len or m.seq_len), \
-            (note,)
+            left + (note,)
     if m.max_seq_len and m.seq_len > m.max_seq_len:
         beyond = (f"--seq {m.seq_len:,} is beyond {m.name}'s {m.max_seq_len:,} positions "
                   f"(max_position_embeddings)")
         if m.learned_pos_emb:      # its position table has no row past the last one
             raise ConfigError(f"{beyond}: its learned position table has no rows past them")
-        return m, (f"{beyond}: simulated as asked, but the model was not trained that long",)
-    return m, ()
+        return m, left + (f"{beyond}: simulated as asked, but the model was not trained that "
+                          "long",)
+    return m, left
 
 
 def _ds_config(ds_config) -> tuple[dict, str]:

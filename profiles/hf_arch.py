@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping
 
 from tierlab import bounds
 from tierlab.errors import ConfigError
-from tierlab.profiles.hf_build import windows_of_types
+from tierlab.profiles.hf_config import notes, transformers_version, windows_of_types
 
 
 class _Cfg:
@@ -402,7 +402,7 @@ def _built_fields(data: Mapping, where: str, kind: Any) -> dict:
     """A model_type without a reader: built by transformers when installed (profiles/hf_build.py)."""
     from tierlab.profiles import hf_build
 
-    version = hf_build.transformers_version() if isinstance(kind, str) else None
+    version = transformers_version() if isinstance(kind, str) else None
     if version is None:
         hint = "; install tierlab[runner] (transformers) to read it" if isinstance(kind, str) else ""
         raise ConfigError(f"{where}: model_type {kind!r} is not a supported architecture; "
@@ -412,14 +412,12 @@ def _built_fields(data: Mapping, where: str, kind: Any) -> dict:
 
 def family(data: Mapping, where: str) -> str:
     """The family named in a Model's `source`: the reader's, or for a model built by
-    transformers its config class and what the simulation leaves out (hf_build.notes)."""
+    transformers its config class and what the simulation leaves out (hf_config.notes)."""
     kind = data["model_type"]
     if kind in ARCHITECTURES:
         return ARCHITECTURES[kind][0]
-    from tierlab.profiles import hf_build
-
-    return "; ".join((f"{kind}, built by transformers {hf_build.transformers_version()} on the "
-                      "meta device", *hf_build.notes(data, where)))
+    return "; ".join((f"{kind}, built by transformers {transformers_version()} on the "
+                      "meta device", *notes(data, where)))
 
 
 def _refuse_expert_parallel(data: Mapping, where: str) -> None:

@@ -541,8 +541,11 @@ def model_from_hf_config(data: Any, where: str, name: str | None = None) -> Mode
         check_model({**fields, "seq_len": fields["max_seq_len"]}, where)   # in the file's words
         seq = fields["max_seq_len"]
         family = hf_family(data, where)
+        left = fields.get("not_modelled", ())       # a built model's: within its count check
+        left_text = f"; not modelled, within the count check: {'; '.join(left)}" if left else ""
         return Model(name=name or str(data.get("_name_or_path") or _config_name(where)),
-                     seq_len=seq, source=f"Hugging Face config {where} ({family})", **fields)
+                     seq_len=seq, source=f"Hugging Face config {where} ({family}{left_text})",
+                     **fields)
     except ValueError as e:
         msg = _in_hf_words(str(e), data)
         raise ConfigError(msg if msg.startswith(where) else f"{where}: {msg}") from None

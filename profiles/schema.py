@@ -635,6 +635,11 @@ class Model:
     per_layer_inputs: PerLayerInputs | None = None
     """Gemma 4's per-layer inputs: a second embedding table, its model-level projection and
     norm, and in every block a gate, a projection and a norm (PerLayerInputs); None: none."""
+    not_modelled: tuple[str, ...] = ()
+    """What a model transformers built holds that these fields leave out within the count check
+    (profiles/hf_build.py fields_of, COUNT_TOLERANCE): parameters outside the layout, block
+    children not read, layer differences counted as most blocks have them; named in `source`
+    and in a note of every verb (scenario.py)."""
     source: str = ""
 
     def __post_init__(self) -> None:

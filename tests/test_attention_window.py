@@ -202,14 +202,14 @@ def _variants() -> list[tuple[str, dict]]:
 
 @pytest.mark.parametrize("name, cfg", _variants(), ids=lambda v: v if isinstance(v, str) else "")
 def test_hand_readers_slide_the_layers_transformers_slides(name, cfg):
-    """Each hand reader's windows equal those hf_build.attention_windows reads off transformers'
+    """Each hand reader's windows equal those hf_config.attention_windows reads off transformers'
     own config object (its __post_init__ layer_types, its sliding_window)."""
     pytest.importorskip("transformers")
-    from tierlab.profiles import hf_build
+    from tierlab.profiles import hf_config
 
     assert cfg["model_type"] in ARCHITECTURES
     ours = model_from_hf_config(cfg, f"{name}.json").attention_windows
-    theirs = hf_build.attention_windows(hf_build.text_config(cfg, name), name)
+    theirs = hf_config.attention_windows(hf_config.text_config(cfg, name), name)
     assert ours == theirs
 
 

@@ -1,4 +1,4 @@
-"""Softmax attention read as tensors (profiles/hf_build.py tensor_attention,
+"""Softmax attention read as tensors (profiles/hf_modules.py tensor_attention,
 Model.attention_tensors): gated, low-rank (MLA variants), extra projections, counted exactly as transformers builds them and
 timed by what they multiply; linear attention refused in one line; malformed sizes one line."""
 import json
@@ -99,7 +99,7 @@ def test_linear_attention_is_never_timed_as_softmax(tmp_path):
     matrix: it is read as the mixer whose computation it runs (hf_mixer.is_rwkv; its counts and
     FLOPs in tests/test_recurrent_mixers.py), and a module of a linear-attention class that no
     mixer matches (an edited copy) is refused in one line naming it, never taken for softmax."""
-    from tierlab.profiles.hf_build import Unmodelled, not_softmax
+    from tierlab.profiles.hf_modules import Unmodelled, not_softmax
 
     _known("rwkv")
     path = tmp_path / "rwkv.json"

@@ -1,4 +1,4 @@
-"""Block layouts profiles/hf_build.py reads beside the attention + `mlp` child (issue 30): the
+"""Block layouts profiles/hf_blocks.py reads beside the attention + `mlp` child (issue 30): the
 MLP as two Linears of the block itself (BioGPT, XGLM: fc1, fc2), CTRL's multi_head_attention +
 ffn (Sequential); each built from transformers' default config at small sizes counts exactly
 as transformers does, and a variant it cannot express is refused in one line."""
