@@ -665,6 +665,7 @@ class Model:
         self._check_windows()
         if isinstance(self.mixer, Mapping):         # a Model read back from JSON
             object.__setattr__(self, "mixer", Mixer(**self.mixer))
+        object.__setattr__(self, "not_modelled", tuple(self.not_modelled))     # JSON: a list
         if isinstance(self.moe, Mapping):
             object.__setattr__(self, "moe", MoE(**dict(
                 self.moe, dense_layers=tuple(self.moe.get("dense_layers", ())))))
@@ -996,6 +997,19 @@ class Software:
     (`grad_partitions_flat_buffer`) on the optimizer's thread before the step; bf16 and fp32
     skip it (`_overflow_check_and_loss_scale_update`). Measured by `tierlab calibrate`'s
     `overflow` benchmark (the same two torch calls on a host buffer)."""
+    fit_module_call_s: float | None = None
+    """The hooked module call (CPU.module_call_s) of the machines the fitted host terms were
+    fitted on (the median of their calibrations): a host's own module call is compared with it
+    (sim/host_costs.host_speed_factor). None: the fitted terms are not scaled."""
+    module_call_share: float = 0.0
+    """Share of each fitted host term (host_dispatch, zero3_hook, offload_grad_copy,
+    stage0_step) that scales with the host's module call: on a host whose module call is r
+    times fit_module_call_s the term costs (1 + share x (r - 1)) times its value, the rest
+    (copies, synchronisations, waits) staying as fitted. Chosen on lab machines' runs that no
+    fit used (lab/scripts/bench_host_scale.py)."""
+    host_speed: float = 1.0
+    """The factor sim/host_costs.with_host_costs has applied to the fitted host terms for the
+    hardware it was given (1: none); not a profile key."""
     train_cases: tuple[str, ...] = ()
     """Measured cases the fitted terms were fitted on; all others are held out."""
     sources: Mapping[str, str] = field(default_factory=dict)
@@ -1004,7 +1018,12 @@ class Software:
     the profile or derived from its source kind, profiles/ranges.py)."""
 
     def __post_init__(self) -> None:
-        _positive(self, "first_touch_Bps", "process_baseline_bytes")
+        _positive(self, "first_touch_Bps", "process_baseline_bytes", "host_speed")
+        if self.fit_module_call_s is not None:
+            _positive(self, "fit_module_call_s")
+        if not 0.0 <= self.module_call_share <= 1.0:
+            raise ValueError(f"Software.module_call_share must be within 0-1, got "
+                             f"{self.module_call_share!r}")
         for name in (t.field for t in SOFTWARE_TERMS if t.dimension == "seconds"):
             if getattr(self, name) is not None and getattr(self, name) < 0:
                 raise ValueError(f"Software.{name} must be >= 0, got {getattr(self, name)!r}")

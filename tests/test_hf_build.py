@@ -279,3 +279,16 @@ def test_a_heterogeneous_per_layer_config_is_read_per_layer_or_refused_in_one_li
         assert done.exit_code == 0, done.output
     else:
         assert_user_error(done, str(path), why)
+
+
+def test_a_model_read_back_from_a_record_keeps_what_was_not_modelled():
+    """A run's record stores the Model as JSON (a list for the tuple): read back, it is the
+    same Model, and hashable (the workload cache keys on it: `plot timeline --measurement`)."""
+    pytest.importorskip("transformers")
+    import dataclasses
+
+    from tierlab.profiles.schema import Model
+
+    model = model_from_hf_config(dict(BASE, model_type="gpt_neox_japanese"), "neox-ja.json")
+    back = Model(**json.loads(json.dumps(dataclasses.asdict(model))))
+    assert back == model and back.not_modelled and hash(back.not_modelled)
