@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Callable
 
 from tierlab.errors import ConfigError
+from tierlab.profiles.fields import SCALED_BY_HOST_SPEED
 from tierlab.profiles.load import own_hardware_dir, read_data
 from tierlab.runner import calibrate as cal
 from tierlab.runner.calibrate_profile import layout
 from tierlab.safeio import check_writable, write_json, write_text
+from tierlab.sim.host_costs import default_software, host_speed_factor
 
 
 def refuse_empty(**flags: str | None) -> None:
@@ -94,8 +96,21 @@ def calibration_summary(result) -> list[str]:
             + (f", NVMe read/write {hw.nvme.read_bandwidth_Bps / 1e9:.2f}/"
                f"{hw.nvme.write_bandwidth_Bps / 1e9:.2f} GB/s" if hw.nvme else ""))
     in_table = {f"deepspeed:{r.field}" for r in result.host_costs if not isinstance(r, tuple)}
-    return [line, *(f"skipped {group}: {why}" for group, why in result.skipped.items()
-                    if group not in in_table), *host_cost_table(result.host_costs)]
+    skipped = (f"skipped {group}: {why}" for group, why in result.skipped.items()
+               if group not in in_table)
+    return [line, *host_speed_line(hw), *skipped, *host_cost_table(result.host_costs)]
+
+
+def host_speed_line(hw) -> list[str]:
+    """How the software profile's fitted host terms follow this host's module call (one line;
+    none without a module call)."""
+    sw = default_software()
+    if hw.cpu.module_call_s is None or sw.fit_module_call_s is None:
+        return []
+    return [f"host speed: module call {hw.cpu.module_call_s * 1e6:.2f} us, the fit machines' "
+            f"{sw.fit_module_call_s * 1e6:.2f} us: the fitted host terms "
+            f"({', '.join(SCALED_BY_HOST_SPEED)}) x{host_speed_factor(sw, hw):.3f} here "
+            f"(module_call_share {sw.module_call_share:g}; docs/calibration.md#host-speed)"]
 
 
 def host_cost_table(rows: list) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from dataclasses import replace
 
+from tierlab.profiles.fields import SCALED_BY_HOST_SPEED
 from tierlab.profiles.schema import Hardware, Software
 from tierlab.sim.strategy import Strategy
 
@@ -37,20 +38,42 @@ fitted on checkpointed runs with these at 0. A CPU profile's measured values of 
 beside its own measured dispatch, or the checkpoint machinery is charged twice."""
 
 
+def host_speed_factor(software: Software, hardware: Hardware) -> float:
+    """What the fitted host terms cost on `hardware` relative to the machines they were fitted
+    on: 1 + share x (module call / the fit machines' module call - 1), both module calls
+    measured by `tierlab calibrate` (runner/microbench.py module_call_time: a hooked 64x64
+    nn.Linear forward, the per-call Python + hook + dispatch + launch that the hooks and
+    dispatch of a training step repeat); 1 where either is unknown (a stock profile)."""
+    mc, ref = hardware.cpu.module_call_s, software.fit_module_call_s
+    if mc is None or ref is None:
+        return 1.0
+    return 1.0 + software.module_call_share * (mc / ref - 1.0)
+
+
 def with_host_costs(software: Software, hardware: Hardware) -> Software:
     """`software` with the host costs `hardware`'s CPU profile measured (sources kept); the
-    checkpoint terms only with a measured dispatch term (CARRIED_BY_DISPATCH)."""
+    checkpoint terms only with a measured dispatch term (CARRIED_BY_DISPATCH); the fitted host
+    terms it did not measure scaled by host_speed_factor (their ranges with them). Applied again
+    to its own result, or to another hardware, it gives the same as once."""
     measured = dict(hardware.cpu.host_costs)
     if "host_dispatch_s_per_module" not in measured:
         for key in CARRIED_BY_DISPATCH:
             measured.pop(key, None)
-    if not measured:
+    speed = host_speed_factor(software, hardware)
+    ratio = speed / software.host_speed
+    scaled = {k: getattr(software, k) * ratio for k in SCALED_BY_HOST_SPEED
+              if k not in measured} if ratio != 1.0 else {}
+    if not measured and not scaled:
         return software
     sources = {**software.sources}
     for key in measured:
         sources[key] = hardware.cpu.sources.get(f"host_costs.{key}",
                                                 f"{hardware.cpu.name} CPU profile")
-    return replace(software, **measured, sources=sources)
+    ranges = {**software.ranges, **{k: (software.ranges[k][0] * ratio,
+                                        software.ranges[k][1] * ratio)
+                                    for k in scaled if k in software.ranges}}
+    return replace(software, **measured, **scaled, host_speed=speed, sources=sources,
+                   ranges=ranges)
 
 
 def _or(value: float | None, fallback: float) -> float:
