@@ -17,21 +17,25 @@ from tierlab.profiles.hf_modules import (ATTENTION_NAMES, MLP_NAMES, SHARED_NAME
 
 
 def moe_fields(mlp: Any, config: Any, hidden: int, beside: Any = None) -> dict:
-    """Routed experts (one 3-D tensor per matrix, or a list of MLPs), router, shared expert(s)
-    and its gate; top-k from the config object. `beside`: a shared MLP that the block holds
-    next to the MoE module rather than inside it, as (name, module) (Granite 4's shared_mlp)."""
+    """Routed experts (one 3-D tensor per matrix, or a list of MLPs; or JetMoE's
+    parallel_experts and the bias on the MoE's output, MoE.output_bias), router, shared
+    expert(s) and its gate; top-k from the config object. `beside`: a shared MLP that the block
+    holds next to the MoE module rather than inside it, as (name, module) (Granite 4's
+    shared_mlp)."""
     latent = [n for n, c in mlp.named_children() if "latent" in n and param_count(c)]
     if latent:                  # NemotronHMoE's moe_latent_size: experts on a narrower input
         raise Unmodelled(f"latent expert projections ({', '.join(latent)}) in "
                          f"{type(mlp).__name__}")
-    experts = named_child(mlp, ("experts",))[1]
+    child = named_child(mlp, ("experts",))
+    experts = child[1] if child else parallel_experts(mlp)     # JetMoE: beside the router
     n = n_experts(experts)
     shape = mlp_shape(experts, hidden, n, fused_experts=type(experts).__name__ != "ModuleList")
     shared = named_child(mlp, SHARED_NAMES) or beside
     shared_ffn = mlp_shape(shared[1], hidden)["ffn"] if shared else 0
     gate = sum(p.numel() for name, p in mlp.named_parameters()
                if name.startswith("shared_expert_gate.") and p.dim() == 2)
-    inner = ("experts.",) + tuple(f"{s}." for s in SHARED_NAMES) + ("shared_expert_gate.",)
+    inner = ("experts.",) + tuple(f"{s}." for s in SHARED_NAMES) + ("shared_expert_gate.",) + \
+        (() if child else tuple(f"{n}." for n in PARALLEL_EXPERTS))
     router = sum(p.numel() for name, p in weight_matrices(mlp).items() if not name.startswith(inner))
     if router != hidden * n or gate not in (0, hidden):
         raise Unmodelled(f"a router of {router:,} parameters for {n} experts in "
@@ -39,9 +43,30 @@ def moe_fields(mlp: Any, config: Any, hidden: int, beside: Any = None) -> dict:
     top_k = experts_per_token(config)
     if not top_k:
         raise Unmodelled(f"no experts-per-token key ({', '.join(TOP_K_KEYS)}) in the config")
+    bias = {} if child else \
+        dict(output_bias=dict(mlp.named_parameters(recurse=False)).get("bias") is not None)
     return dict(n_experts=n, experts_per_token=top_k, expert_ffn=shape["ffn"],
                 shared_ffn=shared_ffn, shared_gate=bool(gate), gated_mlp=shape["gated_mlp"],
-                fused_gate_up=shape["fused_gate_up"])
+                fused_gate_up=shape["fused_gate_up"], **bias)
+
+
+PARALLEL_EXPERTS = ("input_linear", "output_linear")
+"""A MoE's routed experts as two children of the MoE module itself, each one weight of
+experts x out x in (modeling_jetmoe.py JetMoeMoE.__init__ lines 225-226, JetMoeParallelExperts
+line 134): input_linear hidden -> 2 x intermediate (gate and up), output_linear back."""
+
+
+def parallel_experts(mlp: Any) -> Any:
+    """JetMoE's PARALLEL_EXPERTS of `mlp` held as one module (what moe_fields reads as its
+    `experts`), None where it lacks them or they are not experts-first 3-D weights."""
+    import torch
+
+    kids = dict(mlp.named_children())
+    weights = [getattr(kids.get(n), "weight", None) for n in PARALLEL_EXPERTS]
+    if any(w is None or w.dim() != 3 for w in weights) or \
+            weights[0].shape[0] != weights[1].shape[0]:
+        return None
+    return torch.nn.ModuleDict({n: kids[n] for n in PARALLEL_EXPERTS})
 
 
 def block_moe_fields(layer: Any, mlp: Any, config: Any, hidden: int) -> dict:
@@ -76,6 +101,7 @@ def layer_fields(layer: Any, config: Any, hidden: int) -> dict:
     its norms, which projections carry biases, and the children left unread."""
     if named_child(layer, SHARED_BLOCK) is not None:
         return hybrid_fields(layer, config, hidden)
+    layer = unwrapped(layer)            # DBRX's norm_attn_norm
     attn, mlp = named_child(layer, ATTENTION_NAMES), named_child(layer, MLP_NAMES) or loose_mlp(layer)
     per_layer = per_layer_block(layer, hidden)      # Gemma 4's gate, projection and norm
     mixer = find_mixer(layer)           # in place of attention, or beside it (Falcon-H1)
@@ -116,13 +142,34 @@ def layer_fields(layer: Any, config: Any, hidden: int) -> dict:
     if mlp is None:                 # Mamba: the mixer alone
         return out
     out["mlp_bias"] = linear_biases(mlp[1])[1]
-    if named_child(mlp[1], ("experts",)):
+    if named_child(mlp[1], ("experts",)) or parallel_experts(mlp[1]) is not None:
         out["moe"] = moe_fields(mlp[1], config, hidden, beside)
     elif block_moe:
         out["moe"] = block_moe_fields(layer, mlp[1], config, hidden)
     else:
         out["mlp"] = mlp_shape(mlp[1], hidden)
     return out
+
+
+def unwrapped(layer: Any) -> Any:
+    """The block with a child that holds only its attention and norms (DBRX: transformers 5.25.0
+    modeling_dbrx.py DbrxNormAttentionNorm.__init__ lines 360-365, norm_1, attn, norm_2; the
+    block's `norm_attn_norm`, DbrxBlock.__init__ line 402) replaced by that child's children,
+    so they are read as the block's own; the block itself where it has none, attends itself, or
+    the names would clash."""
+    import torch
+
+    kids = dict(layer.named_children())
+    wraps = [n for n, c in kids.items() if named_child(c, ATTENTION_NAMES) is not None and
+             not list(c.parameters(recurse=False)) and
+             all(k in ATTENTION_NAMES or is_norm(g) for k, g in c.named_children())]
+    if len(wraps) != 1 or named_child(layer, ATTENTION_NAMES) is not None:
+        return layer
+    inner = dict(kids[wraps[0]].named_children())
+    if set(inner) & set(kids):
+        return layer
+    flat = {k: v for n, c in kids.items() for k, v in (inner if n == wraps[0] else {n: c}).items()}
+    return torch.nn.ModuleDict(flat)
 
 
 LOOSE_MLP = ("fc1", "fc2")

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from tierlab.errors import ConfigError
-from tierlab.profiles.hf_blocks import layer_fields
+from tierlab.profiles.hf_blocks import layer_fields, parallel_experts
 from tierlab.profiles.hf_config import (attention_windows, build, check_counts,
                                         check_layer_counts, check_repeats, config_value,
                                         experts_per_token, layer_config, text_config,
@@ -129,8 +129,10 @@ def block_fields(layers: list[dict]) -> dict:
                   block_norms=most_common([l["n_norms"] for l in layers]))
     fields.update(ffn_fields(layers))
     biases = [l["attn_bias"] for l in layers if l["attn_bias"] is not None]
-    # an attention read as tensors holds its own biases: the MLPs' alone decide `bias`
-    tensors = any(a.get("attention_tensors") for a in attns)
+    # an attention read as tensors holds its own biases: the MLPs' alone decide `bias`; so
+    # where no block attends and MLPs there are (RecurrentGemma's all-recurrent, Hawk, blocks)
+    tensors = any(a.get("attention_tensors") for a in attns) or \
+        (not attns and any(l["mlp_bias"] is not None for l in layers))
     attn_all, attn_any = most_common(biases) if biases else (tensors, False)
     bias = attn_all and all(l["mlp_bias"] for l in layers if l["mlp_bias"] is not None)
     return dict(fields, bias=bias, qkv_bias=attn_any and not bias, mixer=mixer_of(layers),
@@ -280,11 +282,15 @@ def built_fields(model: Any, config: Any) -> tuple[dict, list[str], bool]:
 def transformers_counts(model: Any, config: Any) -> tuple[int, int]:
     """transformers' (total, active) parameters: active counts each MoE layer's routed experts
     top-k of n (the layer's `experts` module, its matrices and biases: an idle expert's bias is
-    not used either; gpt-oss)."""
+    not used either; gpt-oss), or a module's parallel experts alone where it holds them beside
+    its router (hf_blocks.parallel_experts: JetMoE's MoE and its attention's MoA, whose
+    `experts` module holds the router and a bias too, modeling_jetmoe.py lines 279-292)."""
     total = sum(p.numel() for p in model.parameters())
     idle = 0
-    for name, experts in model.named_modules():
-        if name.rsplit(".", 1)[-1] == "experts":
+    for name, module in model.named_modules():
+        held = parallel_experts(module)
+        experts = held if held is not None else module
+        if held is not None or name.rsplit(".", 1)[-1] == "experts":
             n = n_experts(experts)
             k = experts_per_token(config) or n
             idle += sum(p.numel() for p in experts.parameters()) * (n - k) // n

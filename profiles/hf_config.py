@@ -324,6 +324,11 @@ def attention_windows(config: Any, where: str, mixer_layers: tuple = ()) -> tupl
 
 
 def experts_per_token(config: Any) -> int | None:
-    """Top-k of the config object (the first of TOP_K_KEYS it sets)."""
-    return next((getattr(config, k) for k in TOP_K_KEYS if getattr(config, k, None)), None)
+    """Top-k of the config object (the first of TOP_K_KEYS it sets), else of its MoE sub-config
+    (DBRX: `ffn_config.moe_top_k`, configuration_dbrx.py DbrxFFNConfig)."""
+    for part in (config, getattr(config, "ffn_config", None)):
+        k = next((getattr(part, k) for k in TOP_K_KEYS if getattr(part, k, None)), None)
+        if k:
+            return k
+    return None
 

@@ -83,6 +83,9 @@ the modeling file's forward.
     (as Gated DeltaNet's decays are not): the [L, L] log-decay matrix and its exp, the maxima,
     the chunk states' decay (d_k d_v / L per token), the gates' soft caps and logsigmoid, the
     multi-head norm.
+  * Griffin's recurrent block, the RG-LRU (modeling_recurrent_gemma.py
+    `RecurrentGemmaRecurrentBlock`; De et al. 2024, arXiv 2402.19427): profiles/hf_rglru.py
+    (widths, FLOPs w (2 k + 4 b + 17) per token: conv, the block-diagonal gates, the recurrence).
 """
 from __future__ import annotations
 
@@ -95,12 +98,15 @@ from typing import Any, Mapping
 
 from tierlab import bounds
 from tierlab.errors import ConfigError
+from tierlab.profiles.hf_rglru import RGLRU, check_block_types, rglru_flops, rglru_widths
 
-MIXER_CHILDREN = ("mixer", "mamba", "conv", "linear_attn", "self_attn", "mlstm_layer")
+MIXER_CHILDREN = ("mixer", "mamba", "conv", "linear_attn", "self_attn", "mlstm_layer",
+                  "temporal_block")
 """Child names of a decoder block that hold its mixer (Mamba: mixer; Jamba/Bamba/Granite 4/
 Falcon-H1: mamba; LFM2, LFM3: conv; Qwen3-Next, OLMo Hybrid, Lara Mini: linear_attn; Kimi
 Linear, Bailing-hybrid, MiniMax: self_attn, where their KDA or lightning layers hold it in place
-of attention; xLSTM: mlstm_layer; RWKV's attention, its time-mix, is read with its
+of attention; xLSTM: mlstm_layer; RecurrentGemma: temporal_block, its recurrent block or
+its local attention; RWKV's attention, its time-mix, is read with its
 feed_forward by rwkv_mix)."""
 
 MIXER_CLASSES = {"MambaMixer": "mamba", "FalconMambaMixer": "mamba", "JambaMambaMixer": "mamba",
@@ -132,7 +138,21 @@ def mixer_kind(module: Any) -> str | None:
     return "gated_delta" if is_gated_delta(module) else "kda" if is_kda(module) else \
         "short_conv" if is_short_conv(module) else \
         "lightning" if is_lightning(module) else "rwkv" if is_rwkv(module) else \
-        "mlstm" if is_mlstm(module) else "mamba_heads" if is_zamba_mamba(module) else None
+        "mlstm" if is_mlstm(module) else "mamba_heads" if is_zamba_mamba(module) else \
+        "rg_lru" if is_rglru(module) else None
+
+
+def is_rglru(module: Any) -> bool:
+    """Griffin's recurrent block (RecurrentGemma): its shapes (hf_rglru.rglru_widths), its
+    forward RecurrentGemmaRecurrentBlock's code, its `rg_lru`'s forward and `_rnn_scan`
+    RecurrentGemmaRglru's (RGLRU)."""
+    if rglru_widths(module) is None:
+        return False
+    ref, block, lru = RGLRU
+    cls = type(module.rg_lru)
+    return _same_forward(type(module), ref, block) and _same_forward(cls, ref, lru) and _same(
+        _code(_class_method(cls.__module__, cls.__name__, "_rnn_scan")),
+        _code(_class_method(ref, lru, "_rnn_scan")))
 
 
 ZAMBA_MAMBA = ("transformers.models.zamba.modeling_zamba", "ZambaMambaMixer")
@@ -521,7 +541,7 @@ def mlstm_flops(module: Any) -> float:
 SCAN_FLOPS = {"mamba": mamba_scan_flops, "mamba2": mamba2_scan_flops,
               "short_conv": short_conv_flops, "gated_delta": gated_delta_flops,
               "kda": kda_flops, "lightning": lightning_flops, "rwkv": rwkv_flops,
-              "mlstm": mlstm_flops, "mamba_heads": zamba_mamba_flops}
+              "mlstm": mlstm_flops, "mamba_heads": zamba_mamba_flops, "rg_lru": rglru_flops}
 
 
 def mixer_fields(module: Any) -> dict:
@@ -540,12 +560,14 @@ MIXER_KEYS = ("state_size", "mamba_d_state", "ssm_state_size", "conv_kernel", "m
               "linear_key_head_dim", "linear_value_head_dim", "linear_num_key_heads",
               "linear_num_value_heads", "mamba_num_heads", "mamba_head_dim", "n_mamba_heads",
               "mamba_ngroups", "num_mem_blocks", "adapter_rank", "linear_num_heads",
-              "linear_head_dim", "short_conv_kernel_size", "block_size", "attention_hidden_size")
+              "linear_head_dim", "short_conv_kernel_size", "block_size", "attention_hidden_size",
+              "lru_width", "conv1d_width")
 """config.json keys that size a mixer (MambaConfig, Mamba2Config, JambaConfig, BambaConfig,
 Lfm2Config, GraniteMoeHybridConfig, FalconH1Config, Qwen3NextConfig, NemotronHConfig,
 Zamba2Config, OlmoHybridConfig, LaraMiniConfig, Lfm3Config, KimiLinearConfig,
 BailingHybridConfig, MiniMaxConfig: block_size, its lightning attention's block; RwkvConfig:
-attention_hidden_size, the time-mix's width; xLSTMConfig: num_heads, chunk_size) or Zamba2's
+attention_hidden_size, the time-mix's width; xLSTMConfig: num_heads, chunk_size;
+RecurrentGemmaConfig: lru_width, conv1d_width) or Zamba2's
 shared blocks (num_mem_blocks: 0 leaves modeling_zamba2.py `get_layers` no block to tie a use
 to; adapter_rank): whole numbers >= 1 where set, checked before transformers builds anything (a negative state_size builds no tensor, or one
 of nonsense size). `time_step_rank` and `mamba_dt_rank` may also be "auto" (the config classes'
@@ -557,14 +579,15 @@ AUTO_KEYS = ("time_step_rank", "mamba_dt_rank", "mamba_d_head")
 MIXER_MODEL_TYPES = ("mamba", "falcon_mamba", "mamba2", "jamba", "bamba", "lfm2",
                      "granitemoehybrid", "falcon_h1", "qwen3_next", "zamba2", "nemotron_h",
                      "olmo_hybrid", "lara_mini", "lfm3", "kimi_linear", "bailing_hybrid",
-                     "minimax", "rwkv", "xlstm", "zamba")
+                     "minimax", "rwkv", "xlstm", "zamba", "recurrent_gemma")
 """model_types whose config carries MIXER_KEYS (elsewhere a `num_heads` means something else)."""
 
 
 def check_mixer_keys(data: Mapping, where: str) -> None:
     """A mixer-sizing key of `data` (a config.json part of a MIXER_MODEL_TYPES model) that is set
     must be a whole number >= 1 (or "auto" for a time-step rank), a Nemotron-H pattern letters
-    of PATTERN_LETTERS: else one ConfigError line naming the key."""
+    of PATTERN_LETTERS, RecurrentGemma's block_types of hf_rglru.BLOCK_TYPES: else one
+    ConfigError line naming the key."""
     if data.get("model_type") not in MIXER_MODEL_TYPES:
         return
     for key in MIXER_KEYS:
@@ -578,6 +601,7 @@ def check_mixer_keys(data: Mapping, where: str) -> None:
             if nested.get(key) is not None:
                 bounds.check(nested[key], _SIZE, f"{where}: linear_attn_config.{key}")
     check_pattern(data, where)
+    check_block_types(data, where)
 
 
 PATTERN_LETTERS = {"M": "linear_attention", "E": "moe", "*": "full_attention", "-": "mlp"}

@@ -11,10 +11,11 @@ from tierlab.profiles.hf_mixer import mixer_tensors
 from tierlab.profiles.schema import AttentionTensors
 
 
-ATTENTION_NAMES = ("self_attn", "attn", "attention", "self_attention", "multi_head_attention")
+ATTENTION_NAMES = ("self_attn", "attn", "attention", "self_attention", "multi_head_attention",
+                   "temporal_block")    # RecurrentGemma: its local attention, or its RG-LRU
 
 
-MLP_NAMES = ("mlp", "feed_forward", "block_sparse_moe", "moe", "ffn")
+MLP_NAMES = ("mlp", "feed_forward", "block_sparse_moe", "moe", "ffn", "mlp_block")
 
 
 SHARED_NAMES = ("shared_expert", "shared_experts", "shared_mlp")
@@ -79,7 +80,8 @@ def attention_fields(attn: Any, config: Any, hidden: int) -> dict:
         numel == 2 * hidden * (q + n * head_dim) + hidden * q for n in kv_heads)
     if gated:
         kv = next(n for n in kv_heads if numel == 2 * hidden * (q + n * head_dim) + hidden * q)
-    if kv is None:
+    if kv is None or (getattr(config, "model_type", None) in ODD_BIAS_TYPES and
+                      odd_biases(attn, q * (2 if gated else 1), kv * head_dim, hidden)):
         return tensor_attention(attn, config, hidden)
     widths = [w for w in (norm_width(m) for n, m in attn.named_modules() if n and is_norm(m))
               if w]
@@ -88,6 +90,24 @@ def attention_fields(attn: Any, config: Any, hidden: int) -> dict:
     qk_norm = "none" if not widths else ("head" if max(widths) == head_dim else "full")
     return dict(n_heads=heads, n_kv_heads=kv, attn_head_dim=head_dim if q != hidden else 0,
                 fused_qkv=len(mats) == 2, qk_norm=qk_norm, attn_output_gate=gated)
+
+
+ODD_BIAS_TYPES = ("recurrent_gemma",)
+"""model_types whose attention is read as tensors where its biases are odd (odd_biases). GPT-Neo's
+has the same pattern (out_proj alone: modeling_gpt_neo.py GPTNeoSelfAttention) and would count
+as transformers does (defaults: 1,315,575,808 for 1,315,428,352 today, -0.011 %); left as it
+counts until a change of its count is wanted."""
+
+
+def odd_biases(attn: Any, q_out: int, kv: int, hidden: int) -> bool:
+    """The projections carry biases of another total than Model's flags count (none, q/k/v:
+    Model.qkv_bias, all four: Model.bias): RecurrentGemma's o_proj alone (transformers 5.25.0
+    modeling_recurrent_gemma.py line 217, `bias=True` beside q/k/v's `config.attention_bias`);
+    such an attention is read as tensors, which list each bias (tensor_attention)."""
+    n = sum(m.bias.numel() for m in attn.modules() if not is_norm(m)
+            and getattr(m, "weight", None) is not None and m.weight.dim() == 2
+            and getattr(m, "bias", None) is not None)
+    return n not in (0, q_out + 2 * kv, q_out + 2 * kv + hidden)
 
 
 def _shapes_are(mats: dict, hidden: int, q: int, kv: int) -> bool:
@@ -153,17 +173,56 @@ def tensor_attention(attn: Any, config: Any, hidden: int) -> dict:
     heads: its tensors as transformers builds them (Model.attention_tensors: every Linear weight
     a GEMM, every other tensor small; profiles/hf_mixer.py mixer_tensors, the same rule as a
     mixer's) and its score shape (score_shape), checked by its output projection: a Linear from
-    heads x v width to hidden (o_proj, which every such forward ends with)."""
+    heads x v width to hidden (o_proj, which every such forward ends with). A mixture of
+    attention heads (attention_experts: JetMoE) adds its experts' q and o projections; a token's
+    top-k experts each project its own heads / top-k of the heads back to hidden."""
     heads, kv, qk, v = score_shape(attn, config, hidden)
     mats, small = mixer_tensors(attn)
-    if not any(i == heads * v and o == hidden for _, i, o in mats):
-        shapes = ", ".join(f"{n} {i}x{o}" for n, i, o in mats)
+    experts = attention_experts(attn)
+    top_k, per_expert = experts.get("experts_per_token", 1), experts.get("expert_matrices", ())
+    if experts:     # the 3-D expert weights become expert matrices, not small parameters
+        small = tuple((n, k) for n, k in small if n.removesuffix(".weight") not in
+                      {e for e, _, _ in per_expert})
+    outs = [(i, o) for _, i, o in mats] + [(i * top_k, o) for _, i, o in per_expert]
+    if not any(i == heads * v and o == hidden for i, o in outs):
+        shapes = ", ".join([f"{n} {i}x{o}" for n, i, o in mats] +
+                           [f"{n} {experts['n_experts']} x {i}x{o}" for n, i, o in per_expert])
         raise Unmodelled(f"attention projections in {type(attn).__name__} ({shapes}) without an "
                          f"output projection from {heads} heads of {v} to {hidden}")
     return dict(n_heads=heads, n_kv_heads=kv, attn_head_dim=qk, fused_qkv=False,
                 qk_norm="none", attn_output_gate=False,
                 attention_tensors=AttentionTensors(matrices=mats, small_params=small,
-                                                   v_head_dim=v, indexer=indexer_shape(attn)))
+                                                   v_head_dim=v, indexer=indexer_shape(attn),
+                                                   **experts))
+
+
+def attention_experts(attn: Any) -> dict:
+    """AttentionTensors' expert fields of a mixture of attention heads, {} for any other
+    attention: the modules inside it that hold a `num_experts` x out x in weight
+    (modeling_jetmoe.py JetMoeParallelExperts.__init__ line 134; JetMoeMoA.__init__ lines
+    285-286: input_linear, the expert's q projection, and output_linear) and the experts a
+    token runs, the attention's `top_k` (JetMoeAttention.__init__ line 440:
+    config.num_experts_per_tok). Experts of different counts, or a top-k missing or outside
+    1..n: Unmodelled naming it."""
+    found = [(n, m.weight) for n, m in attn.named_modules() if n and _int_attr(m, "num_experts")
+             and _stacked(getattr(m, "weight", None))]
+    if not found:
+        return {}
+    counts = {int(w.shape[0]) for _, w in found}
+    top_k = _int_attr(attn, "top_k")
+    n = max(counts)
+    if len(counts) > 1 or top_k is None or not 1 <= top_k[1] <= n:
+        raise Unmodelled(f"a mixture of attention heads in {type(attn).__name__} of "
+                         f"{sorted(counts)} experts, top_k {top_k and top_k[1]} "
+                         "(num_experts_per_tok: 1 to num_local_experts)")
+    return dict(expert_matrices=tuple((name, int(w.shape[2]), int(w.shape[1]))
+                                      for name, w in found),
+                n_experts=n, experts_per_token=top_k[1])
+
+
+def _stacked(weight: Any) -> bool:
+    """A weight of experts x out x in (3-D), not None."""
+    return weight is not None and weight.dim() == 3
 
 
 def indexer_shape(attn: Any) -> tuple[int, int, int]:
@@ -205,16 +264,26 @@ def mlp_shape(module: Any, hidden: int, n: int = 1, fused_experts: bool = False)
 
 
 def fused_gate_up(mats: list) -> bool:
-    """Two Linear weights (out x in) whose first outputs twice what the second takes: gate and
-    up in one matrix, chunked in two (Granite's shared_mlp input_linear -> output_linear:
-    modeling_granitemoehybrid.py GraniteMoeHybridMLP.forward)."""
-    return len(mats) == 2 and all(p.dim() == 2 for p in mats) and \
-        mats[0].shape[0] == 2 * mats[1].shape[1]
+    """Two Linear weights (out x in), or two expert weights stored as Linear's per expert
+    (experts x out x in), whose first outputs twice what the second takes: gate and up in one
+    matrix, chunked in two (Granite's shared_mlp input_linear -> output_linear:
+    modeling_granitemoehybrid.py GraniteMoeHybridMLP.forward; JetMoE's experts:
+    modeling_jetmoe.py JetMoeMoE.__init__ line 225 `hidden_size * 2`, forward lines 253-255)."""
+    return len(mats) == 2 and all(p.dim() in (2, 3) for p in mats) and \
+        mats[0].shape[-2] == 2 * mats[1].shape[-1]
 
 
 def n_experts(experts: Any) -> int:
-    """Routed experts of an `experts` module: a list of MLPs, or 3-D tensors (experts first)."""
+    """Routed experts of an `experts` module: a list of MLPs, 3-D tensors (experts first), or
+    2-D tensors of its `num_experts` stacked on the first axis (DBRX: transformers 5.25.0
+    modeling_dbrx.py DbrxExpertGLU.__init__ lines 254-256, w1/v1/w2 of moe_num_experts x
+    ffn_hidden_size rows; DbrxExperts.__init__ line 278 `num_experts`)."""
     if type(experts).__name__ == "ModuleList":
         return len(experts)
-    return next(iter(weight_matrices(experts).values())).shape[0]
+    mats = list(weight_matrices(experts).values())
+    stacked = _int_attr(experts, "num_experts")
+    if stacked and stacked[1] > 0 and all(p.dim() == 2 and p.shape[0] % stacked[1] == 0
+                                          for p in mats):
+        return stacked[1]
+    return mats[0].shape[0]
 

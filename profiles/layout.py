@@ -12,7 +12,8 @@ Conventions
   tensor — same numel, fewer tensors (see docs/models.md).
 - `block_gemms` lists the GEMMs a token passes through with the fraction of tokens that pass:
   1 for attention, dense MLP, router and shared experts; top_k / n_experts for each routed
-  expert's matrices (balanced routing: each expert sees tokens x k / E tokens).
+  expert's matrices (balanced routing: each expert sees tokens x k / E tokens), and for each
+  attention expert's (JetMoE's mixture of attention heads: AttentionTensors.expert_matrices).
 """
 from __future__ import annotations
 
@@ -48,8 +49,13 @@ def attention_matrices(model: "Model") -> dict[str, tuple[int, int]]:
     Linear weights of Model.attention_tensors as transformers builds them)."""
     h, q, kv = model.hidden, model.q_dim, model.kv_dim
     if model.attention_tensors is not None:
-        return {ATTENTION_TENSORS_PREFIX + n: (i, o) for n, i, o in
-                model.attention_tensors.matrices}
+        t = model.attention_tensors
+        mats = {ATTENTION_TENSORS_PREFIX + n: (i, o) for n, i, o in t.matrices}
+        # a mixture of attention heads (JetMoE): each expert's q and o projections, one tensor
+        # per expert as the MoE's routed experts are listed (transformers: one 3-D tensor each)
+        mats.update({f"{ATTENTION_TENSORS_PREFIX}{n}.{e}": (i, o) for e in range(t.n_experts)
+                     for n, i, o in t.expert_matrices})
+        return mats
     if model.mla is not None:
         a = model.mla
         mats = ({"q_a_proj": (h, a.q_lora_rank), "q_b_proj": (a.q_lora_rank, model.n_heads * a.qk_head_dim)}
@@ -171,6 +177,8 @@ def block_small_params(model: "Model", moe_layer: bool,
     if moe_layer and model.moe.router_scales:   # Gemma4TextRouter's scale, per_expert_scale
         small["router.scale"] = model.hidden
         small["router.per_expert_scale"] = model.moe.n_experts
+    if moe_layer and model.moe.output_bias:     # JetMoeMoE's bias (modeling_jetmoe.py l. 224)
+        small["moe_bias"] = model.hidden
     if mixer_layer:
         small.update({f"mixer.{name}": n for name, n in model.mixer.small_params})
         if not model.mixer.attention:
@@ -197,8 +205,17 @@ def block_gemms(model: "Model", moe_layer: bool,
                 mixer_layer: bool = False) -> dict[str, tuple[int, int, float]]:
     """name -> (in, out, token fraction) of every GEMM one block runs in the forward."""
     share = model.moe.experts_per_token / model.moe.n_experts if moe_layer else 1.0
-    return {name: (i, o, share if name.startswith("experts.") else 1.0)
+    return {name: (i, o, share if name.startswith("experts.") else attention_share(model, name))
             for name, (i, o) in block_matrices(model, moe_layer, mixer_layer).items()}
+
+
+def attention_share(model: "Model", name: str) -> float:
+    """Fraction of the tokens that block matrix `name` multiplies outside the MoE's experts:
+    top-k / n for an attention expert's (AttentionTensors.token_share: JetMoE's MoA), else 1."""
+    t = model.attention_tensors
+    if t is None or not t.expert_matrices or not name.startswith(ATTENTION_TENSORS_PREFIX):
+        return 1.0
+    return t.token_share(name[len(ATTENTION_TENSORS_PREFIX):])
 
 
 def active_ffn(model: "Model", moe_layer: bool, mixer_layer: bool = False) -> int:

@@ -272,6 +272,10 @@ class MoE:
     """The router carries a scale of its input (hidden) and one per expert (n_experts) beside
     its projection: Gemma 4's MoE block (modeling_gemma4.py Gemma4TextRouter.__init__, lines
     1296-1304: `scale`, `per_expert_scale`)."""
+    output_bias: bool = False
+    """A bias of hidden added to the MoE's summed output, outside the experts (always used):
+    JetMoE (modeling_jetmoe.py JetMoeMoE.__init__ line 224, forward line 263); layout's
+    `moe_bias`."""
 
     def __post_init__(self) -> None:
         _positive(self, "n_experts", "experts_per_token", "expert_ffn")
@@ -282,7 +286,7 @@ class MoE:
             raise ValueError(f"MoE.shared_ffn must be >= 0, got {self.shared_ffn!r}")
 
 MIXER_KINDS = ("mamba", "mamba2", "short_conv", "gated_delta", "kda", "lightning", "rwkv",
-               "mlstm", "mamba_heads")
+               "mlstm", "mamba_heads", "rg_lru")
 """Token mixers tierlab counts in place of attention (Model.mixer): Mamba's selective scan
 (modeling_mamba.py MambaMixer), Mamba-2's SSD (modeling_mamba2.py Mamba2Mixer and its copies in
 Bamba, Granite 4, Falcon-H1), LFM2's gated short convolution (modeling_lfm2.py Lfm2ShortConv),
@@ -293,7 +297,8 @@ attention with a per-head decay: modeling_minimax.py MiniMaxLightningAttention),
 time-mix (WKV) and channel-mix together (modeling_rwkv.py RwkvSelfAttention, RwkvFeedForward;
 Mixer.mlp False: the channel-mix is the mixer's), xLSTM's mLSTM layer (modeling_xlstm.py
 xLSTMLayer, its chunkwise kernel), Zamba's multi-head Mamba-1 (modeling_zamba.py
-ZambaMambaMixer: x_proj and dt_proj one matrix per head)."""
+ZambaMambaMixer: x_proj and dt_proj one matrix per head), Griffin's recurrent block with its
+RG-LRU (modeling_recurrent_gemma.py RecurrentGemmaRecurrentBlock: profiles/hf_rglru.py)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -418,7 +423,8 @@ class AttentionTensors:
     """Softmax attention read as the tensors transformers builds (profiles/hf_build.py
     `tensor_attention`, off the meta-device module) where its projections are not the q/k/v/o
     (or fused qkv) of Model's heads: gated attention (AFMoE's gate_proj), low-rank q or kv (MLA
-    variants: MiniCPM3, GLM-4-MoE-Lite, Youtu), fused kv (JetMoE), a dynamic-mask projection
+    variants: MiniCPM3, GLM-4-MoE-Lite, Youtu), fused kv and attention experts (JetMoE's mixture
+    of attention heads: expert_matrices), a dynamic-mask projection
     (Doge's dt_proj), different q and v head widths (MiMo-V2-Flash), sinks. Every Linear weight
     is a GEMM of a token (2 x in x out FLOPs); every other tensor (norms, biases, sinks, per-head
     scalars) is a small parameter; the scores are Model.n_heads heads of Model.head_dim (Q K^T)
@@ -436,11 +442,32 @@ class AttentionTensors:
     copies in GLM-MoE-DSA, AXK2): (index heads, index head width, index_topk). Its matrices
     (`indexer.` names) and scores run in the forward only (`forward` is under torch.no_grad:
     no gradient, no backward); () = none."""
+    expert_matrices: tuple[tuple[str, int, int], ...] = ()
+    """(name, in, out) of one attention expert's projections, where the attention is a mixture
+    of attention heads (JetMoE's MoA, arXiv:2404.07413 sec. 2.2; modeling_jetmoe.py JetMoeMoA
+    .__init__ lines 285-286: `experts.input_linear` hidden -> kv heads x head width, the
+    expert's q projection, and `experts.output_linear` back, each a JetMoeParallelExperts
+    weight of n_experts x out x in, line 134). Every expert stores its own (layout names
+    `attn.{name}.{e}`); a token runs experts_per_token of them (JetMoeMoA.map / reduce, lines
+    294-337): each expert's GEMMs see top-k / n of the tokens, as a MoE's do. () = none."""
+    n_experts: int = 0
+    """Attention experts (JetMoE: num_local_experts); 0 without expert_matrices."""
+    experts_per_token: int = 0
+    """Attention experts a token runs (JetMoE: num_experts_per_tok, JetMoeAttention.top_k,
+    line 440); 0 without expert_matrices."""
 
     def __post_init__(self) -> None:
-        for name in ("matrices", "small_params"):
+        for name in ("matrices", "small_params", "expert_matrices"):
             object.__setattr__(self, name, _named(getattr(self, name)))
         object.__setattr__(self, "indexer", tuple(self.indexer))
+        experts = (self.n_experts, self.experts_per_token)
+        whole = all(type(v) is int for v in experts)        # not bool, not float
+        ok = whole and (1 <= self.experts_per_token <= self.n_experts if self.expert_matrices
+                        else experts == (0, 0))
+        if not ok or any(i <= 0 or o <= 0 for _, i, o in self.expert_matrices):
+            raise ValueError(f"AttentionTensors.n_experts and experts_per_token must be whole "
+                             f"numbers, 1 <= experts_per_token <= n_experts with expert_matrices "
+                             f"of positive sizes (0 and 0 without), got {experts!r}")
         if self.indexer and (len(self.indexer) != 3 or any(
                 isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in self.indexer)):
             raise ValueError(f"AttentionTensors.indexer must be (heads, head width, top-k), each "
@@ -454,6 +481,21 @@ class AttentionTensors:
     def forward_only(self, name: str) -> bool:
         """Matrix `name` (transformers' name in the module) is the indexer's: no backward."""
         return bool(self.indexer) and name.startswith(INDEXER_PREFIX)
+
+    def token_share(self, name: str) -> float:
+        """Fraction of the tokens that matrix `name` (layout's name less `attn.`) multiplies:
+        top-k / n for an attention expert's (`experts.input_linear.3`: balanced routing, each
+        expert sees tokens x k / n, as layout.block_gemms counts a MoE's), else 1."""
+        if self.expert_matrices and name.rsplit(".", 1)[0] in \
+                {n for n, _, _ in self.expert_matrices}:
+            return self.experts_per_token / self.n_experts
+        return 1.0
+
+    def idle_expert_params(self) -> int:
+        """Parameters of the attention experts one token does not run: (n - k) x one
+        expert's matrices (0 without experts)."""
+        return (self.n_experts - self.experts_per_token) * \
+            sum(i * o for _, i, o in self.expert_matrices)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -872,8 +914,9 @@ class Model:
         """Parameters one token uses: routed experts, matrices and biases, counted top-k of n
         (= n_params if dense; gpt-oss-120b: 5.13e9 besides its 0.58e9 embedding, as the gpt-oss
         model card, arXiv:2508.10925 table 1, gives it)."""
+        attention = self._idle_attention_experts()
         if self.moe is None:
-            return self.n_params
+            return self.n_params - attention
         m = self.moe
         idle = (m.n_experts - m.experts_per_token) / m.n_experts
         first = self._first_moe()
@@ -882,7 +925,19 @@ class Model:
         expert += sum(n for name, n in self.layer_small_params(first).items()
                       if name.startswith("experts."))
         moe_layers = sum(n for rep, n in self.layer_groups() if self.is_moe_layer(rep))
-        return int(round(self.n_params - moe_layers * idle * expert))
+        return int(round(self.n_params - moe_layers * idle * expert)) - attention
+
+    def _idle_attention_experts(self) -> int:
+        """Attention-expert parameters one token does not use, over the blocks that hold them
+        (AttentionTensors.idle_expert_params: JetMoE's MoA, top-k of n); 0 for every other
+        attention."""
+        idle = 0
+        for rep, n in self.layer_groups():
+            t = self.shaped(rep).attention_tensors
+            if t is not None and t.expert_matrices and any(
+                    k.startswith(ATTENTION_TENSORS_PREFIX) for k in self.layer_matrices(rep)):
+                idle += n * t.idle_expert_params()
+        return idle
 
     def _first_moe(self) -> int:
         return next(rep for rep, _ in self.layer_groups() if self.is_moe_layer(rep))

@@ -26,6 +26,9 @@ heads x widths (Model.shaped, score_spans).
 An attention read as tensors (Model.attention_tensors: gated, low-rank, extra projections) runs
 each of its Linear weights as a GEMM (2 x in x out per token) and its scores over
 Model.n_heads heads of Model.head_dim (Q K^T) and AttentionTensors.v_head_dim (A V).
+A mixture of attention heads (JetMoE: AttentionTensors.expert_matrices) runs each attention
+expert's q and o projections on top-k / n of the tokens, as a MoE's experts; its scores run over
+Model.n_heads = top-k x kv heads (modeling_jetmoe.py JetMoeAttention.forward lines 463-483).
 A mixer block (Model.mixer: Mamba, Mamba-2, LFM2's short conv, Gated DeltaNet) runs its
 projections as GEMMs and, in place of the scores, its conv + scan FLOPs
 (Mixer.scan_flops_per_token, counted from the modeling file in profiles/hf_mixer.py), timed like
@@ -49,7 +52,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from tierlab.profiles.layout import ATTENTION_TENSORS_PREFIX, active_ffn
+from tierlab.profiles.layout import ATTENTION_TENSORS_PREFIX, active_ffn, attention_share
 from tierlab.profiles.schema import GPU, Model
 
 
@@ -169,10 +172,11 @@ def _has_indexer(model: Model) -> bool:
 def run_gemms(model: Model, layer: int) -> dict[str, tuple[int, int, float]]:
     """name -> (in, out, token fraction) of every GEMM block `layer` runs in the forward
     (Model.layer_run_matrices: a shared block's weights at every use): 1, or top_k / n_experts
-    for each routed expert's matrices (balanced routing; profiles/layout.py conventions)."""
-    moe = model.is_moe_layer(layer)
+    for each routed expert's matrices and each attention expert's (JetMoE's MoA:
+    layout.attention_share; balanced routing; profiles/layout.py conventions)."""
+    moe, own = model.is_moe_layer(layer), model.shaped(layer)
     share = model.moe.experts_per_token / model.moe.n_experts if moe else 1.0
-    return {name: (i, o, share if name.startswith("experts.") else 1.0)
+    return {name: (i, o, share if name.startswith("experts.") else attention_share(own, name))
             for name, (i, o) in model.layer_run_matrices(layer).items()}
 
 
