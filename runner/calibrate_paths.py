@@ -98,14 +98,14 @@ def calibration_summary(result) -> list[str]:
     in_table = {f"deepspeed:{r.field}" for r in result.host_costs if not isinstance(r, tuple)}
     skipped = (f"skipped {group}: {why}" for group, why in result.skipped.items()
                if group not in in_table)
-    return [line, *host_speed_line(hw), *skipped, *host_cost_table(result.host_costs)]
+    return [line, *host_speed_line(hw, default_software()), *skipped,
+            *host_cost_table(result.host_costs)]
 
 
-def host_speed_line(hw) -> list[str]:
-    """How the software profile's fitted host terms follow this host's module call (one line;
-    none without a module call)."""
-    sw = default_software()
-    if hw.cpu.module_call_s is None or sw.fit_module_call_s is None:
+def host_speed_line(hw, sw) -> list[str]:
+    """How software profile `sw`'s fitted host terms follow this host's module call (one line;
+    none without a module call, or where the profile's module_call_share is 0, as shipped)."""
+    if hw.cpu.module_call_s is None or sw.fit_module_call_s is None or not sw.module_call_share:
         return []
     return [f"host speed: module call {hw.cpu.module_call_s * 1e6:.2f} us, the fit machines' "
             f"{sw.fit_module_call_s * 1e6:.2f} us: the fitted host terms "

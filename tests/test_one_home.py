@@ -188,13 +188,14 @@ def test_swap_buffer_users_agree():
 
 
 def test_range_classes_are_columns_of_the_field_table():
-    """No default range for counts and capacities; CUDA context, process baseline and step-1
-    terms stay out of the steady step: both read off the table's columns."""
+    """No default range for counts and capacities; module call, CUDA context, process baseline
+    and step-1 terms stay out of the steady step (the module call enters it only through a
+    software profile's module_call_share, 0 in the shipped one): both read off the table's
+    columns."""
     assert table.EXACT_FIELDS == {"hbm_bytes", "dram_bytes", "capacity_bytes", "sockets", "cores",
                                   "gpus_per_node", "nvme_drives", "nodes", "gpus_per_switch",
                                   "nvme_per_switch"}
-    # the module call enters the steady step through the host-speed factor (sim/host_costs.py)
-    assert table.NOT_STEADY == {"cuda_context_bytes", "process_baseline_bytes",
+    assert table.NOT_STEADY == {"module_call_s", "cuda_context_bytes", "process_baseline_bytes",
                                 "first_step_fixed_s", "first_touch_Bps"}
 
 
