@@ -9,7 +9,9 @@ import re
 from typing import Any
 
 from tierlab.profiles.hf_config import TOP_K_KEYS, experts_per_token
+from tierlab.profiles.hf_cross import cross_block, cross_layer_fields
 from tierlab.profiles.hf_mixer import find_mixer, mixer_fields, mixer_tensors
+from tierlab.profiles.hf_sublayers import zero_experts
 from tierlab.profiles.hf_modules import (ATTENTION_NAMES, MLP_NAMES, SHARED_NAMES, Unmodelled,
                                          attention_fields, fused_gate_up, is_norm, linear_biases,
                                          mlp_shape, n_experts, named_child, norm_width,
@@ -37,14 +39,18 @@ def moe_fields(mlp: Any, config: Any, hidden: int, beside: Any = None) -> dict:
     inner = ("experts.",) + tuple(f"{s}." for s in SHARED_NAMES) + ("shared_expert_gate.",) + \
         (() if child else tuple(f"{n}." for n in PARALLEL_EXPERTS))
     router = sum(p.numel() for name, p in weight_matrices(mlp).items() if not name.startswith(inner))
-    if router != hidden * n or gate not in (0, hidden):
-        raise Unmodelled(f"a router of {router:,} parameters for {n} experts in "
+    zero = zero_experts(config)     # LongCat: the router scores the zero-computation ones too
+    if router != hidden * (n + zero) or gate not in (0, hidden):
+        raise Unmodelled(f"a router of {router:,} parameters for {n} experts"
+                         f"{f' + {zero} zero-computation' if zero else ''} in "
                          f"{type(mlp).__name__}")
     top_k = experts_per_token(config)
     if not top_k:
         raise Unmodelled(f"no experts-per-token key ({', '.join(TOP_K_KEYS)}) in the config")
     bias = {} if child else \
         dict(output_bias=dict(mlp.named_parameters(recurse=False)).get("bias") is not None)
+    if zero:
+        bias["zero_experts"] = zero
     return dict(n_experts=n, experts_per_token=top_k, expert_ffn=shape["ffn"],
                 shared_ffn=shared_ffn, shared_gate=bool(gate), gated_mlp=shape["gated_mlp"],
                 fused_gate_up=shape["fused_gate_up"], **bias)
@@ -101,6 +107,8 @@ def layer_fields(layer: Any, config: Any, hidden: int) -> dict:
     its norms, which projections carry biases, and the children left unread."""
     if named_child(layer, SHARED_BLOCK) is not None:
         return hybrid_fields(layer, config, hidden)
+    if cross_block(layer):              # Llama 3.2 Vision's cross-attention blocks
+        return cross_layer_fields(layer, config, hidden)
     layer = unwrapped(layer)            # DBRX's norm_attn_norm
     attn, mlp = named_child(layer, ATTENTION_NAMES), named_child(layer, MLP_NAMES) or loose_mlp(layer)
     per_layer = per_layer_block(layer, hidden)      # Gemma 4's gate, projection and norm

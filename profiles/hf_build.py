@@ -15,12 +15,14 @@ from typing import Any, Mapping
 
 from tierlab.errors import ConfigError
 from tierlab.profiles.hf_blocks import layer_fields, parallel_experts
+from tierlab.profiles.hf_cross import check_cross_layers, cross_fields, vision_tokens
 from tierlab.profiles.hf_config import (attention_windows, build, check_counts,
                                         check_layer_counts, check_repeats, config_value,
                                         experts_per_token, layer_config, text_config,
                                         transformers_version, unread_reason)
-from tierlab.profiles.hf_modules import Unmodelled, decoder_layers, is_norm, n_experts, param_count
+from tierlab.profiles.hf_modules import Unmodelled, is_norm, n_experts, param_count
 from tierlab.profiles.hf_mixer import check_mixer_keys
+from tierlab.profiles.hf_sublayers import check_zero_experts, decoder_blocks, zero_experts
 from tierlab.profiles.schema import LayerAttention, Mixer, Model, MoE, PerLayerInputs, Shared
 
 
@@ -250,15 +252,15 @@ def built_fields(model: Any, config: Any) -> tuple[dict, list[str], bool]:
     holds that they do not express, and whether a block lacks what tierlab models."""
     emb, out = model.get_input_embeddings(), model.get_output_embeddings()
     vocab, hidden = emb.weight.shape
-    layers = decoder_layers(model, config.num_hidden_layers)
+    layers, blocks = decoder_blocks(model, config)     # LongCat-Flash: two blocks per layer
     read, unread = [], set()
-    for i, layer in enumerate(layers):  # every block looked at: one line names all unmodelled
+    for i, layer in enumerate(blocks):  # every block looked at: one line names all unmodelled
         try:
             read.append(layer_fields(layer, layer_config(config, i), hidden))
         except Unmodelled as e:     # Zamba2's hybrid blocks beside the Mamba-2 ones
             unread.add(str(e))
     if unread:
-        raise Unmodelled("; ".join(missing_layers(read, len(layers)) + sorted(unread)))
+        raise Unmodelled("; ".join(missing_layers(read, len(blocks)) + sorted(unread)))
     problems = missing_layers(read)
     problems += sorted({f"{o} in the blocks" for l in read if modelled(l) for o in l["other"]})
     if not any(modelled(l) for l in read):
@@ -284,7 +286,9 @@ def transformers_counts(model: Any, config: Any) -> tuple[int, int]:
     top-k of n (the layer's `experts` module, its matrices and biases: an idle expert's bias is
     not used either; gpt-oss), or a module's parallel experts alone where it holds them beside
     its router (hf_blocks.parallel_experts: JetMoE's MoE and its attention's MoA, whose
-    `experts` module holds the router and a bias too, modeling_jetmoe.py lines 279-292)."""
+    `experts` module holds the router and a bias too, modeling_jetmoe.py lines 279-292).
+    Zero-computation experts (LongCat-Flash's zero_expert_num) hold nothing but are picked
+    too: a token runs k x n / (n + zero) of the n real experts under balanced routing."""
     total = sum(p.numel() for p in model.parameters())
     idle = 0
     for name, module in model.named_modules():
@@ -292,8 +296,9 @@ def transformers_counts(model: Any, config: Any) -> tuple[int, int]:
         experts = held if held is not None else module
         if held is not None or name.rsplit(".", 1)[-1] == "experts":
             n = n_experts(experts)
+            pool = n + zero_experts(config)     # LongCat: zero-computation experts, no params
             k = experts_per_token(config) or n
-            idle += sum(p.numel() for p in experts.parameters()) * (n - k) // n
+            idle += sum(p.numel() for p in experts.parameters()) * (pool - k) // pool
     return total, total - idle
 
 
@@ -308,15 +313,20 @@ def fields_of(data: Mapping, where: str) -> dict:
         if isinstance(part, Mapping):               # counts into lists (layer_types) at once
             check_counts(part.get, where)
             check_mixer_keys(part, where)
+            check_zero_experts(part.get, where)
     config = text_config(data, where)
     check_counts(lambda attr: config_value(config, attr), where)    # before a model is built
     check_layer_counts(config, where)
     check_repeats(config, where)
+    check_cross_layers(config, where)
+    cross_keys, cross_notes = vision_tokens(data, config, where)    # Llama 3.2 Vision
     model = build(config, where, data)
     theirs, theirs_active = transformers_counts(model, config)
     problems: list[str] = []
     try:
         fields, problems, partial = built_fields(model, config)
+        cross, said = cross_fields(model, fields, cross_keys, cross_notes)
+        fields, problems = dict(fields, **cross), problems + said
         m = Model(name=kind, seq_len=fields["max_seq_len"], **fields)
         ours, ours_active = m.n_params, m.active_params
     except Exception as e:      # modules or config attributes of a kind tierlab does not read

@@ -270,13 +270,18 @@ def notes(data: Mapping, where: str) -> tuple[str, ...]:
 
 
 WINDOW_KEYS = {"full_attention": None, "sliding_attention": "sliding_window",
-               "chunked_attention": "attention_chunk_size", "indexed_attention": None}
+               "chunked_attention": "attention_chunk_size", "indexed_attention": None,
+               "compressed_sparse_attention": "sliding_window",
+               "heavily_compressed_attention": "sliding_window"}
 """transformers' `layer_types` entries tierlab times -> the config key of their window
 (masking_utils.py: create_causal_mask, create_sliding_window_causal_mask,
 create_chunked_causal_mask). `indexed_attention` (DeepSeek sparse attention) is causal over all
 keys: eager / SDPA compute the dense scores and mask all but the indexer's top-k
 (modeling_deepseek_v32.py DeepseekV32Attention.forward: `index_mask`); timed only where its
-indexer was read (AttentionTensors.indexer, check_indexed)."""
+indexer was read (AttentionTensors.indexer, check_indexed). DeepSeek-V4's compressed layers
+slide over `sliding_window` local keys (modeling_deepseek_v4.py DeepseekV4Model.forward:
+create_sliding_window_causal_mask for every layer) beside their compressed entries
+(AttentionTensors.compress_rate, timed in sim/flops.py attended_keys)."""
 
 
 def windows_of_types(types: list, get: Callable[[str], Any], where: str, *,

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tierlab.profiles.hf_compressed import (compress_rate, compressor_indexer,
+                                           grouped_matrices, grouped_output_error, indexer_of)
 from tierlab.profiles.hf_mixer import mixer_tensors
 from tierlab.profiles.schema import AttentionTensors
 
@@ -183,7 +185,16 @@ def tensor_attention(attn: Any, config: Any, hidden: int) -> dict:
     if experts:     # the 3-D expert weights become expert matrices, not small parameters
         small = tuple((n, k) for n, k in small if n.removesuffix(".weight") not in
                       {e for e, _, _ in per_expert})
-    outs = [(i, o) for _, i, o in mats] + [(i * top_k, o) for _, i, o in per_expert]
+    grouped = grouped_matrices(attn)    # DeepSeek-V4's o_a_proj: a GEMM, not a small tensor
+    if grouped:
+        mats += tuple((n, i, o) for n, i, o, _ in grouped)
+        small = tuple((n, k) for n, k in small if n.removesuffix(".weight") not in
+                      {g for g, *_ in grouped})
+    wrong = grouped_output_error(attn, mats, heads, v, hidden) or compress_rate(attn)[1]
+    if wrong:
+        raise Unmodelled(f"{wrong} in {type(attn).__name__}")
+    outs = [(i, o) for _, i, o in mats] + [(i * top_k, o) for _, i, o in per_expert] + \
+        [(heads * v, hidden) for _ in grouped[:1]]     # o_a then o_b: heads x v -> hidden
     if not any(i == heads * v and o == hidden for i, o in outs):
         shapes = ", ".join([f"{n} {i}x{o}" for n, i, o in mats] +
                            [f"{n} {experts['n_experts']} x {i}x{o}" for n, i, o in per_expert])
@@ -193,6 +204,7 @@ def tensor_attention(attn: Any, config: Any, hidden: int) -> dict:
                 qk_norm="none", attn_output_gate=False,
                 attention_tensors=AttentionTensors(matrices=mats, small_params=small,
                                                    v_head_dim=v, indexer=indexer_shape(attn),
+                                                   compress_rate=compress_rate(attn)[0],
                                                    **experts))
 
 
@@ -230,8 +242,12 @@ def indexer_shape(attn: Any) -> tuple[int, int, int]:
     (modeling_deepseek_v32.py DeepseekV32Indexer.__init__: n_heads = index_n_heads, head_dim =
     index_head_dim, index_topk), () without one; an indexer without them: Unmodelled."""
     child = named_child(attn, ("indexer",))
-    if child is None:
-        return ()
+    if child is None:       # DeepSeek-V4's: compressor.indexer (profiles/hf_compressed.py)
+        found, wrong = indexer_of(compressor_indexer(attn)) if compressor_indexer(attn) \
+            is not None else ((), "")
+        if wrong:
+            raise Unmodelled(wrong)
+        return found
     got = [_int_attr(child[1], n) for n in ("n_heads", "head_dim", "index_topk")]
     if any(g is None or g[1] < 1 for g in got):
         raise Unmodelled(f"an indexer ({type(child[1]).__name__}) whose heads, head width and "

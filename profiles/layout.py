@@ -44,6 +44,15 @@ ATTENTION_TENSORS_PREFIX = "attn."
 within the attention module (`attn.q_a_proj`, `attn.q_a_layernorm.weight`, `attn.sinks`)."""
 
 
+CROSS_KV = ("k_proj", "v_proj")
+"""A cross-attention block's projections of the vision states (Model.cross_attention)."""
+
+
+CROSS_GATES = ("cross_attn_attn_gate", "cross_attn_mlp_gate")
+"""A cross-attention block's tanh gates on its attention and MLP outputs (modeling_mllama.py
+MllamaCrossAttentionDecoderLayer lines 681, 685, forward lines 711, 718)."""
+
+
 def attention_matrices(model: "Model") -> dict[str, tuple[int, int]]:
     """(in, out) of the attention projections (MHA/GQA/MQA, fused or not, or MLA; or the
     Linear weights of Model.attention_tensors as transformers builds them)."""
@@ -140,7 +149,7 @@ def _block_core_matrices(model: "Model", moe_layer: bool,
         mats.update(mlp_matrices(model, model.ffn))
         return mats
     m = model.moe
-    mats["router"] = (model.hidden, m.n_experts)
+    mats["router"] = (model.hidden, m.n_experts + m.zero_experts)   # LongCat: + zero experts
     for e in range(m.n_experts):
         mats.update(mlp_matrices(model, m.expert_ffn, f"experts.{e}."))
     if m.shared_ffn:
@@ -179,6 +188,8 @@ def block_small_params(model: "Model", moe_layer: bool,
         small["router.per_expert_scale"] = model.moe.n_experts
     if moe_layer and model.moe.output_bias:     # JetMoeMoE's bias (modeling_jetmoe.py l. 224)
         small["moe_bias"] = model.hidden
+    if model.cross_attention:   # modeling_mllama.py lines 681, 685: one element each
+        small.update(dict.fromkeys(CROSS_GATES, 1))
     if mixer_layer:
         small.update({f"mixer.{name}": n for name, n in model.mixer.small_params})
         if not model.mixer.attention:
@@ -204,28 +215,35 @@ def block_small_params(model: "Model", moe_layer: bool,
 def block_gemms(model: "Model", moe_layer: bool,
                 mixer_layer: bool = False) -> dict[str, tuple[int, int, float]]:
     """name -> (in, out, token fraction) of every GEMM one block runs in the forward."""
-    share = model.moe.experts_per_token / model.moe.n_experts if moe_layer else 1.0
+    share = model.moe.token_share if moe_layer else 1.0
     return {name: (i, o, share if name.startswith("experts.") else attention_share(model, name))
             for name, (i, o) in block_matrices(model, moe_layer, mixer_layer).items()}
 
 
 def attention_share(model: "Model", name: str) -> float:
     """Fraction of the tokens that block matrix `name` multiplies outside the MoE's experts:
-    top-k / n for an attention expert's (AttentionTensors.token_share: JetMoE's MoA), else 1."""
+    top-k / n for an attention expert's (AttentionTensors.token_share: JetMoE's MoA);
+    cross_keys / s for a cross-attention block's k and v (Model.cross_attention: they project
+    the cross_keys vision tokens of each sample, not its s text tokens); else 1."""
+    if model.cross_attention and name in CROSS_KV:     # Llama 3.2 Vision: on the vision tokens
+        return model.cross_keys / model.seq_len
     t = model.attention_tensors
     if t is None or not t.expert_matrices or not name.startswith(ATTENTION_TENSORS_PREFIX):
         return 1.0
     return t.token_share(name[len(ATTENTION_TENSORS_PREFIX):])
 
 
-def active_ffn(model: "Model", moe_layer: bool, mixer_layer: bool = False) -> int:
+def active_ffn(model: "Model", moe_layer: bool, mixer_layer: bool = False) -> float:
     """MLP width a token passes through: ffn, or top-k x expert width + shared width; 0 in a
     mixer-only block (Mamba)."""
     if mixer_layer and not model.mixer.mlp:
         return 0
     if not moe_layer:
         return model.ffn
-    return model.moe.experts_per_token * model.moe.expert_ffn + model.moe.shared_ffn
+    m = model.moe
+    routed = m.experts_per_token * m.expert_ffn if not m.zero_experts else \
+        m.token_share * m.n_experts * m.expert_ffn     # LongCat: k x n / (n + zero) real experts
+    return routed + m.shared_ffn
 
 
 def mean_active_ffn(model: "Model") -> float:

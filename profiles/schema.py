@@ -276,14 +276,29 @@ class MoE:
     """A bias of hidden added to the MoE's summed output, outside the experts (always used):
     JetMoE (modeling_jetmoe.py JetMoeMoE.__init__ line 224, forward line 263); layout's
     `moe_bias`."""
+    zero_experts: int = 0
+    """Zero-computation (identity) experts the router also picks from, holding no parameters:
+    LongCat-Flash's zero_expert_num (modeling_longcat_flash.py LongcatFlashTopkRouter line 135:
+    the router scores n_experts + zero_experts; LongcatFlashMoE.forward lines 214-227 adds the
+    input, scaled, for each pick of one). Under balanced routing a token runs
+    experts_per_token x n_experts / (n_experts + zero_experts) real experts (token_share)."""
 
     def __post_init__(self) -> None:
         _positive(self, "n_experts", "experts_per_token", "expert_ffn")
-        if self.experts_per_token > self.n_experts:
+        if self.zero_experts < 0:
+            raise ValueError(f"MoE.zero_experts must be >= 0, got {self.zero_experts!r}")
+        if self.experts_per_token > self.n_experts + self.zero_experts:
             raise ValueError(f"MoE.experts_per_token {self.experts_per_token} exceeds n_experts "
-                             f"{self.n_experts}")
+                             f"{self.n_experts}" + (f" + zero_experts {self.zero_experts}"
+                                                     if self.zero_experts else ""))
         if self.shared_ffn < 0:
             raise ValueError(f"MoE.shared_ffn must be >= 0, got {self.shared_ffn!r}")
+
+    @property
+    def token_share(self) -> float:
+        """Fraction of the tokens each routed expert multiplies (balanced routing): top-k over
+        the experts the router picks from, zero-computation ones included (k / n without)."""
+        return self.experts_per_token / (self.n_experts + self.zero_experts)
 
 MIXER_KINDS = ("mamba", "mamba2", "short_conv", "gated_delta", "kda", "lightning", "rwkv",
                "mlstm", "mamba_heads", "rg_lru")
@@ -455,6 +470,13 @@ class AttentionTensors:
     experts_per_token: int = 0
     """Attention experts a token runs (JetMoE: num_experts_per_tok, JetMoeAttention.top_k,
     line 440); 0 without expert_matrices."""
+    compress_rate: int = 0
+    """DeepSeek-V4's compressed KV (modeling_deepseek_v4.py DeepseekV4CSACompressor /
+    HCACompressor, profiles/hf_compressed.py): tokens per compressed entry, config
+    compress_rates (CSA 4, HCA 128). A query scores its sliding window plus all s //
+    compress_rate compressed entries (DeepseekV4Attention.forward concatenates them to the keys
+    and masks; eager computes every score), and an indexer (`compressor.indexer.` names)
+    scores the s // compress_rate entries; 0 = no compressor."""
 
     def __post_init__(self) -> None:
         for name in ("matrices", "small_params", "expert_matrices"):
@@ -472,6 +494,10 @@ class AttentionTensors:
                 isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in self.indexer)):
             raise ValueError(f"AttentionTensors.indexer must be (heads, head width, top-k), each "
                              f">= 1, got {self.indexer!r}")
+        if isinstance(self.compress_rate, bool) or not isinstance(self.compress_rate, int) or \
+                self.compress_rate < 0:
+            raise ValueError(f"AttentionTensors.compress_rate must be a whole number >= 0 (0: no "
+                             f"compressor), got {self.compress_rate!r}")
         _positive(self, "v_head_dim")
         if not self.matrices or any(n <= 0 for *_, n in self.small_params) or \
                 any(i <= 0 or o <= 0 for _, i, o in self.matrices):
@@ -479,8 +505,10 @@ class AttentionTensors:
                              "sizes")
 
     def forward_only(self, name: str) -> bool:
-        """Matrix `name` (transformers' name in the module) is the indexer's: no backward."""
-        return bool(self.indexer) and name.startswith(INDEXER_PREFIX)
+        """Matrix `name` (transformers' name in the module) is the indexer's: no backward
+        (DeepSeek-V4's sits in its compressor: `compressor.indexer.q_b_proj`)."""
+        return bool(self.indexer) and (name.startswith(INDEXER_PREFIX) or (
+            self.compress_rate > 0 and name.startswith("compressor." + INDEXER_PREFIX)))
 
     def token_share(self, name: str) -> float:
         """Fraction of the tokens that matrix `name` (layout's name less `attn.`) multiplies:
@@ -516,6 +544,8 @@ class LayerAttention:
     qk_norm: str = "none"
     attn_output_gate: bool = False
     attention_tensors: AttentionTensors | None = None
+    cross_attention: bool = False
+    """Model.cross_attention in these blocks (Llama 3.2 Vision's cross-attention layers)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layers", tuple(self.layers))
@@ -536,7 +566,8 @@ class LayerAttention:
         return dict(n_heads=self.n_heads, n_kv_heads=self.n_kv_heads,
                     attn_head_dim=self.attn_head_dim, fused_qkv=self.fused_qkv,
                     qk_norm=self.qk_norm, attn_output_gate=self.attn_output_gate,
-                    attention_tensors=self.attention_tensors)
+                    attention_tensors=self.attention_tensors,
+                    cross_attention=self.cross_attention)
 
 
 INDEXER_PREFIX = "indexer."
@@ -677,6 +708,15 @@ class Model:
     per_layer_inputs: PerLayerInputs | None = None
     """Gemma 4's per-layer inputs: a second embedding table, its model-level projection and
     norm, and in every block a gate, a projection and a norm (PerLayerInputs); None: none."""
+    cross_attention: bool = False
+    """The attention attends cross_keys tokens of the vision tower, not the text (Llama 3.2
+    Vision's gated cross-attention block, modeling_mllama.py MllamaCrossAttentionDecoderLayer
+    lines 672-718: k/v project the vision states, lines 444-445; no causal mask); the block
+    holds two tanh gates of one element each (cross_attn_attn_gate, cross_attn_mlp_gate, lines
+    681 and 685). Set per block through LayerAttention (profiles/hf_cross.py)."""
+    cross_keys: int = 0
+    """Vision tokens per sample a cross-attention block attends (its k and v projections run on
+    them); 0 without cross-attention."""
     not_modelled: tuple[str, ...] = ()
     """What a model transformers built holds that these fields leave out within the count check
     (profiles/hf_build.py fields_of, COUNT_TOLERANCE): parameters outside the layout, block
@@ -723,6 +763,10 @@ class Model:
                              f"model has {self.n_layers}")
         self._check_parts()
         self._check_layer_attention()
+        if self.cross_keys < 0 or ((self.cross_attention or any(
+                a.cross_attention for a in self.layer_attention)) and not self.cross_keys):
+            raise ValueError(f"Model.cross_keys must be >= 1 with cross-attention blocks (0 "
+                             f"without), got {self.cross_keys!r}")
 
     def _check_layer_attention(self) -> None:
         """layer_attention: LayerAttentions (Mappings read back from JSON) of blocks of the
@@ -918,7 +962,7 @@ class Model:
         if self.moe is None:
             return self.n_params - attention
         m = self.moe
-        idle = (m.n_experts - m.experts_per_token) / m.n_experts
+        idle = 1.0 - m.token_share     # (n - k) / n; LongCat: 1 - k / (n + zero)
         first = self._first_moe()
         expert = sum(i * o for name, (i, o) in self.layer_matrices(first).items()
                      if name.startswith("experts."))

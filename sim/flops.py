@@ -156,7 +156,8 @@ def indexer_work(model: Model, tokens: int) -> tuple[tuple[tuple[float, float], 
         if tensors is None or not tensors.indexer:
             continue
         heads, width, _ = tensors.indexer
-        keys = attended_keys(model, i)
+        # V4's indexer scores the compressed entries (DeepseekV4IndexerScorer.forward)
+        keys = compressed_keys(model, i) if tensors.compress_rate else attended_keys(model, i)
         flops = 2.0 * tokens * keys * heads * (width + 1)
         parts[flops] = parts.get(flops, 0.0) + 1.0 / model.n_layers
         nbytes += 4.0 * tokens * keys * (4 * heads + 4) / model.n_layers
@@ -175,7 +176,7 @@ def run_gemms(model: Model, layer: int) -> dict[str, tuple[int, int, float]]:
     for each routed expert's matrices and each attention expert's (JetMoE's MoA:
     layout.attention_share; balanced routing; profiles/layout.py conventions)."""
     moe, own = model.is_moe_layer(layer), model.shaped(layer)
-    share = model.moe.experts_per_token / model.moe.n_experts if moe else 1.0
+    share = model.moe.token_share if moe else 1.0
     return {name: (i, o, share if name.startswith("experts.") else attention_share(own, name))
             for name, (i, o) in model.layer_run_matrices(layer).items()}
 
@@ -202,9 +203,27 @@ def block_ffn(model: Model, layer: int) -> int:
 
 def attended_keys(model: Model, layer: int) -> int:
     """Keys one query of block `layer` attends in the no-halving count: min(window, s) for a
-    sliding-window or chunked layer (Model.attention_windows), s for full attention."""
+    sliding-window or chunked layer (Model.attention_windows), s for full attention; plus, for
+    DeepSeek-V4's compressed attention, the s // m compressed entries (compressed_keys); a
+    cross-attention block's Model.cross_keys vision tokens, every one (no causal mask)."""
+    if model.cross_keys and model.shaped(layer).cross_attention:
+        return model.cross_keys
     window = model.attention_windows[layer] if model.attention_windows else 0
-    return min(window, model.seq_len) if window else model.seq_len
+    return (min(window, model.seq_len) if window else model.seq_len) + \
+        compressed_keys(model, layer)
+
+
+def compressed_keys(model: Model, layer: int) -> int:
+    """Compressed KV entries every query of block `layer` scores: s // m, m its compressor's
+    AttentionTensors.compress_rate (modeling_deepseek_v4.py: one entry per closed window of m
+    tokens, `usable = (len // compress_rate) * compress_rate`; DeepseekV4Attention.forward
+    concatenates them after the local keys and eager scores all of them, masking the future
+    ones and, in CSA, all but the indexer's top-k: dense, as DeepSeek-V3.2's); 0 elsewhere."""
+    if model.attention_tensors is None and not model.layer_attention:
+        return 0                        # no attention read as tensors: no compressor
+    tensors = model.shaped(layer).attention_tensors
+    rate = tensors.compress_rate if tensors is not None else 0
+    return model.seq_len // rate if rate else 0
 
 
 def attention_spans(model: Model) -> tuple[tuple[int, int], ...]:

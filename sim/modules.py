@@ -78,8 +78,9 @@ def _block(model: Model, strategy: Strategy, layer: int):
         return own, list(own.values()), len(mats) + norms
     m = model.moe
     tokens = strategy.train_micro_batch_size_per_gpu * model.seq_len
-    hit = min(m.n_experts, max(m.experts_per_token,
-                               round(expected_experts_hit(m.n_experts, m.experts_per_token, tokens))))
+    pool = m.n_experts + m.zero_experts     # LongCat: zero-computation experts hold nothing
+    hit = min(m.n_experts, max(min(m.experts_per_token, m.n_experts), round(
+        expected_experts_hit(pool, m.experts_per_token, tokens) * m.n_experts / pool)))
     idle = {f"experts.{e}." for e in range(hit, m.n_experts)}
     used, n_used = [], 0
     for name, n in own.items():

@@ -18,3 +18,15 @@ def assert_user_error(result, *fragments):
     assert len(lines) == 1, result.output
     for f in fragments:
         assert f in lines[0], lines[0]
+
+
+def simulated_step_s(path, hardware: str, seq: int, preset: str = "zero3-cpu") -> float:
+    """`tierlab simulate -m PATH` as a user runs it: exit 0 and a finite, positive step (s)."""
+    import json
+    import math
+    res = run("simulate", "-m", str(path), "-H", hardware, "-c", preset, "--seq", str(seq),
+              "--json")
+    assert res.exit_code == 0, res.output
+    step = json.loads(res.output)["step_time_s"]
+    assert math.isfinite(step) and step > 0, step
+    return step

@@ -112,9 +112,10 @@ def test_formulas_fix_the_issue_examples():
 
 def test_unknown_model_type_is_named():
     # (Mamba and RWKV, the examples here before, are counted now: tests/test_hybrid_arch.py,
-    # tests/test_recurrent_mixers.py; Mllama's cross-attention to its vision tower is not)
-    with pytest.raises(ConfigError, match="model_type 'mllama' is not a supported architecture"):
-        model_from_hf_config(dict(BASE, model_type="mllama"), "cfg.json")
+    # tests/test_recurrent_mixers.py, and so is Mllama: tests/test_mllama.py; BERT's encoder
+    # blocks are not)
+    with pytest.raises(ConfigError, match="model_type 'bert' is not a supported architecture"):
+        model_from_hf_config(dict(BASE, model_type="bert"), "cfg.json")
 
 
 def test_missing_model_type_is_an_error_not_a_dense_guess():
@@ -164,9 +165,9 @@ def test_cli_exits_2_naming_the_model_type(tmp_path):
     from tierlab.cli import main
 
     p = tmp_path / "config.json"
-    p.write_text(json.dumps(dict(BASE, model_type="mllama")))
+    p.write_text(json.dumps(dict(BASE, model_type="bert")))
     res = CliRunner().invoke(main, ["simulate", "-m", str(p)])
-    assert res.exit_code == 2 and "mllama" in res.output
+    assert res.exit_code == 2 and "'bert'" in res.output
 
 
 # ----------------------------------------------------------------------------------------------

@@ -7,11 +7,10 @@ experts (AttentionTensors.expert_matrices) and Model.moe (MoE.output_bias): coun
 transformers counts the model it builds (total; active by hand from the config), the attention's
 FLOPs per token are what its forward computes, it simulates, and a bad top-k is one line."""
 import json
-import math
 
 import pytest
 
-from tests._cli import assert_user_error, run
+from tests._cli import assert_user_error, run, simulated_step_s
 from tierlab.profiles.load import load_model
 from tierlab.sim.flops import layer_forward, run_gemms
 
@@ -114,11 +113,7 @@ def test_attention_flops_per_token(tmp_path):
 
 def test_simulates_to_a_finite_step(tmp_path):
     path = _write(tmp_path, "jetmoe", **SMALL)
-    res = run("simulate", "-m", str(path), "-H", "dgx-a100", "-c", "zero3-cpu", "--seq",
-              str(SEQ), "--json")
-    assert res.exit_code == 0, res.output
-    step = json.loads(res.output)["step_time_s"]
-    assert math.isfinite(step) and step > 0
+    simulated_step_s(path, "dgx-a100", SEQ)
 
 
 def test_a_top_k_above_the_experts_is_one_line_naming_the_key(tmp_path):
