@@ -117,3 +117,13 @@ def test_calibrate_says_the_factor_only_where_the_profile_scales():
     assert f"x{1 + SHARE:.3f} here" in line
     assert all(name in line for name in SCALED_BY_HOST_SPEED)
     assert host_speed_line(load_hardware("h200-host"), _scaled()) == []
+
+
+def test_the_rule_is_an_input_of_the_host_thread_only_where_it_is_on():
+    from tierlab.profiles.ranges import trust_of
+    hw = _host(2 * load_software().fit_module_call_s)
+    off = trust_of(hw, load_software(), ["cpu_host"])["cpu_host"]
+    on = trust_of(hw, _scaled(), ["cpu_host"])["cpu_host"]
+    assert off["kind"] == "fitted"
+    assert "software.module_call_share" not in off["inputs"]
+    assert {"software.module_call_share", "software.fit_module_call_s"} <= set(on["inputs"])
