@@ -98,7 +98,8 @@ from typing import Any, Mapping
 
 from tierlab import bounds
 from tierlab.errors import ConfigError
-from tierlab.profiles.hf_rglru import RGLRU, check_block_types, rglru_flops, rglru_widths
+from tierlab.profiles.hf_rglru import (RGLRU, check_block_types, refuse_unknown, rglru_flops,
+                                       rglru_widths)
 
 MIXER_CHILDREN = ("mixer", "mamba", "conv", "linear_attn", "self_attn", "mlstm_layer",
                   "temporal_block")
@@ -618,7 +619,5 @@ def check_pattern(data: Mapping, where: str) -> None:
     if not isinstance(pattern, str) or not pattern:
         raise ConfigError(f"{where}: hybrid_override_pattern: expected a string of "
                           f"{', '.join(PATTERN_LETTERS)} (one block each), got {pattern!r}")
-    bad = next((c for c in pattern if c not in PATTERN_LETTERS), None)
-    if bad is not None:
-        raise ConfigError(f"{where}: hybrid_override_pattern: {bad!r} (block {pattern.index(bad)}) "
-                          f"is not a block letter: M Mamba-2, E MoE, * attention, - MLP")
+    refuse_unknown(pattern, PATTERN_LETTERS, f"{where}: hybrid_override_pattern", "block",
+                   "a block letter: M Mamba-2, E MoE, * attention, - MLP")

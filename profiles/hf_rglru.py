@@ -102,11 +102,18 @@ def check_block_types(data: Mapping, where: str) -> None:
         if not isinstance(types, (list, tuple)) or not types:
             raise ConfigError(f"{where}: block_types: expected a list of {' or '.join(BLOCK_TYPES)}"
                               f" (the pattern of blocks, repeated), got {types!r}")
-        bad = next((t for t in types if t not in BLOCK_TYPES), None)
-        if bad is not None:
-            raise ConfigError(f"{where}: block_types: {bad!r} (entry {list(types).index(bad)}) is "
-                              f"not a block type: {' or '.join(BLOCK_TYPES)}")
+        refuse_unknown(types, BLOCK_TYPES, f"{where}: block_types", "entry",
+                       f"a block type: {' or '.join(BLOCK_TYPES)}")
     width, heads = data.get("lru_width"), data.get("num_attention_heads")
     if isinstance(width, int) and isinstance(heads, int) and heads >= 1 and width % heads:
         raise ConfigError(f"{where}: lru_width: {width} is not a multiple of num_attention_heads "
                           f"({heads}): the RG-LRU's gates split it into one block per head")
+
+
+def refuse_unknown(entries, allowed, where_key: str, unit: str, what: str) -> None:
+    """One ConfigError line naming the first of `entries` not in `allowed` and its position
+    (a block pattern's entry: RecurrentGemma's block_types, Nemotron-H's pattern letters)."""
+    bad = next((e for e in entries if e not in allowed), None)
+    if bad is not None:
+        raise ConfigError(f"{where_key}: {bad!r} ({unit} {list(entries).index(bad)}) is not "
+                          f"{what}")
