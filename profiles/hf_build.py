@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from tierlab.errors import ConfigError
+from tierlab.profiles.hf_altup import altup_blocks, altup_notes, check_altup
 from tierlab.profiles.hf_blocks import layer_fields, parallel_experts
 from tierlab.profiles.hf_cross import check_cross_layers, cross_fields, vision_tokens
 from tierlab.profiles.hf_config import (attention_windows, build, check_counts,
@@ -253,6 +254,7 @@ def built_fields(model: Any, config: Any) -> tuple[dict, list[str], bool]:
     emb, out = model.get_input_embeddings(), model.get_output_embeddings()
     vocab, hidden = emb.weight.shape
     layers, blocks = decoder_blocks(model, config)     # LongCat-Flash: two blocks per layer
+    blocks, altup = altup_blocks(model, blocks)         # Gemma 3n: AltUp, laurel in the attention
     read, unread = [], set()
     for i, layer in enumerate(blocks):  # every block looked at: one line names all unmodelled
         try:
@@ -267,7 +269,7 @@ def built_fields(model: Any, config: Any) -> tuple[dict, list[str], bool]:
         raise Unmodelled(problems[0])
     pos = learned_positions(model, layers, emb, hidden)
     per_layer, per_layer_mods = per_layer_fields(model, read, hidden)
-    final, left = outside_blocks(model, layers, emb, out, pos, *per_layer_mods)
+    final, left = outside_blocks(model, layers, emb, out, pos, *per_layer_mods, *altup)
     fields = dict(block_fields([l for l in read if modelled(l)]), n_layers=len(read),
                   hidden=hidden, vocab=vocab,
                   max_seq_len=getattr(config, "max_position_embeddings", None) or 2048,
@@ -278,6 +280,7 @@ def built_fields(model: Any, config: Any) -> tuple[dict, list[str], bool]:
     if pos is not None:
         fields.update(learned_pos_emb=True, pos_emb_rows=pos.weight.shape[0])
     problems += layer_differences([l for l in read if modelled(l)])
+    problems += altup_notes(config) if altup else []
     return fields, problems + left, not all(modelled(l) for l in read)
 
 
@@ -319,6 +322,7 @@ def fields_of(data: Mapping, where: str) -> dict:
     check_layer_counts(config, where)
     check_repeats(config, where)
     check_cross_layers(config, where)
+    check_altup(config, where)                                      # Gemma 3n
     cross_keys, cross_notes = vision_tokens(data, config, where)    # Llama 3.2 Vision
     model = build(config, where, data)
     theirs, theirs_active = transformers_counts(model, config)
