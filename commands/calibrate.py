@@ -48,7 +48,8 @@ from tierlab.scenario import DEFAULT_HARDWARE
                    "Face decoder layers at each model's width, plain and checkpointed, ~1-2 min), "
                    "nccl, aio, adam, memcpy, dispatch (the hooked module-call time), deepspeed "
                    "(DeepSpeed's host costs on narrow Llama models, 5-8 min; lab/notes/host-costs.md), "
-                   "overflow (ZeRO-3's fp16 overflow check over a 512 MiB fp16 host buffer, seconds).")
+                   "overflow (ZeRO-3's fp16 overflow check over a 512 MiB fp16 host buffer, seconds), "
+                   "cast (the fp32 -> bf16 host copy after CPU Adam, 1 GiB of fp32, seconds).")
 @click.option("--sweep", multiple=True, metavar="KEY=V1,V2",
               help="Override sweep points, e.g. --sweep aio_block_sizes=1MiB,8MiB --sweep "
                    "aio_queue_depths=32,128 --sweep repeats=2 (sizes take a unit: K/M/G = SI, "

@@ -73,6 +73,8 @@ HARDWARE_FIELDS: tuple[HardwareField, ...] = (
     HardwareField("cpu", "adam_throughput", "adam_params_per_s", "params/s"),
     HardwareField("cpu", "module_call", "module_call_s", "seconds", False, sweep=None,
                   steady=False),
+    HardwareField("cpu", "cast16_throughput", "cast16_params_per_s", "params/s", False,
+                  sweep=None),
     HardwareField("system", "nvme_drives", "nvme_drives", "count", False, 0, sweep="nvme.drives",
                   exact=True),
     HardwareField("nvme", "read_bandwidth", "read_bandwidth_Bps", "bytes/s"),
@@ -176,9 +178,9 @@ SOFTWARE_TERMS: tuple[SoftwareTerm, ...] = (
                  True),
     SoftwareTerm("overflow_scan_per_element", "overflow_scan_s_per_element", "seconds", False,
                  True),
-    # how the fitted host terms follow a host's measured module call (sim/host_costs.py)
-    SoftwareTerm("fit_module_call", "fit_module_call_s", "seconds", False, False),
-    SoftwareTerm("module_call_share", "module_call_share", "count", False, False),
+    # how the fitted host terms follow a host's measured CPU Adam rate (sim/host_costs.py)
+    SoftwareTerm("fit_adam_throughput", "fit_adam_params_per_s", "params/s", False, False),
+    SoftwareTerm("host_speed_share", "host_speed_share", "count", False, False),
 )
 """Every number of a software profile besides simulator_error (a factor, not a term)."""
 
@@ -187,8 +189,8 @@ HOST_COST_FIELDS = tuple(t.field for t in SOFTWARE_TERMS if t.host_cost)
 on a host (runner/calibrate_ds.py) into its CPU profile's `deepspeed_host_costs`, which then
 override the software profile's values for that host (sim/host_costs.py)."""
 SCALED_BY_HOST_SPEED = tuple(t.field for t in SOFTWARE_TERMS if t.host_cost and t.fitted)
-"""The fitted host terms: fitted on three machines, they follow another host's measured module
-call (Software.module_call_share, sim/host_costs.with_host_costs) where it did not measure them."""
+"""The fitted host terms: fitted on three machines, they follow another host's measured CPU Adam
+rate (Software.host_speed_share, sim/host_costs.with_host_costs) where it did not measure them."""
 FITTED_TERMS = tuple(t for t in SOFTWARE_TERMS if t.fitted is not None)
 """The terms validate/fit.py fits, in the order it reports them."""
 

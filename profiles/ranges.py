@@ -107,15 +107,15 @@ MEMORY_INPUTS: dict[str, tuple[str, tuple[str, ...]]] = {
 """The memory plan's uncertain inputs (capacities are exact: a datasheet or the OS states them)."""
 
 
-HOST_SPEED_TERMS = ("fit_module_call_s", "module_call_share")
+HOST_SPEED_TERMS = ("fit_adam_params_per_s", "host_speed_share")
 """The host-speed rule's inputs (sim/host_costs.host_speed_factor): inputs of a prediction only
-where the software profile's module_call_share is above 0 (0 in the shipped one: off)."""
+where the software profile's host_speed_share is above 0."""
 
 
 def _sources(hardware: Any, software: Any, part: str) -> dict:
     if part == "software":
         sources = dict(getattr(software, "sources", None) or {})
-        if not getattr(software, "module_call_share", 0):
+        if not getattr(software, "host_speed_share", 0):
             for key in HOST_SPEED_TERMS:
                 sources.pop(key, None)
         return sources

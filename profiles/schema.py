@@ -94,8 +94,17 @@ class CPU:
     module_call_s: float | None = None
     """Host seconds of one forward call of a small hooked nn.Module on the GPU (Python + hook +
     torch dispatch + kernel launch, autograd on), measured by `tierlab calibrate`. A recorded
-    fact, not a model input: on five H200 machines it did not track how fast they ran the same
-    training step (lab/cases/README.md), so the fitted host terms are not scaled by it."""
+    fact, not a model input: as the fitted host terms' measure of host speed it predicts the lab's
+    machines a little better than the CPU Adam rate but one of them (h200x2-e, 27.1 us on the
+    lab's fastest machine) much worse, and in one machine's own training processes it read 15-54
+    us (docs/calibration.md#host-speed), so the fitted terms follow adam_params_per_s instead."""
+    cast16_params_per_s: float | None = None
+    """fp32 parameters per second copied into a 16-bit host buffer with every core (torch
+    `copy_` of an fp32 tensor into a pinned bf16 one: DeepSpeed's copy of the updated fp32
+    partition into the 16-bit buffer after CPU Adam), measured by `tierlab calibrate`'s `cast`
+    benchmark. The conversion runs below the DRAM rate its 6 bytes would take (1.6-1.75x their
+    time on two H100 hosts, lab/fresh/h100-{a,b}/opt-host-ops.json). None: the copy is charged
+    its 6 bytes at the DRAM rate CPU Adam streams at (sim/devices.py)."""
     host_costs: Mapping[str, float] = field(default_factory=dict)
     """DeepSpeed's per-event host costs measured on this host by `tierlab calibrate` (keys:
     HOST_COST_FIELDS of profiles/fields.py, seconds); they override the software profile's values
@@ -114,6 +123,8 @@ class CPU:
                 raise ValueError(f"CPU.host_costs.{key} must be >= 0, got {value!r}")
         if self.module_call_s is not None:
             _positive(self, "module_call_s")
+        if self.cast16_params_per_s is not None:
+            _positive(self, "cast16_params_per_s")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1096,16 +1107,16 @@ class Software:
     (`grad_partitions_flat_buffer`) on the optimizer's thread before the step; bf16 and fp32
     skip it (`_overflow_check_and_loss_scale_update`). Measured by `tierlab calibrate`'s
     `overflow` benchmark (the same two torch calls on a host buffer)."""
-    fit_module_call_s: float | None = None
-    """The hooked module call (CPU.module_call_s) of the machines the fitted host terms were
-    fitted on (the median of their calibrations): a host's own module call is compared with it
+    fit_adam_params_per_s: float | None = None
+    """The CPU Adam rate (CPU.adam_params_per_s) of the machines the fitted host terms were
+    fitted on (the median of their calibrations): a host's own measured rate is compared with it
     (sim/host_costs.host_speed_factor). None: the fitted terms are not scaled."""
-    module_call_share: float = 0.0
+    host_speed_share: float = 0.0
     """Share of each fitted host term (host_dispatch, zero3_hook, offload_grad_copy,
-    stage0_step) that scales with the host's module call: on a host whose module call is r
-    times fit_module_call_s the term costs (1 + share x (r - 1)) times its value, the rest
-    (copies, synchronisations, waits) staying as fitted. Chosen on lab machines' runs that no
-    fit used (lab/scripts/bench_host_scale.py)."""
+    stage0_step) that follows the host's speed: on a host whose measured CPU Adam rate is the fit
+    machines' divided by r, the term costs (1 + share x (r - 1)) times its value, the rest
+    (copies, synchronisations, waits) staying as fitted. Chosen on lab machines' runs
+    (lab/scripts/bench_host_scale.py); 0: off."""
     host_speed: float = 1.0
     """The factor sim/host_costs.with_host_costs has applied to the fitted host terms for the
     hardware it was given (1: none); not a profile key."""
@@ -1118,11 +1129,11 @@ class Software:
 
     def __post_init__(self) -> None:
         _positive(self, "first_touch_Bps", "process_baseline_bytes", "host_speed")
-        if self.fit_module_call_s is not None:
-            _positive(self, "fit_module_call_s")
-        if not 0.0 <= self.module_call_share <= 1.0:
-            raise ValueError(f"Software.module_call_share must be within 0-1, got "
-                             f"{self.module_call_share!r}")
+        if self.fit_adam_params_per_s is not None:
+            _positive(self, "fit_adam_params_per_s")
+        if not 0.0 <= self.host_speed_share <= 1.0:
+            raise ValueError(f"Software.host_speed_share must be within 0-1, got "
+                             f"{self.host_speed_share!r}")
         for name in (t.field for t in SOFTWARE_TERMS if t.dimension == "seconds"):
             if getattr(self, name) is not None and getattr(self, name) < 0:
                 raise ValueError(f"Software.{name} must be >= 0, got {getattr(self, name)!r}")

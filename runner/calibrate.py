@@ -40,7 +40,7 @@ from tierlab.units import KiB, MiB, parse_count, parse_size
 log = logging.getLogger(__name__)
 
 SKIPPABLE = ("gpu", "pcie", "gemm", "layer", "nccl", "aio", "adam", "memcpy", "dispatch",
-             "deepspeed", "overflow")
+             "deepspeed", "overflow", "cast")
 
 
 def quick_plan(deepspeed: bool = False) -> SweepPlan:
@@ -53,7 +53,7 @@ def quick_plan(deepspeed: bool = False) -> SweepPlan:
                      aio_block_sizes=(128 * KiB, 1 * MiB), aio_queue_depths=(4, 32),
                      aio_parallelism=(1, 2), aio_latency_reads=16, adam_params=4 * 2**20,
                      adam_threads=(), memcpy_size=128 * MiB, deepspeed=deepspeed,
-                     overflow_elements=2**24)
+                     overflow_elements=2**24, cast_params=2**24)
 
 
 def sweep_value(text: str, key: str) -> int:
@@ -282,6 +282,31 @@ def overflow_scan_time(n_elements: int, repeats: int, dtype: str = "float16") ->
     return points
 
 
+def cast16_time(n_params: int, repeats: int) -> list[dict]:
+    """fp32 parameters per second copied into a 16-bit host buffer, as DeepSpeed 0.19.8's CPU
+    optimizer step copies the updated fp32 partition after CPU Adam
+    (stage_1_and_2.py 3092-3096 `bit16_partition_buffer.data.copy_(fp32_partition.data)`;
+    stage3 `_reassign_or_swap_out_partitioned_parameters` with offloaded params): torch `copy_`
+    of an fp32 tensor into a bf16 one, pinned where there is a GPU (DeepSpeed pins it), with
+    torch's default threads."""
+    import torch
+
+    src = torch.full((n_params,), 1e-3, dtype=torch.float32)
+    dst = torch.empty(n_params, dtype=torch.bfloat16)
+    if torch.cuda.is_available():
+        dst = dst.pin_memory()
+    dst.copy_(src)              # first touch of both buffers
+    points = []
+    for i in range(repeats):
+        t0 = time.perf_counter()
+        dst.copy_(src)
+        dt = time.perf_counter() - t0
+        points.append({"n_params": n_params, "dtype": "bfloat16", "threads":
+                       torch.get_num_threads(), "rep": i, "seconds": dt,
+                       "params_per_s": n_params / dt})
+    return points
+
+
 # ----------------------------------------------------------------------------------------------
 # NVMe through DeepSpeed's aio handle (what ds_io --engine aio_handle does)
 
@@ -414,6 +439,9 @@ def calibration_tasks(plan: SweepPlan, *, nvme_path: Path | None, skip: set[str]
     if wanted("overflow", skip, skipped):
         tasks.append(Task("overflow", f"fp16 overflow check {plan.overflow_elements / 2**20:.0f}M",
                           lambda: overflow_scan_time(plan.overflow_elements, plan.repeats)))
+    if wanted("cast", skip, skipped):
+        tasks.append(Task("cast", f"fp32 -> bf16 copy {plan.cast_params / 2**20:.0f}M",
+                          lambda: cast16_time(plan.cast_params, max(3, plan.repeats))))
     if wanted("dispatch", skip, skipped):
         tasks.append(Task("dispatch", "hooked module call",
                           lambda: module_call_time(cuda, max(3, plan.repeats))))

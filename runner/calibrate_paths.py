@@ -14,7 +14,7 @@ from tierlab.profiles.load import own_hardware_dir, read_data
 from tierlab.runner import calibrate as cal
 from tierlab.runner.calibrate_profile import layout
 from tierlab.safeio import check_writable, write_json, write_text
-from tierlab.sim.host_costs import default_software, host_speed_factor
+from tierlab.sim.host_costs import default_software, host_speed_factor, host_speed_rates
 
 
 def refuse_empty(**flags: str | None) -> None:
@@ -103,14 +103,15 @@ def calibration_summary(result) -> list[str]:
 
 
 def host_speed_line(hw, sw) -> list[str]:
-    """How software profile `sw`'s fitted host terms follow this host's module call (one line;
-    none without a module call, or where the profile's module_call_share is 0, as shipped)."""
-    if hw.cpu.module_call_s is None or sw.fit_module_call_s is None or not sw.module_call_share:
+    """How software profile `sw`'s fitted host terms follow this host's measured CPU Adam rate
+    (one line; none where the rate is not measured or the profile's host_speed_share is 0)."""
+    rates = host_speed_rates(sw, hw)
+    if rates is None:
         return []
-    return [f"host speed: module call {hw.cpu.module_call_s * 1e6:.2f} us, the fit machines' "
-            f"{sw.fit_module_call_s * 1e6:.2f} us: the fitted host terms "
+    return [f"host speed: CPU Adam {rates[1] / 1e9:.2f} G params/s, the fit machines' "
+            f"{rates[0] / 1e9:.2f}: the fitted host terms "
             f"({', '.join(SCALED_BY_HOST_SPEED)}) x{host_speed_factor(sw, hw):.3f} here "
-            f"(module_call_share {sw.module_call_share:g}; docs/calibration.md#host-speed)"]
+            f"(host_speed_share {sw.host_speed_share:g}; docs/calibration.md#host-speed)"]
 
 
 def host_cost_table(rows: list) -> list[str]:

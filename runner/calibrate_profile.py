@@ -25,6 +25,7 @@ from tierlab.profiles.fields import software_term, yaml_key
 from tierlab.runner.microbench import best, block_device_model, mount_of, usable_cores
 from tierlab.units import GiB, KiB, MiB, parse_quantity
 from tierlab.sim.devices import ADAM_DRAM_BYTES_PER_PARAM
+from tierlab.sim.host_costs import CALIBRATED
 
 # The YAML keys the writer fills, read off the field table (profiles/fields.py spells them)
 SOCKETS = yaml_key("cpu", "sockets")
@@ -32,6 +33,7 @@ CORES = yaml_key("cpu", "cores")
 DRAM_BW = yaml_key("cpu", "dram_bandwidth_Bps")
 ADAM = yaml_key("cpu", "adam_params_per_s")
 MODULE_CALL = yaml_key("cpu", "module_call_s")
+CAST16 = yaml_key("cpu", "cast16_params_per_s")
 HBM = yaml_key("gpu", "hbm_bytes")
 HBM_BW = yaml_key("gpu", "hbm_bandwidth_Bps")
 NVLINK = yaml_key("gpu", "nvlink_bandwidth_Bps")
@@ -162,6 +164,14 @@ def cpu_document(results: dict, facts: dict, base: dict, m: str) -> dict:
             f"(runner/calibrate.py module_call_time)"), calls, "seconds_per_call", fastest)
     elif MODULE_CALL in base_cpu:
         doc[MODULE_CALL] = copy.deepcopy(base_cpu[MODULE_CALL])
+    cast = results.get("cast", [])
+    if cast:        # the median of the repeats: a step's copy is one of many, not the best
+        mid = sorted(cast, key=lambda p: p["params_per_s"])[len(cast) // 2]
+        doc[CAST16] = measured_entry(mid["params_per_s"], "Gparams/s", (
+            f"{m}: torch copy_ of {mid['n_params'] / 2**20:g} Mi fp32 params into a "
+            f"{'pinned ' if facts.get('n_gpus') else ''}bf16 buffer with {mid['threads']} threads "
+            f"(DeepSpeed's 16-bit copy after CPU Adam), median of {len(cast)} "
+            f"(runner/calibrate.py cast16_time)"), cast, "params_per_s", mid)
     return doc
 
 
@@ -396,7 +406,7 @@ def build_documents(name: str, date: str, results: dict, facts: dict, base: dict
     profile (not measured at two depths, or at or below zero: runner/calibrate_host.py).
     `decisions`, when given, receives a calibrate_host.TermDecision per measured host-cost term
     (kept or not by the held-out check) and ("held-out", stock error %, kept error %, n)."""
-    m = f"measured {date} by tierlab calibrate"
+    m = f"measured {date} {CALIBRATED}"
     parts = {"cpus": cpu_document(results, facts, base, m),
              "nvme": nvme_document(results, facts, m, base),
              "gpus": gpu_document(results, facts, base, m)}

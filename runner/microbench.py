@@ -47,6 +47,8 @@ class SweepPlan:
     adam_params: int = 64 * 2**20
     overflow_elements: int = 2**28
     """fp16 elements of the overflow-check benchmark's host buffer (512 MiB)."""
+    cast_params: int = 2**28
+    """fp32 parameters of the cast benchmark (1 GiB of fp32 into 512 MiB of bf16)."""
     adam_threads: tuple[int, ...] = ()
     """Thread counts; () = 1, 2, 4, ... up to the usable cores, and the usable cores."""
     adam_torch: bool = True

@@ -75,18 +75,26 @@ def grads_rescaled(*, stage: int, clipping: bool, fp16: bool) -> bool:
     return stage not in (1, 2) or clipping or fp16
 
 
-def optimizer_dram_bytes_per_param(*, rescaled: bool, params_offloaded: bool,
-                                   stage: int) -> int:
+def optimizer_copies_to_16bit(*, params_offloaded: bool, stage: int) -> bool:
+    """The CPU optimizer step copies the updated fp32 partition into a 16-bit host buffer: at
+    ZeRO-1/2 always (stage_1_and_2.py 3092-3096, `bit16_partition_buffer.data.copy_(
+    fp32_partition.data)` before the H2D), at stage 3 with offloaded params
+    (stage3._reassign_or_swap_out_partitioned_parameters)."""
+    return params_offloaded or stage in (1, 2)
+
+
+def optimizer_dram_bytes_per_param(*, rescaled: bool, params_offloaded: bool, stage: int,
+                                   cast_measured: bool = False) -> int:
     """DRAM bytes the CPU optimizer step moves per parameter of a sub-group (DeepSpeed 0.19.8):
     at stage 3 the global grad norm reads the fp32 grads (4 B, stage3.scaled_global_norm);
     ZeRO-1/2 offload sums the per-parameter norms its backward took on the GPU
     (stage_1_and_2.complete_grad_norm_calculation_for_cpu_offload: no host read); `rescaled`
     (grads_rescaled): the grads are scaled in place (read + write 8 B, unscale_and_clip_grads);
-    DeepSpeedCPUAdam itself (28 B); the updated fp32 partition is copied into the 16-bit CPU
-    buffer (read 4 B + write 2 B) at ZeRO-1/2 always (stage_1_and_2.py 3092-3096, before the H2D)
-    and at stage 3 with offloaded params (stage3._reassign_or_swap_out_partitioned_parameters)."""
+    DeepSpeedCPUAdam itself (28 B); the 16-bit copy (optimizer_copies_to_16bit: read 4 B + write
+    2 B), unless `cast_measured` (the host's measured cast rate times it: cpu_cast16_seconds)."""
     norm = 4 if stage == 3 else 0
-    copy = 6 if params_offloaded or stage in (1, 2) else 0
+    copies = optimizer_copies_to_16bit(params_offloaded=params_offloaded, stage=stage)
+    copy = 6 if copies and not cast_measured else 0
     return norm + (8 if rescaled else 0) + ADAM_DRAM_BYTES_PER_PARAM + copy
 
 
@@ -169,6 +177,14 @@ def cpu_adam_seconds(cpu: CPU, ranks: int, elements: float,
                      dram_bytes_per_param: float = ADAM_DRAM_BYTES_PER_PARAM) -> float:
     return elements / cpu_adam_params_per_s(cpu, ranks, dram_bytes_per_param) if elements > 0 \
         else 0.0
+
+
+def cpu_cast16_seconds(cpu: CPU, ranks: int, elements: float) -> float:
+    """The fp32 -> 16-bit host copy of `elements` parameters at the host's measured cast rate
+    (CPU.cast16_params_per_s), `ranks` ranks sharing it fairly; 0 without a measured rate."""
+    if cpu.cast16_params_per_s is None or elements <= 0:
+        return 0.0
+    return elements / (cpu.cast16_params_per_s / max(1, ranks))
 
 
 def aio_throughput_Bps(nvme: NVMe, drives: int, aio: Aio, direction: str, ranks: int) -> float:

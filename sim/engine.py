@@ -121,10 +121,14 @@ class Timer:
         if r in ("pcie_h2d", "pcie_d2h"):
             return devices.pcie_seconds(hw.pcie, op.nbytes, r[-3:], op.pinned, ranks)
         if r == "cpu_adam":
+            offloaded = s.param_device != "none"
+            cast = (hw.cpu.cast16_params_per_s is not None and devices.optimizer_copies_to_16bit(
+                params_offloaded=offloaded, stage=s.zero.stage))
             per_param = devices.optimizer_dram_bytes_per_param(
-                rescaled=self.rescaled, params_offloaded=s.param_device != "none",
-                stage=s.zero.stage)
-            return devices.cpu_adam_seconds(hw.cpu, ranks, op.amount, per_param)
+                rescaled=self.rescaled, params_offloaded=offloaded, stage=s.zero.stage,
+                cast_measured=cast)
+            return (devices.cpu_adam_seconds(hw.cpu, ranks, op.amount, per_param)
+                    + (devices.cpu_cast16_seconds(hw.cpu, ranks, op.amount) if cast else 0.0))
         if r in ("nvme_read", "nvme_write"):
             if hw.nvme is None or hw.nvme_drives == 0:
                 raise ConfigError(f"{hw.name} has no NVMe drive but the config swaps to NVMe "

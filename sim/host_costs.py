@@ -12,6 +12,7 @@ import functools
 from dataclasses import replace
 
 from tierlab.profiles.fields import SCALED_BY_HOST_SPEED
+from tierlab.profiles.ranges import source_kind
 from tierlab.profiles.schema import Hardware, Software
 from tierlab.sim.strategy import Strategy
 
@@ -38,16 +39,38 @@ fitted on checkpointed runs with these at 0. A CPU profile's measured values of 
 beside its own measured dispatch, or the checkpoint machinery is charged twice."""
 
 
+CALIBRATED = "by tierlab calibrate"
+"""How the source of a figure `tierlab calibrate` measured reads (runner/calibrate_profile.py:
+'measured <date> by tierlab calibrate: ...')."""
+
+
+def calibrated(source: str) -> bool:
+    """A profile figure's source says `tierlab calibrate` measured it on the host."""
+    return source_kind(source) == "measured" and CALIBRATED in source
+
+
+def host_speed_rates(software: Software, hardware: Hardware) -> tuple[float, float] | None:
+    """(the fit machines' CPU Adam rate, this host's) where the host-speed rule applies: the
+    software profile has a fit rate and a share above 0, and `tierlab calibrate` measured this
+    host's rate (DeepSpeedCPUAdam on every core: the host's cores, clock and memory system under
+    DeepSpeed's own CPU kernel, repeatable within a few percent); None where the host's figure is
+    a datasheet figure, an estimate (every shipped profile) or a figure not measured on the host
+    by calibrate (a range's midpoint from notes, as the lab's stock h200-host)."""
+    ref = software.fit_adam_params_per_s
+    source = hardware.cpu.sources.get("adam_params_per_s", "")
+    if ref is None or not software.host_speed_share or not calibrated(source):
+        return None
+    return ref, hardware.cpu.adam_params_per_s
+
+
 def host_speed_factor(software: Software, hardware: Hardware) -> float:
     """What the fitted host terms cost on `hardware` relative to the machines they were fitted
-    on: 1 + share x (module call / the fit machines' module call - 1), both module calls
-    measured by `tierlab calibrate` (runner/microbench.py module_call_time: a hooked 64x64
-    nn.Linear forward, the per-call Python + hook + dispatch + launch that the hooks and
-    dispatch of a training step repeat); 1 where either is unknown (a stock profile)."""
-    mc, ref = hardware.cpu.module_call_s, software.fit_module_call_s
-    if mc is None or ref is None:
+    on: 1 + share x (the fit machines' CPU Adam rate / this host's - 1); 1 where the rule does
+    not apply (host_speed_rates)."""
+    rates = host_speed_rates(software, hardware)
+    if rates is None:
         return 1.0
-    return 1.0 + software.module_call_share * (mc / ref - 1.0)
+    return 1.0 + software.host_speed_share * (rates[0] / rates[1] - 1.0)
 
 
 def with_host_costs(software: Software, hardware: Hardware) -> Software:

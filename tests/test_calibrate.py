@@ -216,6 +216,17 @@ def test_module_call_time_is_measured_into_the_cpu_profile(calibrated):
     assert "hooked 64x64 nn.Linear" in cpu.sources["module_call_s"]
 
 
+def test_the_cast_rate_is_measured_into_the_cpu_profile(calibrated):
+    points = calibrated["raw"]["results"]["cast"]
+    assert len(points) >= 3 and all(p["dtype"] == "bfloat16" and p["params_per_s"] > 1e6
+                                    for p in points)
+    cpu = calibrated["hardware"].cpu
+    rates = sorted(p["params_per_s"] for p in points)
+    assert cpu.cast16_params_per_s == pytest.approx(rates[len(rates) // 2], rel=1e-3)  # median
+    assert "bf16 buffer" in cpu.sources["cast16_params_per_s"]
+    assert cpu.sources["cast16_params_per_s"].startswith("measured")
+
+
 def test_from_raw_rebuilds_the_same_profile_without_measuring(calibrated, tmp_path):
     raw = calibrated["hw"].parent / "ci-box-raw.json"
     out = tmp_path / "systems" / "ci-box.yaml"

@@ -107,7 +107,9 @@ def test_calibrated_cpu_overrides_the_software_profile_with_its_source():
     for key, value in hw.cpu.host_costs.items():
         assert getattr(merged, key) == value
         assert "tierlab calibrate" in merged.sources[key]
-    assert with_host_costs(sw, load_hardware("h200-host")) is sw     # nothing measured there
+    assert with_host_costs(sw, load_hardware("h200-gen5")) is sw     # nothing measured there
+    # the lab's stock h200-host: no host costs, its CPU Adam a noted midpoint, not calibrate's
+    assert with_host_costs(sw, load_hardware("h200-host")) is sw
 
 
 def test_step_cost_without_offload_by_stage():
@@ -181,7 +183,8 @@ def test_calibrate_lists_the_deepspeed_benchmark_when_skipped():
     assert "--host-costs" in skipped["deepspeed"]          # the default too (issue 31)
     tasks, _ = calibration_tasks(SweepPlan(ds_variants=("stage0",), deepspeed=True), nvme_path=None,
                                  skip={"memcpy", "adam", "dispatch", "gpu", "pcie", "gemm",
-                                       "nccl", "aio", "overflow"}, cuda=False, n_gpus=0, facts={})
+                                       "nccl", "aio", "overflow", "cast"}, cuda=False, n_gpus=0,
+                                 facts={})
     assert [t.group for t in tasks] == ["deepspeed", "deepspeed"]
     with pytest.raises(ConfigError, match="ds_variants=nope"):
         calibration_tasks(SweepPlan(ds_variants=("nope",), deepspeed=True), nvme_path=None,

@@ -111,7 +111,7 @@ def test_host_costs_read_and_written_by_the_table(tmp_path):
                                            if t.host_cost}
     not_costs = {t.field for t in table.SOFTWARE_TERMS if not t.host_cost}
     assert not_costs == {"first_step_fixed_s", "first_touch_Bps", "process_baseline_bytes",
-                         "multi_rank_sync_s", "fit_module_call_s", "module_call_share"}
+                         "multi_rank_sync_s", "fit_adam_params_per_s", "host_speed_share"}
 
 
 def test_sweep_keys_agree_with_the_table():
@@ -189,8 +189,8 @@ def test_swap_buffer_users_agree():
 
 def test_range_classes_are_columns_of_the_field_table():
     """No default range for counts and capacities; module call, CUDA context, process baseline
-    and step-1 terms stay out of the steady step (the module call enters it only through a
-    software profile's module_call_share, 0 in the shipped one): both read off the table's
+    and step-1 terms stay out of the steady step (the module call is a recorded fact; the host's
+    speed enters through its measured CPU Adam rate, sim/host_costs.host_speed_factor): both read off the table's
     columns."""
     assert table.EXACT_FIELDS == {"hbm_bytes", "dram_bytes", "capacity_bytes", "sockets", "cores",
                                   "gpus_per_node", "nvme_drives", "nodes", "gpus_per_switch",

@@ -29,7 +29,7 @@ def test_software_profile_loads_with_sources_and_training_subset():
                                "overflow_scan_s_per_element", "offload_accum_s_per_param",
                                "zero12_step_s_per_param", "zero12_hook_bwd_s_per_module",
                                "zero3_step_s_per_param", "zero3_pageable_bwd_s_per_module",
-                               "fit_module_call_s", "module_call_share"}
+                               "fit_adam_params_per_s", "host_speed_share"}
     # the host costs set without a fit are what tierlab calibrate measured on H200 hosts, each
     # naming the hosts (the accumulation round trip: the median of five)
     measured = ("overflow_scan_s_per_element", "offload_accum_s_per_param",
@@ -43,12 +43,14 @@ def test_software_profile_loads_with_sources_and_training_subset():
     # own measurement takes the median of the hosts that did, not 0 (lab/notes/host-costs.md)
     assert sw.zero3_step_s_per_param > 0 and sw.zero3_pageable_bwd_s_per_module > 0
     assert sw.offload_step_s_per_param == 0.0    # carried by the fitted terms: stays 0
-    # the fit machines' module call is what calibrate measured on them; the share that would
-    # scale the fitted terms by a host's module call is off, saying why (sim/host_costs.py)
-    assert "tierlab calibrate" in sw.sources["fit_module_call_s"]
-    assert sw.module_call_share == 0 and sw.sources["module_call_share"].startswith("off")
+    # the fit machines' CPU Adam rate is what calibrate measured on them; the share that scales
+    # the fitted terms by a host's measured rate was chosen on the lab's runs (sim/host_costs.py)
+    assert "tierlab calibrate" in sw.sources["fit_adam_params_per_s"]
+    assert 0 < sw.host_speed_share < 1
+    assert "bench_host_scale.py" in sw.sources["host_speed_share"]
     fitted = {k: s for k, s in sw.sources.items()
-              if k not in ("simulator_error", "fit_module_call_s", "module_call_share", *measured)}
+              if k not in ("simulator_error", "fit_adam_params_per_s", "host_speed_share",
+                           *measured)}
     assert all("train_cases" in s and "fitted" in s for s in fitted.values())
     # the simulator's own error is measured on the runs the terms were not fitted on
     assert "not in train_cases" in sw.sources["simulator_error"]
