@@ -21,6 +21,7 @@ from tierlab.profiles.hf_config import (attention_windows, build, check_counts,
                                         check_layer_counts, check_repeats, config_value,
                                         experts_per_token, layer_config, text_config,
                                         transformers_version, unread_reason)
+from tierlab.profiles.hf_indexer import check_indexed
 from tierlab.profiles.hf_modules import Unmodelled, is_norm, n_experts, param_count
 from tierlab.profiles.hf_mixer import check_mixer_keys
 from tierlab.profiles.hf_sublayers import check_zero_experts, decoder_blocks, zero_experts
@@ -344,22 +345,9 @@ def fields_of(data: Mapping, where: str) -> dict:
                                   (theirs, theirs_active), problems))
     mixed = (fields["mixer"].layers if fields["mixer"] is not None else ()) + \
         fields["mlp_only_layers"]       # Nemotron-H's "mlp" and "moe" blocks attend nothing
-    check_indexed(config, fields, where)
+    indexer_notes = check_indexed(config, fields, where)
     return dict(fields, attention_windows=attention_windows(config, where, mixed),
-                not_modelled=tuple(problems))
-
-
-def check_indexed(config: Any, fields: dict, where: str) -> None:
-    """`indexed_attention` layers only where every attention read holds its indexer
-    (AttentionTensors.indexer): else one ConfigError line, the layer kind not timed."""
-    if "indexed_attention" not in (getattr(config, "layer_types", None) or ()):
-        return
-    shapes = [fields.get("attention_tensors")] + \
-        [a.attention_tensors for a in fields.get("layer_attention", ())]
-    if not all(t is not None and t.indexer for t in shapes):
-        raise ConfigError(f"{where}: layer_types: 'indexed_attention' beside attention without "
-                          "a DeepSeek sparse attention indexer tierlab reads (a module `indexer` "
-                          "with its heads, head width and top-k) is not modelled")
+                not_modelled=tuple(problems) + indexer_notes)
 
 
 def refusal(where: str, kind: str, config: Any, ours: tuple, theirs: tuple,

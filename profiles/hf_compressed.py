@@ -15,7 +15,8 @@ models/deepseek_v4/modeling_deepseek_v4.py; DeepSeek-AI 2026, "DeepSeek-V4", sec
 - CSA's `compressor.indexer` (DeepseekV4Indexer, lines 473-596): a compressor of its own at
   index_head_dim, `q_b_proj` on the attention's q residual, `scorer.weights_proj`, scores over
   the s // m compressed entries and their top `index_topk`; its output is integer indices, so
-  nothing of it gets a gradient (forward work only, as DeepSeek-V3.2's indexer).
+  nothing of it gets a gradient (forward work only, as DeepSeek-V3.2's indexer); its shape is read
+  by profiles/hf_indexer.py indexer_of, as every indexer's.
 Each reader returns plain values; hf_modules raises Unmodelled with the text they give.
 """
 from __future__ import annotations
@@ -26,17 +27,19 @@ COMPRESSOR = "compressor"
 """The child of DeepseekV4Attention that holds the compressed KV (line 806)."""
 
 
-def _whole(obj: Any, name: str) -> int | None:
-    v = getattr(obj, name, None)
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
+def whole_attr(obj: Any, *names: str) -> int | None:
+    """The first of `names` that `obj` sets to a whole number (0 and negatives included)."""
+    values = (getattr(obj, n, None) for n in names)
+    return next((v for v in values if isinstance(v, int) and not isinstance(v, bool)), None)
 
 
 def grouped_matrices(attn: Any) -> tuple[tuple[str, int, int, int], ...]:
     """(name, in, out, groups) of the grouped Linears inside `attn` (a Linear subclass with an
     `n_groups` attribute: DeepseekV4GroupedLinear, line 332), as Linear stores them: weight
     out x in, in = one group's input width."""
-    return tuple((n, int(m.weight.shape[1]), int(m.weight.shape[0]), _whole(m, "n_groups") or 0)
-                 for n, m in attn.named_modules() if n and _whole(m, "n_groups") is not None
+    return tuple((n, int(m.weight.shape[1]), int(m.weight.shape[0]),
+                  whole_attr(m, "n_groups") or 0)
+                 for n, m in attn.named_modules() if n and whole_attr(m, "n_groups") is not None
                  and getattr(m, "weight", None) is not None and m.weight.dim() == 2)
 
 
@@ -61,7 +64,7 @@ def compress_rate(attn: Any) -> tuple[int, str]:
     child = dict(attn.named_children()).get(COMPRESSOR)
     if child is None:
         return 0, ""
-    rate = _whole(child, "compress_rate")
+    rate = whole_attr(child, "compress_rate")
     if rate is None or rate < 1:
         return 0, (f"a compressor ({type(child).__name__}) of compress_rate {rate} "
                    "(compress_rates: whole numbers >= 1)")
@@ -74,16 +77,3 @@ def compressor_indexer(attn: Any) -> Any:
     child = dict(attn.named_children()).get(COMPRESSOR)
     return None if child is None else dict(child.named_children()).get("indexer")
 
-
-def indexer_of(module: Any) -> tuple[tuple[int, int, int] | None, str]:
-    """((heads, head width, top-k), '') of an indexer: DeepSeek-V3.2's attributes `n_heads`,
-    `head_dim`, `index_topk` (modeling_deepseek_v32.py DeepseekV32Indexer.__init__) or V4's
-    `num_heads` (DeepseekV4Indexer.__init__ lines 506-508: index_n_heads, index_head_dim,
-    index_topk); (None, what is missing) where one is missing or below 1."""
-    got = [_whole(module, "n_heads") or _whole(module, "num_heads"),
-           _whole(module, "head_dim"), _whole(module, "index_topk")]
-    if any(g is None or g < 1 for g in got):
-        return None, (f"an indexer ({type(module).__name__}) whose heads, head width and top-k "
-                      f"tierlab does not find (index_n_heads, index_head_dim, index_topk: "
-                      f"{got[0]}, {got[1]}, {got[2]})")
-    return (got[0], got[1], got[2]), ""

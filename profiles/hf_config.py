@@ -139,10 +139,12 @@ COUNT_ATTRIBUTES = (("num_hidden_layers", "n_layers"), ("hidden_size", "hidden")
 
 
 INDEXER_ATTRIBUTES = (("index_n_heads", bounds.MODEL["n_heads"]),
+                      ("index_num_heads", bounds.MODEL["n_heads"]),
                       ("index_head_dim", bounds.MODEL["n_heads"]),
                       ("index_topk", bounds.ATTENTION_WINDOW))
-"""DeepSeek sparse attention's indexer keys (AttentionTensors.indexer) and their bounds: heads
-and head width at least 1 (DeepseekV32Indexer builds wq_b of index_n_heads x index_head_dim), a
+"""Sparse attention indexers' keys (AttentionTensors.indexer, profiles/hf_indexer.py) and their
+bounds: heads and head width at least 1 (DeepseekV32Indexer builds wq_b of index_n_heads x
+index_head_dim; Kolibri 1.1 scores with its attention's first index_num_heads query heads), a
 top-k of at least one key."""
 
 
@@ -257,13 +259,18 @@ def first_line(e: Exception) -> str:
     return f"{type(e).__name__}: {head}"
 
 
+NOT_TOWERS = ("text_config", "quantization_config", "per_layer_config")
+"""`*_config` keys of a config.json that are no tower left out: the decoder itself, its
+quantization, and transformers' per-layer config of a heterogeneous decoder (Gemma 4's,
+dots3-note's text config: `per_layer_config`, one entry per layer of another shape)."""
+
+
 def notes(data: Mapping, where: str) -> tuple[str, ...]:
     """What the simulation of a built config leaves out, for the Model's `source` text."""
     config = text_config(data, where)
     out = []
     towers = [k.removesuffix("_config") for k in data if k.endswith("_config")
-              and k != "text_config" and isinstance(data[k], Mapping)
-              and k != "quantization_config"]
+              and k not in NOT_TOWERS and isinstance(data[k], Mapping)]
     if isinstance(data.get("text_config"), Mapping) or towers:   # Qwen2.5-VL: no text_config
         out.append(f"text decoder only: the {'/'.join(towers) or 'vision'} tower is left out")
     return tuple(out)
@@ -278,8 +285,9 @@ WINDOW_KEYS = {"full_attention": None, "sliding_attention": "sliding_window",
 create_chunked_causal_mask). `indexed_attention` (DeepSeek sparse attention) is causal over all
 keys: eager / SDPA compute the dense scores and mask all but the indexer's top-k
 (modeling_deepseek_v32.py DeepseekV32Attention.forward: `index_mask`); timed only where its
-indexer was read (AttentionTensors.indexer, check_indexed). DeepSeek-V4's compressed layers
-slide over `sliding_window` local keys (modeling_deepseek_v4.py DeepseekV4Model.forward:
+indexer was read or an earlier one's top-k reused (AttentionTensors.indexer,
+profiles/hf_indexer.py check_indexed). DeepSeek-V4's compressed layers slide over
+`sliding_window` local keys (modeling_deepseek_v4.py DeepseekV4Model.forward:
 create_sliding_window_causal_mask for every layer) beside their compressed entries
 (AttentionTensors.compress_rate, timed in sim/flops.py attended_keys)."""
 

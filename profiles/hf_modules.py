@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tierlab.profiles.hf_compressed import (compress_rate, compressor_indexer,
-                                           grouped_matrices, grouped_output_error, indexer_of)
+from tierlab.profiles.hf_compressed import compress_rate, grouped_matrices, grouped_output_error
+from tierlab.profiles.hf_indexer import indexer_module, indexer_of
 from tierlab.profiles.hf_mixer import mixer_tensors
 from tierlab.profiles.schema import AttentionTensors
 
@@ -64,8 +64,8 @@ def decoder_layers(model: Any, n_layers: int) -> Any:
 def attention_fields(attn: Any, config: Any, hidden: int) -> dict:
     """Heads, kv heads and head width from the config object, checked against the projections;
     fused or separate q/k/v; q/k norms ('head': head_dim wide, 'full': all heads). Projections
-    of other shapes: the attention read as tensors (tensor_attention); a linear attention
-    (NOT_SOFTMAX): Unmodelled, saying so."""
+    of other shapes, or beside an indexer: the attention read as tensors (tensor_attention); a
+    linear attention (NOT_SOFTMAX): Unmodelled, saying so."""
     not_softmax(attn)
     heads = config.num_attention_heads
     head_dim = getattr(config, "head_dim", None) or hidden // heads
@@ -82,8 +82,10 @@ def attention_fields(attn: Any, config: Any, hidden: int) -> dict:
         numel == 2 * hidden * (q + n * head_dim) + hidden * q for n in kv_heads)
     if gated:
         kv = next(n for n in kv_heads if numel == 2 * hidden * (q + n * head_dim) + hidden * q)
-    if kv is None or (getattr(config, "model_type", None) in ODD_BIAS_TYPES and
-                      odd_biases(attn, q * (2 if gated else 1), kv * head_dim, hidden)):
+    # an indexer (Kolibri 1.1's beside plain q/k/v/o): AttentionTensors.indexer holds it
+    if kv is None or indexer_module(attn) is not None or (
+            getattr(config, "model_type", None) in ODD_BIAS_TYPES and
+            odd_biases(attn, q * (2 if gated else 1), kv * head_dim, hidden)):
         return tensor_attention(attn, config, hidden)
     widths = [w for w in (norm_width(m) for n, m in attn.named_modules() if n and is_norm(m))
               if w]
@@ -202,10 +204,10 @@ def tensor_attention(attn: Any, config: Any, hidden: int) -> dict:
                          f"output projection from {heads} heads of {v} to {hidden}")
     return dict(n_heads=heads, n_kv_heads=kv, attn_head_dim=qk, fused_qkv=False,
                 qk_norm="none", attn_output_gate=False,
-                attention_tensors=AttentionTensors(matrices=mats, small_params=small,
-                                                   v_head_dim=v, indexer=indexer_shape(attn),
-                                                   compress_rate=compress_rate(attn)[0],
-                                                   **experts))
+                attention_tensors=AttentionTensors(
+                    matrices=mats, small_params=small, v_head_dim=v,
+                    indexer=indexer_shape(attn, qk), compress_rate=compress_rate(attn)[0],
+                    **experts))
 
 
 def attention_experts(attn: Any) -> dict:
@@ -237,22 +239,17 @@ def _stacked(weight: Any) -> bool:
     return weight is not None and weight.dim() == 3
 
 
-def indexer_shape(attn: Any) -> tuple[int, int, int]:
-    """(heads, head width, top-k) of a DeepSeek sparse attention's `indexer` child
-    (modeling_deepseek_v32.py DeepseekV32Indexer.__init__: n_heads = index_n_heads, head_dim =
-    index_head_dim, index_topk), () without one; an indexer without them: Unmodelled."""
-    child = named_child(attn, ("indexer",))
-    if child is None:       # DeepSeek-V4's: compressor.indexer (profiles/hf_compressed.py)
-        found, wrong = indexer_of(compressor_indexer(attn)) if compressor_indexer(attn) \
-            is not None else ((), "")
-        if wrong:
-            raise Unmodelled(wrong)
-        return found
-    got = [_int_attr(child[1], n) for n in ("n_heads", "head_dim", "index_topk")]
-    if any(g is None or g[1] < 1 for g in got):
-        raise Unmodelled(f"an indexer ({type(child[1]).__name__}) whose heads, head width and "
-                         "top-k tierlab does not find")
-    return tuple(g[1] for g in got)
+def indexer_shape(attn: Any, width: int) -> tuple[int, int, int]:
+    """(heads, head width, top-k) of a sparse attention's indexer (profiles/hf_indexer.py
+    indexer_module, indexer_of; `width`: the attention's q/k head width, which a weightless
+    indexer scores with: Kolibri 1.1's), () without one; an indexer without them: Unmodelled."""
+    module = indexer_module(attn)
+    if module is None:
+        return ()
+    found, wrong = indexer_of(module, width)
+    if wrong:
+        raise Unmodelled(wrong)
+    return found
 
 
 def linear_biases(module: Any) -> tuple[bool, bool]:
