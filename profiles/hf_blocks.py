@@ -40,7 +40,8 @@ def moe_fields(mlp: Any, config: Any, hidden: int, beside: Any = None) -> dict:
         (() if child else tuple(f"{n}." for n in PARALLEL_EXPERTS))
     router = sum(p.numel() for name, p in weight_matrices(mlp).items() if not name.startswith(inner))
     zero = zero_experts(config)     # LongCat: the router scores the zero-computation ones too
-    if router != hidden * (n + zero) or gate not in (0, hidden):
+    scored = scored_shared(shared, router, hidden, n + zero)    # Inkling: and the shared ones
+    if router != hidden * (n + zero + scored) or gate not in (0, hidden):
         raise Unmodelled(f"a router of {router:,} parameters for {n} experts"
                          f"{f' + {zero} zero-computation' if zero else ''} in "
                          f"{type(mlp).__name__}")
@@ -51,9 +52,29 @@ def moe_fields(mlp: Any, config: Any, hidden: int, beside: Any = None) -> dict:
         dict(output_bias=dict(mlp.named_parameters(recurse=False)).get("bias") is not None)
     if zero:
         bias["zero_experts"] = zero
+    if scored:      # the layout's router is hidden x (n + zero): these rows stay out
+        loose = sum(p.numel() for name, p in mlp.named_parameters()
+                    if not name.startswith(inner) and p.dim() < 2)
+        bias["router_note"] = (f"the router's {scored} rows scoring the shared experts and its "
+                               f"{loose:,} other parameters ({hidden * scored + loose:,} per MoE "
+                               "block, counted as none)")
     return dict(n_experts=n, experts_per_token=top_k, expert_ffn=shape["ffn"],
                 shared_ffn=shared_ffn, shared_gate=bool(gate), gated_mlp=shape["gated_mlp"],
                 fused_gate_up=shape["fused_gate_up"], **bias)
+
+
+def scored_shared(shared: Any, router: int, hidden: int, routed: int) -> int:
+    """Shared experts the router scores beside the routed ones: the s experts stacked in the
+    shared module's 3-D weights (s x out x in) where the router is hidden x (routed + s), else 0.
+    Inkling (transformers 5.25.0 modeling_inkling.py InklingTopkRouter.__init__ lines 334-346:
+    `weight` of n_routed_experts + n_shared_experts rows; forward lines 348-371: sigmoid scores,
+    top-k over the routed columns, the shared columns' scores weigh the shared experts, lines
+    387-398, InklingSharedExperts: gate_proj, up_proj, down_proj of n_shared_experts x ...)."""
+    mats = list(weight_matrices(shared[1]).values()) if shared else []
+    if not mats or any(p.dim() != 3 for p in mats):
+        return 0
+    s = int(mats[0].shape[0])
+    return s if router == hidden * (routed + s) else 0
 
 
 PARALLEL_EXPERTS = ("input_linear", "output_linear")
@@ -152,6 +173,7 @@ def layer_fields(layer: Any, config: Any, hidden: int) -> dict:
     out["mlp_bias"] = linear_biases(mlp[1])[1]
     if named_child(mlp[1], ("experts",)) or parallel_experts(mlp[1]) is not None:
         out["moe"] = moe_fields(mlp[1], config, hidden, beside)
+        out["other"] += [n for n in (out["moe"].pop("router_note", None),) if n]
     elif block_moe:
         out["moe"] = block_moe_fields(layer, mlp[1], config, hidden)
     else:

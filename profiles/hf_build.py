@@ -277,7 +277,8 @@ def built_fields(model: Any, config: Any) -> tuple[dict, list[str], bool]:
                   tie_embeddings=out is not None and out.weight is emb.weight,
                   head_bias=out is not None and getattr(out, "bias", None) is not None,
                   norm=norm_kind(final + [n for l in read for n in l["norms"]]),
-                  embed_norm=any(l.get("embed_norm") for l in read), **per_layer)
+                  embed_norm=any(l.get("embed_norm") for l in read) or
+                  any(is_norm(c) for c in emb.children()), **per_layer)   # Inkling's embed_norm
     if pos is not None:
         fields.update(learned_pos_emb=True, pos_emb_rows=pos.weight.shape[0])
     problems += layer_differences([l for l in read if modelled(l)])

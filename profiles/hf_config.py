@@ -279,7 +279,8 @@ def notes(data: Mapping, where: str) -> tuple[str, ...]:
 WINDOW_KEYS = {"full_attention": None, "sliding_attention": "sliding_window",
                "chunked_attention": "attention_chunk_size", "indexed_attention": None,
                "compressed_sparse_attention": "sliding_window",
-               "heavily_compressed_attention": "sliding_window"}
+               "heavily_compressed_attention": "sliding_window",
+               "hybrid": None, "hybrid_sliding": "sliding_window"}
 """transformers' `layer_types` entries tierlab times -> the config key of their window
 (masking_utils.py: create_causal_mask, create_sliding_window_causal_mask,
 create_chunked_causal_mask). `indexed_attention` (DeepSeek sparse attention) is causal over all
@@ -289,7 +290,10 @@ indexer was read or an earlier one's top-k reused (AttentionTensors.indexer,
 profiles/hf_indexer.py check_indexed). DeepSeek-V4's compressed layers slide over
 `sliding_window` local keys (modeling_deepseek_v4.py DeepseekV4Model.forward:
 create_sliding_window_causal_mask for every layer) beside their compressed entries
-(AttentionTensors.compress_rate, timed in sim/flops.py attended_keys)."""
+(AttentionTensors.compress_rate, timed in sim/flops.py attended_keys). Inkling's and ZAYA's
+`hybrid` layers are causal over all keys, their `hybrid_sliding` ones slide over
+`sliding_window` (modeling_inkling.py InklingTextModel.forward line 759; modeling_zaya.py
+ZayaModel.forward lines 743-744: create_causal_mask, create_sliding_window_causal_mask)."""
 
 
 def windows_of_types(types: list, get: Callable[[str], Any], where: str, *,
