@@ -16,6 +16,7 @@ from tierlab.profiles.hf_modules import (ATTENTION_NAMES, MLP_NAMES, SHARED_NAME
                                          attention_fields, fused_gate_up, is_norm, linear_biases,
                                          mlp_shape, n_experts, named_child, norm_width,
                                          param_count, weight_matrices)
+from tierlab.profiles.hf_zaya import ROUTER_READ
 
 
 def moe_fields(mlp: Any, config: Any, hidden: int, beside: Any = None) -> dict:
@@ -23,7 +24,8 @@ def moe_fields(mlp: Any, config: Any, hidden: int, beside: Any = None) -> dict:
     parallel_experts and the bias on the MoE's output, MoE.output_bias), router, shared
     expert(s) and its gate; top-k from the config object. `beside`: a shared MLP that the block
     holds next to the MoE module rather than inside it, as (name, module) (Granite 4's
-    shared_mlp)."""
+    shared_mlp). A MoE view holding hf_zaya.ROUTER_READ: its router was read into the block's
+    attention (Zaya's), so it holds none, and its note joins the Model's not_modelled."""
     latent = [n for n, c in mlp.named_children() if "latent" in n and param_count(c)]
     if latent:                  # NemotronHMoE's moe_latent_size: experts on a narrower input
         raise Unmodelled(f"latent expert projections ({', '.join(latent)}) in "
@@ -41,7 +43,8 @@ def moe_fields(mlp: Any, config: Any, hidden: int, beside: Any = None) -> dict:
     router = sum(p.numel() for name, p in weight_matrices(mlp).items() if not name.startswith(inner))
     zero = zero_experts(config)     # LongCat: the router scores the zero-computation ones too
     scored = scored_shared(shared, router, hidden, n + zero)    # Inkling: and the shared ones
-    if router != hidden * (n + zero + scored) or gate not in (0, hidden):
+    elsewhere = getattr(mlp, ROUTER_READ, None)     # Zaya's: read into the block's attention
+    if router != (0 if elsewhere else hidden * (n + zero + scored)) or gate not in (0, hidden):
         raise Unmodelled(f"a router of {router:,} parameters for {n} experts"
                          f"{f' + {zero} zero-computation' if zero else ''} in "
                          f"{type(mlp).__name__}")
@@ -52,6 +55,8 @@ def moe_fields(mlp: Any, config: Any, hidden: int, beside: Any = None) -> dict:
         dict(output_bias=dict(mlp.named_parameters(recurse=False)).get("bias") is not None)
     if zero:
         bias["zero_experts"] = zero
+    if elsewhere:
+        bias["router_note"] = elsewhere
     if scored:      # the layout's router is hidden x (n + zero): these rows stay out
         loose = sum(p.numel() for name, p in mlp.named_parameters()
                     if not name.startswith(inner) and p.dim() < 2)

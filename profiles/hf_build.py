@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from tierlab.errors import ConfigError
 from tierlab.profiles.hf_altup import altup_blocks, altup_notes, check_altup
+from tierlab.profiles.hf_zaya import check_router, routed_blocks
 from tierlab.profiles.hf_blocks import layer_fields, parallel_experts
 from tierlab.profiles.hf_cross import check_cross_layers, cross_fields, vision_tokens
 from tierlab.profiles.hf_config import (attention_windows, build, check_counts,
@@ -256,6 +257,7 @@ def built_fields(model: Any, config: Any) -> tuple[dict, list[str], bool]:
     vocab, hidden = emb.weight.shape
     layers, blocks = decoder_blocks(model, config)     # LongCat-Flash: two blocks per layer
     blocks, altup = altup_blocks(model, blocks)         # Gemma 3n: AltUp, laurel in the attention
+    blocks = routed_blocks(blocks)                      # Zaya: the MoE's router in the attention
     read, unread = [], set()
     for i, layer in enumerate(blocks):  # every block looked at: one line names all unmodelled
         try:
@@ -303,7 +305,8 @@ def transformers_counts(model: Any, config: Any) -> tuple[int, int]:
             n = n_experts(experts)
             pool = n + zero_experts(config)     # LongCat: zero-computation experts, no params
             k = experts_per_token(config) or n
-            idle += sum(p.numel() for p in experts.parameters()) * (pool - k) // pool
+            if pool:                            # no experts (a config's 0): none idle
+                idle += sum(p.numel() for p in experts.parameters()) * (pool - k) // pool
     return total, total - idle
 
 
@@ -325,6 +328,7 @@ def fields_of(data: Mapping, where: str) -> dict:
     check_repeats(config, where)
     check_cross_layers(config, where)
     check_altup(config, where)                                      # Gemma 3n
+    check_router(config, where)                                     # Zaya
     cross_keys, cross_notes = vision_tokens(data, config, where)    # Llama 3.2 Vision
     model = build(config, where, data)
     theirs, theirs_active = transformers_counts(model, config)
