@@ -60,6 +60,16 @@ def source_kind(source: str) -> str:
     return "datasheet"
 
 
+CALIBRATED = "by tierlab calibrate"
+"""How the source of a figure `tierlab calibrate` measured reads (runner/calibrate_profile.py:
+'measured <date> by tierlab calibrate: ...')."""
+
+
+def calibrated(source: str) -> bool:
+    """A profile figure's source says `tierlab calibrate` measured it on the host."""
+    return source_kind(source) == "measured" and CALIBRATED in source
+
+
 def field_class(field: str) -> str | None:
     """'rate', 'cost' or None (exact) for a schema field name (`peak_flops.bf16`,
     `host_costs.zero3_hook_s_per_module` included)."""

@@ -25,7 +25,7 @@ from tierlab.profiles.fields import software_term, yaml_key
 from tierlab.runner.microbench import best, block_device_model, mount_of, usable_cores
 from tierlab.units import GiB, KiB, MiB, parse_quantity
 from tierlab.sim.devices import ADAM_DRAM_BYTES_PER_PARAM
-from tierlab.sim.host_costs import CALIBRATED
+from tierlab.profiles.ranges import CALIBRATED
 
 # The YAML keys the writer fills, read off the field table (profiles/fields.py spells them)
 SOCKETS = yaml_key("cpu", "sockets")

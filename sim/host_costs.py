@@ -12,7 +12,7 @@ import functools
 from dataclasses import replace
 
 from tierlab.profiles.fields import SCALED_BY_HOST_SPEED
-from tierlab.profiles.ranges import source_kind
+from tierlab.profiles.ranges import calibrated
 from tierlab.profiles.schema import Hardware, Software
 from tierlab.sim.strategy import Strategy
 
@@ -37,16 +37,6 @@ CARRIED_BY_DISPATCH = ("checkpoint_s_per_block", "checkpoint_bwd_s_per_block")
 """Host costs the software profile's fitted `host_dispatch_s_per_module` already carries: it was
 fitted on checkpointed runs with these at 0. A CPU profile's measured values of them apply only
 beside its own measured dispatch, or the checkpoint machinery is charged twice."""
-
-
-CALIBRATED = "by tierlab calibrate"
-"""How the source of a figure `tierlab calibrate` measured reads (runner/calibrate_profile.py:
-'measured <date> by tierlab calibrate: ...')."""
-
-
-def calibrated(source: str) -> bool:
-    """A profile figure's source says `tierlab calibrate` measured it on the host."""
-    return source_kind(source) == "measured" and CALIBRATED in source
 
 
 def host_speed_rates(software: Software, hardware: Hardware) -> tuple[float, float] | None:
