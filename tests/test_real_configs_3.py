@@ -34,7 +34,8 @@ def test_every_file_has_an_origin():
 def transformers_counts(data: dict) -> tuple[int, int]:
     """(total, active) of the causal LM transformers builds from the config on the meta device;
     active: each `experts` module's parameters top-k of n (n, k from the config, or from its
-    `ffn_config` sub-config: DBRX's moe_num_experts, moe_top_k)."""
+    `ffn_config` sub-config: DBRX's moe_num_experts, moe_top_k; DeepSeek-V2's n_routed_experts
+    through its config class's attribute_map entry `num_experts`)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -44,7 +45,8 @@ def transformers_counts(data: dict) -> tuple[int, int]:
         model = AutoModelForCausalLM.from_config(config)
     total = sum(p.numel() for p in model.parameters())
     part = getattr(config, "ffn_config", None) or config
-    n = getattr(part, "moe_num_experts", None) or getattr(part, "num_local_experts", None)
+    n = getattr(part, "moe_num_experts", None) or getattr(part, "num_local_experts", None) \
+        or getattr(part, "num_experts", None)
     k = getattr(part, "moe_top_k", None) or getattr(part, "num_experts_per_tok", None)
     idle = sum(sum(p.numel() for p in m.parameters()) * (n - k) // n
                for name, m in model.named_modules() if name.endswith(".experts")) if n else 0
