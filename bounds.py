@@ -185,21 +185,35 @@ def dotted(cfg: Mapping, key: str, where: str = "ds_config") -> Any:
 
 
 def check_ds_config(cfg: Mapping, where: str) -> Mapping:
-    """Every bounded ds_config key that holds a value other than "auto" (or null)."""
+    """Every bounded ds_config key that holds a value other than "auto" (or null); every key
+    out of bounds in one ConfigError line (`FILE: key: why; key: why`), not the first only (an
+    unfilled template, `"train_batch_size": GB_SIZE, "train_micro_batch_size_per_gpu": MB_SIZE`
+    in hjson, has both wrong)."""
+    problems = []
     for key, bound in DS_CONFIG.items():
         value = dotted(cfg, key, where)
-        if value is None or value == "auto":
-            continue
-        check(value, bound, f"{where}: {key}")
+        if value is not None and value != "auto":
+            problems += _problem(check, value, bound, key)
     betas = dotted(cfg, "optimizer.params.betas", where)
     if betas is not None and betas != "auto":      # "auto": the HF Trainer fills it
         if not isinstance(betas, (list, tuple)) or len(betas) != 2:
-            raise ConfigError(f"{where}: optimizer.params.betas: expected [beta1, beta2], "
-                              f"got {betas!r}")
-        for i, beta in enumerate(betas):
-            check(beta, Bound(0, 1, integer=False, why="1"),
-                  f"{where}: optimizer.params.betas[{i}]")
+            problems.append(f"optimizer.params.betas: expected [beta1, beta2], got {betas!r}")
+        else:
+            for i, beta in enumerate(betas):
+                problems += _problem(check, beta, Bound(0, 1, integer=False, why="1"),
+                                     f"optimizer.params.betas[{i}]")
+    if problems:
+        raise ConfigError(f"{where}: " + "; ".join(problems))
     return cfg
+
+
+def _problem(fn, *args) -> list[str]:
+    """[] where fn(*args) passes, else [its ConfigError's line]."""
+    try:
+        fn(*args)
+    except ConfigError as e:
+        return [str(e)]
+    return []
 
 
 PATH_MAX_BYTES = 4096

@@ -20,6 +20,20 @@ def assert_user_error(result, *fragments):
         assert f in lines[0], lines[0]
 
 
+def assert_cli_judges(path, entry: dict, *refused: str):
+    """`tierlab memory -c PATH` on a collected ds_config with its recorded `entry` (verdict,
+    tierlab, gpus): DeepSpeed's refusal is exit 2 naming the file and its key; a feature tierlab
+    does not model is exit 2 naming the file and every fragment of `refused`; else it runs."""
+    r = run("memory", "-m", "tinyllama-1.1b", "-H", "dgx-a100", "-c", str(path),
+            "--gpus", str(entry.get("gpus", 1)))
+    if entry["verdict"].startswith("rejected") and entry.get("host") != "cuda":
+        assert_user_error(r, path.name, entry["verdict"].split(" ")[1])
+    elif entry["tierlab"].startswith("refused"):
+        assert_user_error(r, path.name, *refused)
+    else:
+        assert r.exit_code == 0 and "fits" in r.output, r.output
+
+
 def simulated_step_s(path, hardware: str, seq: int, preset: str = "zero3-cpu") -> float:
     """`tierlab simulate -m PATH` as a user runs it: exit 0 and a finite, positive step (s)."""
     import json

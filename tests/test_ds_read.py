@@ -408,18 +408,11 @@ def test_activation_checkpointing_block_refused_by_name(key):
 def test_corpus_on_the_command_line(name):
     """`tierlab memory -c FILE`: DeepSpeed's refusal is exit 2 naming its key; an accepted config
     is simulated, or the feature tierlab does not model is exit 2 naming it."""
-    from _cli import assert_user_error, run
+    from _cli import assert_cli_judges
 
     origin = ORIGINS[name]
-    args = ["memory", "-m", "tinyllama-1.1b", "-H", "dgx-a100", "-c", str(CORPUS / name),
-            "--gpus", str(origin.get("gpus", 1))]
-    if origin["verdict"].startswith("rejected"):
-        assert_user_error(run(*args), name, origin["verdict"].split(" ")[1])
-    elif origin["tierlab"].startswith("refused"):
-        assert_user_error(run(*args), name, origin["tierlab"].split(" ")[1], "DeepSpeed accepts it")
-    else:
-        r = run(*args)
-        assert r.exit_code == 0 and "fits" in r.output, r.output
+    assert_cli_judges(CORPUS / name, origin, *origin.get("tierlab", "").split(" ")[1:2],
+                      "DeepSpeed accepts it")
 
 
 @pytest.mark.parametrize("name", sorted(n for n, o in ORIGINS.items()

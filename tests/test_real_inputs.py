@@ -1,6 +1,6 @@
 """Issue 30 item 4: real inputs collected from public repositories (tests/data/hf_configs/real2,
-tests/data/ds_configs/real2; `sources.json` in each names repository, path and commit), judged
-by transformers and DeepSpeed themselves, in the test, against tierlab:
+tests/data/ds_configs/real2 and real3; `sources.json` in each names repository, path and
+commit), judged by transformers and DeepSpeed themselves, in the test, against tierlab:
 
 - every config.json: transformers' config class builds the (text) decoder on the meta device and
   its parameters are counted, total and active (MoE: top-k of n routed experts); tierlab loads it
@@ -29,11 +29,12 @@ from tierlab.sim.strategy import Flags, parse_ds_config
 
 DATA = Path(__file__).parent / "data"
 HF = DATA / "hf_configs" / "real2"
-DS = DATA / "ds_configs" / "real2"
+DS_DIRS = [DATA / "ds_configs" / name for name in ("real2", "real3")]   # real3: a second round
 HF_SOURCES = json.loads((HF / "sources.json").read_text())
-DS_SOURCES = json.loads((DS / "sources.json").read_text())
+DS_SOURCES = {name: entry for d in DS_DIRS
+              for name, entry in json.loads((d / "sources.json").read_text()).items()}
 HF_FILES = sorted(p for p in HF.glob("*.json") if p.name != "sources.json")
-DS_FILES = sorted(p for p in DS.glob("*.json") if p.name != "sources.json")
+DS_FILES = sorted(p for d in DS_DIRS for p in d.glob("*.json") if p.name != "sources.json")
 OLD = [p for p in (DATA / "hf_configs").rglob("*.json") if "real2" not in p.parts] + \
     [p for p in (DATA / "ds_configs").glob("*.json")]
 
@@ -50,12 +51,14 @@ def _cited(entry: dict) -> bool:
 def test_corpus_is_new_real_and_cited():
     assert len(HF_FILES) >= 40 and len(DS_FILES) >= 40
     assert {p.stem for p in HF_FILES} == set(HF_SOURCES)
-    assert {p.name for p in DS_FILES} == set(DS_SOURCES)
+    assert {p.name for p in DS_FILES} == set(DS_SOURCES) and len(DS_FILES) == len(DS_SOURCES)
     assert all(_cited(e) for e in (*HF_SOURCES.values(), *DS_SOURCES.values()))
     old = {json.dumps(open_as_deepspeed(p), sort_keys=True) for p in OLD
            if p.name != "sources.json"}
-    for path in HF_FILES + DS_FILES:       # none is a copy of a file tests/data already has
-        assert json.dumps(open_as_deepspeed(path), sort_keys=True) not in old, path.name
+    for path in HF_FILES + DS_FILES:       # none is a copy of a file tests/data already has,
+        text = json.dumps(open_as_deepspeed(path), sort_keys=True)    # nor of one before it
+        assert text not in old, path.name
+        old.add(text)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -198,6 +201,28 @@ def test_ds_config_as_deepspeed_judges_it(path, monkeypatch):
     else:
         assert theirs.values["optimizer"].lower() == strategy.raw["optimizer"]["type"].lower()
         assert deepspeed_builds_optimizer(optimizer)
+
+
+@pytest.mark.parametrize("path", DS_FILES, ids=lambda p: p.stem)
+def test_ds_config_on_the_command_line(path):
+    """The collected ds_configs through `tierlab memory`: exit 2 in one line naming the file and
+    the key DeepSpeed refuses or tierlab does not model, or a run."""
+    from tests._cli import assert_cli_judges
+
+    entry = DS_SOURCES[path.name]
+    assert_cli_judges(path, entry, *entry["tierlab"][len("refused "):].split(" | "))
+
+
+def test_an_unfilled_template_names_every_bad_batch_key():
+    """DeepSpeedExamples' curriculum template (`"train_batch_size" : GB_SIZE,` read by hjson as
+    the text 'GB_SIZE,'): DeepSpeed fails at train_batch // micro_batch (runtime/config.py:621);
+    tierlab names both keys in one line, not the first only (bounds.check_ds_config)."""
+    from tests._cli import assert_user_error, run
+
+    path = DATA / "ds_configs" / "real3" / "dse_gpt2_curriculum_TEMPLATE.json"
+    assert_user_error(run("memory", "-m", "tinyllama-1.1b", "-c", str(path)), path.name,
+                      "train_batch_size: expected a number, got 'GB_SIZE,'",
+                      "train_micro_batch_size_per_gpu: expected a number, got 'MB_SIZE,'")
 
 
 def test_idle_experts_biases_are_not_active():
