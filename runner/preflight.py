@@ -300,15 +300,16 @@ def check_param_buffers(model: Model, strategy: Strategy) -> list[Problem]:
 
 
 def check_ignored_keys(raw: Mapping) -> list[Problem]:
-    """Keys DeepSpeed 0.19.8 ignores (sim/ds_read.ignored_keys): an error inside a block it reads
-    (a setting that does nothing: aio.thread_count, a typo), a warning at the top level (often
-    another tool's key, e.g. LLaMA-Factory's monitor_config)."""
+    """Keys DeepSpeed 0.19.8 ignores inside a block it reads (dsconfig/read.ignored_keys: a
+    setting that does nothing, aio.thread_count, a typo): errors, a launch with one is refused.
+    Every ignored key, a top-level one too (often another tool's: LLaMA-Factory's
+    monitor_config), is already a warning of the config's reading, printed once by every verb;
+    preflight does not say it again."""
     from tierlab.dsconfig.read import ignored_keys
 
     return [Problem("ignored-key", f"{i.key} {i.why}",
-                    i.fix or (f"use {i.closest}" if i.closest else "remove it"),
-                    "error" if i.in_block else "warning")
-            for i in ignored_keys(raw)]
+                    i.fix or (f"use {i.closest}" if i.closest else "remove it"), "error")
+            for i in ignored_keys(raw) if i.in_block]
 
 
 _ARCH = re.compile(r"^\d+\.\d+(\+PTX)?$")

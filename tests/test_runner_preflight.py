@@ -95,12 +95,26 @@ def test_param_buffer_size_and_duplicate_prefetch_warning():
 
 def test_ignored_keys_are_deepspeeds():
     """What DeepSpeed 0.19.8 ignores (sim/ds_read.ignored_keys): a typo inside a block it reads
-    is an error, another tool's top-level key (LLaMA-Factory's monitor_config) a warning."""
+    is an error, another tool's top-level key (LLaMA-Factory's monitor_config) a warning of the
+    config's reading only, said once (not again by preflight, in another format)."""
     s = strategy("zero3-nvme", "aio.queue_dept=8", 'monitor_config={"enabled": true}')
     probs = {p.message.split(" ")[0]: p for p in pf.check_ignored_keys(s.raw)}
     assert probs["aio.queue_dept"].severity == "error" and \
         probs["aio.queue_dept"].fix == "use queue_depth"
-    assert probs["monitor_config"].severity == "warning"
+    assert "monitor_config" not in probs
+
+
+def test_an_ignored_top_level_key_is_one_warning_in_one_format(tmp_path):
+    from _cli import run
+
+    cfg = tmp_path / "ds.json"
+    cfg.write_text('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, '
+                   '"optimizer": {"type": "AdamW"}, "zero_optimization": {"stage": 2}, '
+                   '"cuda_visible_devices": 0}')
+    r = run("preflight", "-m", "tinyllama-1.1b", "-c", str(cfg), "-H", "h200-gen5")
+    said = [ln for ln in r.output.splitlines() if "cuda_visible_devices" in ln]
+    assert said == [f"warning: {cfg}: cuda_visible_devices is not a key DeepSpeed 0.19.8 reads; "
+                    f"it ignores it"], r.output
 
 
 def test_ignored_keys_and_arch_list():
