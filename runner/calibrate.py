@@ -52,7 +52,7 @@ def quick_plan(deepspeed: bool = False) -> SweepPlan:
                      nccl_sizes=(16 * MiB,), aio_file_size=64 * MiB,
                      aio_block_sizes=(128 * KiB, 1 * MiB), aio_queue_depths=(4, 32),
                      aio_parallelism=(1, 2), aio_latency_reads=16, adam_params=4 * 2**20,
-                     adam_threads=(), memcpy_size=128 * MiB, deepspeed=deepspeed,
+                     adam_threads=(), memcpy_size=128 * MiB, deepspeed=deepspeed, host_processes=2,
                      overflow_elements=2**24, cast_params=2**24)
 
 
@@ -450,7 +450,35 @@ def calibration_tasks(plan: SweepPlan, *, nvme_path: Path | None, skip: set[str]
     from tierlab.runner import calibrate_gpu
 
     tasks += calibrate_gpu.gpu_tasks(plan, skip, skipped, cuda=cuda, n_gpus=n_gpus, facts=facts)
+    tasks += host_process_tasks(plan, skip, skipped, cuda)
     return tasks, skipped
+
+
+def host_process_tasks(plan: SweepPlan, skip: set[str], skipped: dict[str, str],
+                       cuda: bool) -> list[Task]:
+    """CPU Adam (DeepSpeed's, its thread sweep), the cast and the module call again, each in
+    plan.host_processes - 1 fresh processes (runner/calibrate_process.py), last of all so the
+    draws are minutes apart. A process that fails is listed in `skipped` with its reason and the
+    profile uses the processes that measured."""
+    from tierlab.runner import calibrate_process as proc
+
+    specs = {"adam": {"bench": "adam", "n_params": plan.adam_params,
+                      "threads": list(adam_thread_counts(plan)), "repeats": plan.repeats},
+             "cast": {"bench": "cast", "n_params": plan.cast_params,
+                      "repeats": max(3, plan.repeats)},
+             "dispatch": {"bench": "dispatch", "cuda": cuda, "repeats": max(3, plan.repeats)}}
+
+    def run(group: str, k: int) -> list[dict]:
+        try:
+            return proc.in_fresh_process(specs[group], k)
+        except RuntimeError as e:
+            skipped[f"{group} in fresh process {k}"] = str(e)
+            return []
+
+    return [Task(group, f"{group} in fresh process {k} of {plan.host_processes - 1}",
+                 lambda g=group, k=k: run(g, k))
+            for k in range(1, max(1, plan.host_processes))
+            for group in specs if group not in skip]
 
 
 def _deepspeed_tasks(plan: SweepPlan, skip: set[str], skipped: dict[str, str]) -> list[Task]:

@@ -16,7 +16,7 @@ import statistics
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import yaml
 
@@ -128,7 +128,8 @@ def cpu_document(results: dict, facts: dict, base: dict, m: str) -> dict:
                                                results["memcpy"], "Bps", mc)
     else:
         doc[DRAM_BW] = copy.deepcopy(base_cpu[DRAM_BW])
-    ad = best(results.get("adam", []), "params_per_s", optimizer="deepspeed")
+    ad, ad_reps, ad_how = per_process(results.get("adam", []), "params_per_s", _best_of,
+                                      optimizer="deepspeed")
     if mc and ad:
         # The DRAM rate the optimizer step streams at is CPU Adam's own traffic, not a plain
         # copy's peak. Above the copy figure the copy is only a lower bound (h200x2-e: copy
@@ -140,7 +141,7 @@ def cpu_document(results: dict, facts: dict, base: dict, m: str) -> dict:
         # Only when both were measured here: a base profile's figure keeps its own source.
         traffic = ad["params_per_s"] * ADAM_DRAM_BYTES_PER_PARAM
         reps = [{**p, "Bps": p["params_per_s"] * ADAM_DRAM_BYTES_PER_PARAM}
-                for p in results["adam"]]          # the range from CPU Adam's repeats
+                for p in ad_reps]                  # the range from CPU Adam's repeats
         side = "above" if traffic > mc["Bps"] else "used instead of"
         doc[DRAM_BW] = measured_entry(traffic, "GB/s", (
             f"{m}: DeepSpeedCPUAdam's measured {ad['params_per_s'] / 1e9:.2f} G params/s x "
@@ -151,28 +152,76 @@ def cpu_document(results: dict, facts: dict, base: dict, m: str) -> dict:
         per_t = _adam_summary(results["adam"])
         doc[ADAM] = measured_entry(ad["params_per_s"], "Gparams/s", (
             f"{m}: DeepSpeedCPUAdam.step on {ad['n_params'] / 2**20:g} Mi fp32 params, best at "
-            f"{ad['threads']} threads (threads: params/s {per_t}); torch Adam in the raw data"),
-            results["adam"], "params_per_s", ad)
+            f"{ad['threads']} threads (threads: params/s {per_t}){ad_how}; torch Adam in the raw "
+            f"data"), ad_reps, "params_per_s", ad)
     else:
         doc[ADAM] = copy.deepcopy(base_cpu[ADAM])
-    calls = results.get("dispatch", [])
-    if calls:
-        fastest = min(calls, key=lambda p: p["seconds_per_call"])
+    fastest, calls, calls_how = per_process(results.get("dispatch", []), "seconds_per_call",
+                                            _fastest_of)
+    if fastest:
         doc[MODULE_CALL] = measured_entry(fastest["seconds_per_call"], "us", (
             f"{m}: forward of a hooked 64x64 nn.Linear on {fastest['device']}, autograd on, "
-            f"{fastest['calls']} calls per rep, fastest of {_reps(calls)} reps "
+            f"{fastest['calls']} calls per rep, fastest of {_reps(results['dispatch'])} reps"
+            f"{calls_how} "
             f"(runner/calibrate.py module_call_time)"), calls, "seconds_per_call", fastest)
     elif MODULE_CALL in base_cpu:
         doc[MODULE_CALL] = copy.deepcopy(base_cpu[MODULE_CALL])
-    cast = results.get("cast", [])
-    if cast:        # the median of the repeats: a step's copy is one of many, not the best
-        mid = sorted(cast, key=lambda p: p["params_per_s"])[len(cast) // 2]
+    # the median of the repeats: a step's copy is one of many, not the best
+    mid, cast, cast_how = per_process(results.get("cast", []), "params_per_s", _median_of)
+    if mid:
         doc[CAST16] = measured_entry(mid["params_per_s"], "Gparams/s", (
             f"{m}: torch copy_ of {mid['n_params'] / 2**20:g} Mi fp32 params into a "
             f"{'pinned ' if facts.get('n_gpus') else ''}bf16 buffer with {mid['threads']} threads "
-            f"(DeepSpeed's 16-bit copy after CPU Adam), median of {len(cast)} "
+            f"(DeepSpeed's 16-bit copy after CPU Adam), median of {_reps(results['cast'])}"
+            f"{cast_how} "
             f"(runner/calibrate.py cast16_time)"), cast, "params_per_s", mid)
     return doc
+
+
+def _best_of(points: list[dict], key: str) -> dict:
+    return max(points, key=lambda p: p[key])
+
+
+def _fastest_of(points: list[dict], key: str) -> dict:
+    return min(points, key=lambda p: p[key])
+
+
+def _median_of(points: list[dict], key: str) -> dict:
+    return sorted(points, key=lambda p: p[key])[len(points) // 2]
+
+
+def per_process(points: list[dict], key: str, pick: Callable[[list[dict], str], dict],
+                **where) -> tuple[dict | None, list[dict], str]:
+    """(the point a host rate is taken at, the points its range spans, what the source adds) of
+    a benchmark measured in one or more processes (`process` on each point; 0, the calibrating
+    process, where absent: runner/calibrate_process.py). One process: `pick` over its points
+    matching `where` (the best, fastest or median repeat), its repeats spanning the range. More:
+    `pick` per process at the setting process 0's pick was taken at, the median process's point,
+    the processes' picks spanning the range: a training process is one more draw."""
+    match = [p for p in points if all(p.get(k) == v for k, v in where.items())]
+    first = [p for p in match if not p.get("process")]
+    if not first:
+        return None, [], ""
+    b = pick(first, key)
+    groups: dict[int, list[dict]] = {}
+    for p in match:
+        if _same({k: v for k, v in p.items() if k != "process"}, _setting(b)):
+            groups.setdefault(p.get("process") or 0, []).append(p)
+    if len(groups) < 2:
+        return b, points, ""
+    picks = sorted((pick(g, key) for g in groups.values()), key=lambda p: p[key])
+    mid = picks[(len(picks) - 1) // 2]
+    return ({**mid, "process": 0}, [{**p, "process": 0} for p in picks],
+            f", median of {len(picks)} processes (each its {pick.__name__[1:-3]}: "
+            f"{', '.join(_fmt_rate(p[key]) for p in picks)}; runner/calibrate_process.py)")
+
+
+def _setting(b: dict) -> dict:
+    return {k: v for k, v in b.items() if k not in ("process", "rep") and not isinstance(v, float)}
+
+
+def _fmt_rate(v: float) -> str:
+    return f"{v * 1e6:.3g} us" if v < 1e-3 else f"{v / 1e9:.3g} G"
 
 
 def _same(p: dict, b: dict) -> bool:
@@ -190,16 +239,19 @@ def measured_entry(value: float, unit: str, source: str, points: list[dict] | No
     reps = [p[key] for p in points or () if b is not None and _same(p, b)]
     if len(reps) > 1 and _q(min(reps), unit) != _q(max(reps), unit):
         entry["range"] = [_q(min(min(reps), value), unit), _q(max(max(reps), value), unit)]
-        source += f"; range: min-max of its {len(reps)} repeats"
+        source += (f"; range: min-max of its {len(reps)} processes" if "processes (" in source
+                   else f"; range: min-max of its {len(reps)} repeats")
     entry["source"] = source
     return entry
 
 
 def _reps(points: list[dict]) -> int:
-    return max(p.get("rep", 0) for p in points) + 1
+    """Repeats per setting in the calibrating process."""
+    return max(p.get("rep", 0) for p in points if not p.get("process")) + 1
 
 
 def _adam_summary(points: list[dict]) -> str:
+    points = [p for p in points if not p.get("process")]       # this process's thread sweep
     ts = sorted({p["threads"] for p in points if p["optimizer"] == "deepspeed"})
     return ", ".join(f"{t}: {best(points, 'params_per_s', optimizer='deepspeed', threads=t)['params_per_s'] / 1e9:.3g}G"
                      for t in ts)

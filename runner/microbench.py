@@ -54,6 +54,11 @@ class SweepPlan:
     adam_torch: bool = True
     """Also time torch.optim.Adam (foreach) at the same thread counts."""
     memcpy_size: int = 1 * GiB
+    host_processes: int = 3
+    """Processes the host rates (DeepSpeed's CPU Adam, the 16-bit cast, the module call)
+    are measured in: this one and host_processes - 1 fresh ones, after every other benchmark; the
+    profile takes the median of the processes and their spread as its range (one process's
+    draw is not the next one's: runner/calibrate_process.py)."""
     deepspeed: bool = False
     """Measure DeepSpeed's host costs (calibrate_ds.py: each point trains a narrow model, 5-8
     min on an H200 host; `calibrate --host-costs`). Off by default: measured terms made fresh

@@ -1,0 +1,77 @@
+"""The host-rate benchmarks again, each in a fresh process (`calibrate`'s `host_processes`).
+
+One process's draw of a host rate is not the next one's: on one H100 host (lab/fresh/h100-g,
+four calibrations within eight minutes) DeepSpeedCPUAdam at 16 threads ran 5.47-5.80, 4.35-4.39,
+5.23-5.32 and 5.43-5.73 G params/s (each the repeats inside one process), and the training
+process that follows is one more draw. So `calibrate` measures CPU Adam, the 16-bit cast and the
+hooked module call in this process and again in `host_processes - 1` fresh ones, and the profile
+takes the median of the processes, with their spread as its range
+(runner/calibrate_profile.py `per_process`).
+
+    python -m tierlab.runner.calibrate_process '{"bench": "adam", "n_params": 67108864,
+                                                 "threads": [1, 2, 4, 8, 16], "repeats": 2}'
+
+prints one line `POINTS <json list>` (the benchmark's points) and exits 0.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+MARK = "POINTS "
+BENCHES = ("adam", "cast", "dispatch")
+TIMEOUT_S = 300
+
+
+def measure(spec: dict) -> list[dict]:
+    """The points of one host-rate benchmark, measured in this process."""
+    from tierlab.runner import calibrate
+
+    bench = spec.get("bench")
+    if bench == "adam":             # the whole thread sweep: the profile reads its best setting
+        return [p for t in spec["threads"]
+                for p in calibrate.adam_throughput("deepspeed", int(spec["n_params"]), int(t),
+                                                   int(spec["repeats"]))]
+    if bench == "cast":
+        return calibrate.cast16_time(int(spec["n_params"]), int(spec["repeats"]))
+    if bench == "dispatch":
+        return calibrate.module_call_time(bool(spec["cuda"]), int(spec["repeats"]))
+    raise ValueError(f"bench must be one of {', '.join(BENCHES)}, got {bench!r}")
+
+
+def in_fresh_process(spec: dict, process: int) -> list[dict]:
+    """`measure(spec)` in a new Python process, each point tagged with `process` (the calling
+    process is 0). A process that fails or times out raises RuntimeError naming the benchmark and
+    its last line of output."""
+    cmd = [sys.executable, "-m", "tierlab.runner.calibrate_process", json.dumps(spec)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"{spec.get('bench')} in fresh process {process}: no result within "
+                           f"{TIMEOUT_S} s") from None
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith(MARK)]
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise RuntimeError(f"{spec.get('bench')} in fresh process {process}: exit "
+                           f"{done.returncode}: {tail}")
+    return [{**p, "process": process} for p in json.loads(lines[-1][len(MARK):])]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m tierlab.runner.calibrate_process '<json spec>'", file=sys.stderr)
+        return 2
+    try:
+        spec = json.loads(args[0])
+        points = measure(spec)
+    except (ValueError, KeyError, TypeError) as e:
+        print(f"calibrate_process: {e}", file=sys.stderr)
+        return 2
+    print(MARK + json.dumps(points), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
