@@ -54,7 +54,9 @@ from tierlab.scenario import DEFAULT_HARDWARE
               help="Override sweep points, e.g. --sweep aio_block_sizes=1MiB,8MiB --sweep "
                    "aio_queue_depths=32,128 --sweep repeats=2 (sizes take a unit: K/M/G = SI, "
                    "Ki/Mi/Gi = binary; "
-                   "repeatable; keys are the fields of runner.microbench.SweepPlan).")
+                   "repeatable; keys are the fields of runner.microbench.SweepPlan). "
+                   "host_processes=N (default 3) measures CPU Adam, the cast and the module call "
+                   "in N processes, the profile taking the median (1: this process only).")
 @click.option("--from-raw", "from_raw", default=None, metavar="FILE",
               help="Measure nothing: rebuild the profile from a raw record that an earlier "
                    "`calibrate --raw` wrote (on this or another host), with this version's rules.")
