@@ -527,7 +527,7 @@ def parse_ds_config(cfg: Mapping[str, Any], flags: Flags = Flags(),
     except ConfigError as e:
         raise ConfigError(f"{where}: {e}") from None
     try:
-        _check_zero(zero, warnings)
+        _check_zero(zero, warnings, where)
     except ConfigError as e:
         raise ConfigError(f"{where}: {e}") from None
     _refuse_unmodelled(cfg, zero, where)
@@ -556,15 +556,16 @@ def _refuse_unmodelled(cfg: Mapping[str, Any], zero: Zero, where: str) -> None:
         raise ConfigError(f"{where}: " + "; ".join(problems))
 
 
-def _check_zero(zero: Zero, warnings: list[str]) -> None:
+def _check_zero(zero: Zero, warnings: list[str], where: str = "ds_config") -> None:
     if zero.stage not in (0, 1, 2, 3):
         raise ConfigError(f"zero_optimization.stage must be 0, 1, 2 or 3, got {zero.stage}")
     op, oo = zero.offload_param, zero.offload_optimizer
     if op.device != "none" and zero.stage != 3:
-        warnings.append(f"ZeRO stage {zero.stage} ignores offload_param (device {op.device}); "
+        warnings.append(f"{where}: ZeRO stage {zero.stage} ignores offload_param (device "
+                        f"{op.device}); "
                         "only stage 3 offloads parameters")
     if oo.device != "none" and zero.stage == 0:
-        warnings.append("ZeRO stage 0 ignores offload_optimizer; use stage >= 1")
+        warnings.append(f"{where}: ZeRO stage 0 ignores offload_optimizer; use stage >= 1")
     if oo.device == "nvme" and zero.stage in (1, 2):
         raise ConfigError(f"zero_optimization.offload_optimizer.device=nvme needs stage 3 "
                           f"(stage {zero.stage} offloads the optimizer to cpu only)")
@@ -573,7 +574,8 @@ def _check_zero(zero: Zero, warnings: list[str]) -> None:
             raise ConfigError(f"zero_optimization.{name}.device=nvme needs "
                               f"zero_optimization.{name}.nvme_path")
     if oo.pipeline and oo.device != "nvme":
-        warnings.append("offload_optimizer.pipeline_read/pipeline_write only act with device nvme")
+        warnings.append(f"{where}: offload_optimizer.pipeline_read/pipeline_write only act with "
+                        f"device nvme")
     if not 0.0 <= oo.ratio <= 1.0:
         raise ConfigError(f"zero_optimization.offload_optimizer.ratio must be in [0, 1], "
                           f"got {oo.ratio}")
