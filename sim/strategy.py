@@ -469,8 +469,9 @@ def _refuse_activation_checkpointing(cfg: Mapping[str, Any], where: str) -> None
     for key in ACTIVATION_CHECKPOINTING_UNMODELLED:
         if block.get(key):
             raise ConfigError(
-                f"{where}: activation_checkpointing.{key}={block[key]!r} is not modelled: DeepSpeed "
-                "applies it only to models that checkpoint through deepspeed.checkpointing "
+                f"{where}: activation_checkpointing.{key}={json.dumps(block[key])} is not "
+                "modelled: DeepSpeed applies it only to models that checkpoint through "
+                "deepspeed.checkpointing "
                 "(Megatron-DeepSpeed); Hugging Face models ignore it. Set it false (tierlab's "
                 "--checkpointing models Hugging Face gradient checkpointing)")
 
