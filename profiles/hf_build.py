@@ -20,6 +20,7 @@ from tierlab.profiles.hf_blocks import layer_fields, parallel_experts
 from tierlab.profiles.hf_cross import check_cross_layers, cross_fields, vision_tokens
 from tierlab.profiles.hf_config import (attention_windows, build, check_counts,
                                         check_layer_counts, check_repeats, config_value,
+                                        detach_towers,
                                         experts_per_token, layer_config, text_config,
                                         transformers_version, unread_reason)
 from tierlab.profiles.hf_indexer import check_indexed
@@ -331,6 +332,7 @@ def fields_of(data: Mapping, where: str) -> dict:
     check_router(config, where)                                     # Zaya
     cross_keys, cross_notes = vision_tokens(data, config, where)    # Llama 3.2 Vision
     model = build(config, where, data)
+    towers = detach_towers(model)                                   # Phi-4-multimodal
     theirs, theirs_active = transformers_counts(model, config)
     problems: list[str] = []
     try:
@@ -352,7 +354,7 @@ def fields_of(data: Mapping, where: str) -> dict:
         fields["mlp_only_layers"]       # Nemotron-H's "mlp" and "moe" blocks attend nothing
     indexer_notes = check_indexed(config, fields, where)
     return dict(fields, attention_windows=attention_windows(config, where, mixed),
-                not_modelled=tuple(problems) + indexer_notes)
+                not_modelled=tuple(towers + problems) + indexer_notes)
 
 
 def refusal(where: str, kind: str, config: Any, ours: tuple, theirs: tuple,

@@ -126,6 +126,35 @@ def multimodal_decoder(data: Mapping) -> Any:
     return TextDecoder()
 
 
+def detach_towers(model: Any) -> list[str]:
+    """Take out of a built causal LM the towers transformers builds inside it, and name them: the
+    outermost modules that hold a sub-model of their own (a PreTrainedModel) but not the token
+    embedding. Phi-4-multimodal's Phi4MultimodalModel keeps its image and audio encoders in
+    `model.embed_tokens_extend` (transformers 5.25.0 modeling_phi4_multimodal.py line 1480, a
+    Phi4MultimodalFeatureEmbedding, lines 1328-1337: Phi4MultimodalImageEmbedding, lines
+    455-477, around a Phi4MultimodalVisionModel and its projections; Phi4MultimodalAudioEmbedding,
+    lines 1044-1059, around a Phi4MultimodalAudioModel and its projections): text decoder only,
+    as for the towers other multimodal configs keep beside the decoder (notes)."""
+    from transformers import PreTrainedModel
+
+    emb = model.get_input_embeddings()
+    out: list[str] = []
+    for name, module in list(model.named_modules()):
+        if not name or any(name.startswith(t + ".") for t in out) or \
+                any(m is emb for m in module.modules()) or \
+                not any(isinstance(m, PreTrainedModel) for m in module.modules()):
+            continue
+        out.append(name)
+    notes = []
+    for name in out:
+        parent, _, child = name.rpartition(".")
+        tower = model.get_submodule(name)
+        notes.append(f"{name} ({type(tower).__name__}, {sum(p.numel() for p in tower.parameters()):,}"
+                     " parameters), a tower inside the decoder, left out")
+        delattr(model.get_submodule(parent), child)
+    return notes
+
+
 COUNT_ATTRIBUTES = (("num_hidden_layers", "n_layers"), ("hidden_size", "hidden"),
                     ("intermediate_size", "ffn"), ("num_attention_heads", "n_heads"),
                     ("num_key_value_heads", "n_kv_heads"), ("vocab_size", "vocab"),

@@ -32,18 +32,24 @@ def test_every_file_has_an_origin():
 
 
 def transformers_counts(data: dict) -> tuple[int, int]:
-    """(total, active) of the causal LM transformers builds from the config on the meta device;
-    active: each `experts` module's parameters top-k of n (n, k from the config, or from its
+    """(total, active) of the causal LM transformers builds from the config on the meta device,
+    less the towers it builds inside its decoder (a child holding a sub-model of its own:
+    Phi-4-multimodal's image and audio encoders, text decoder only as tierlab counts); active: each `experts` module's parameters top-k of n (n, k from the config, or from its
     `ffn_config` sub-config: DBRX's moe_num_experts, moe_top_k; DeepSeek-V2's n_routed_experts
     through its config class's attribute_map entry `num_experts`)."""
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
     cfg = {k: v for k, v in data.items() if k not in ("model_type", "auto_map", "architectures")}
     config = AutoConfig.for_model(data["model_type"], **cfg)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
-    total = sum(p.numel() for p in model.parameters())
+    emb = model.get_input_embeddings()      # Phi-4-multimodal's model.embed_tokens_extend
+    towers = [m for m in getattr(model, "model", model).children()
+              if any(isinstance(s, PreTrainedModel) for s in m.modules())
+              and not any(s is emb for s in m.modules())]
+    total = sum(p.numel() for p in model.parameters()) - \
+        sum(p.numel() for m in towers for p in m.parameters())
     part = getattr(config, "ffn_config", None) or config
     n = getattr(part, "moe_num_experts", None) or getattr(part, "num_local_experts", None) \
         or getattr(part, "num_experts", None)
