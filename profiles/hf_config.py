@@ -288,10 +288,13 @@ def first_line(e: Exception) -> str:
     return f"{type(e).__name__}: {head}"
 
 
-NOT_TOWERS = ("text_config", "quantization_config", "per_layer_config")
+NOT_TOWERS = ("text_config", "quantization_config", "per_layer_config", "attn_config",
+              "ffn_config")
 """`*_config` keys of a config.json that are no tower left out: the decoder itself, its
-quantization, and transformers' per-layer config of a heterogeneous decoder (Gemma 4's,
-dots3-note's text config: `per_layer_config`, one entry per layer of another shape)."""
+quantization, transformers' per-layer config of a heterogeneous decoder (Gemma 4's,
+dots3-note's text config: `per_layer_config`, one entry per layer of another shape), and DBRX's
+decoder parts (configuration_dbrx.py DbrxConfig: `attn_config` a DbrxAttentionConfig,
+`ffn_config` a DbrxFFNConfig, both read by every block)."""
 
 
 def notes(data: Mapping, where: str) -> tuple[str, ...]:

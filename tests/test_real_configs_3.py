@@ -95,6 +95,7 @@ def test_dbrx_counts_by_hand_total_and_active():
     assert (m.n_params, m.active_params) == (total, active)
     assert m.moe.n_experts == 16 and m.moe.experts_per_token == 4 and m.gated_mlp
     assert m.ffn == 10752 and m.n_kv_heads == 8 and m.fused_qkv and m.block_norms == 2
+    assert "tower" not in m.source, m.source     # attn_config / ffn_config are the decoder's
 
 
 def test_dbrx_simulates_to_a_finite_step_on_dgx_h100_zero3_cpu():
