@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import logging
 import os
 import random
 import shutil
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field, fields, replace
@@ -454,14 +456,38 @@ def calibration_tasks(plan: SweepPlan, *, nvme_path: Path | None, skip: set[str]
     return tasks, skipped
 
 
-def host_process_tasks(plan: SweepPlan, skip: set[str], skipped: dict[str, str],
-                       cuda: bool) -> list[Task]:
+PROCESS_MARK = "POINTS "
+"""The line prefix of a fresh process's points on its stdout (runner/calibrate_process.py)."""
+PROCESS_TIMEOUT_S = 300
+
+
+def in_fresh_process(spec: dict, process: int) -> list[dict]:
+    """runner/calibrate_process.py `measure(spec)` in a new Python process (`python -m`), each
+    point tagged with `process` (the calling
+    process is 0). A process that fails or times out raises RuntimeError naming the benchmark and
+    its last line of output."""
+    cmd = [sys.executable, "-m", "tierlab.runner.calibrate_process", json.dumps(spec)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=PROCESS_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"{spec.get('bench')} in fresh process {process}: no result within "
+                           f"{PROCESS_TIMEOUT_S} s") from None
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith(PROCESS_MARK)]
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise RuntimeError(f"{spec.get('bench')} in fresh process {process}: exit "
+                           f"{done.returncode}: {tail}")
+    return [{**p, "process": process} for p in json.loads(lines[-1][len(PROCESS_MARK):])]
+
+
+def host_process_tasks(plan: SweepPlan, skip: set[str], skipped: dict[str, str], cuda: bool,
+                       launch: Callable[[dict, int], list[dict]] | None = None) -> list[Task]:
     """CPU Adam (DeepSpeed's, its thread sweep), the cast and the module call again, each in
     plan.host_processes - 1 fresh processes (runner/calibrate_process.py), last of all so the
     draws are minutes apart. A process that fails is listed in `skipped` with its reason and the
-    profile uses the processes that measured."""
-    from tierlab.runner import calibrate_process as proc
-
+    profile uses the processes that measured. `launch` runs one (`in_fresh_process`; a caller may
+    pass a process that fails)."""
+    launch = launch or in_fresh_process
     specs = {"adam": {"bench": "adam", "n_params": plan.adam_params,
                       "threads": list(adam_thread_counts(plan)), "repeats": plan.repeats},
              "cast": {"bench": "cast", "n_params": plan.cast_params,
@@ -470,7 +496,7 @@ def host_process_tasks(plan: SweepPlan, skip: set[str], skipped: dict[str, str],
 
     def run(group: str, k: int) -> list[dict]:
         try:
-            return proc.in_fresh_process(specs[group], k)
+            return launch(specs[group], k)
         except RuntimeError as e:
             skipped[f"{group} in fresh process {k}"] = str(e)
             return []

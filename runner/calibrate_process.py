@@ -11,17 +11,15 @@ takes the median of the processes, with their spread as its range
     python -m tierlab.runner.calibrate_process '{"bench": "adam", "n_params": 67108864,
                                                  "threads": [1, 2, 4, 8, 16], "repeats": 2}'
 
-prints one line `POINTS <json list>` (the benchmark's points) and exits 0.
+prints one line `POINTS <json list>` (the benchmark's points) and exits 0; the calibrating
+process launches it (runner/calibrate.py `in_fresh_process`).
 """
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
-MARK = "POINTS "
 BENCHES = ("adam", "cast", "dispatch")
-TIMEOUT_S = 300
 
 
 def measure(spec: dict) -> list[dict]:
@@ -40,24 +38,6 @@ def measure(spec: dict) -> list[dict]:
     raise ValueError(f"bench must be one of {', '.join(BENCHES)}, got {bench!r}")
 
 
-def in_fresh_process(spec: dict, process: int) -> list[dict]:
-    """`measure(spec)` in a new Python process, each point tagged with `process` (the calling
-    process is 0). A process that fails or times out raises RuntimeError naming the benchmark and
-    its last line of output."""
-    cmd = [sys.executable, "-m", "tierlab.runner.calibrate_process", json.dumps(spec)]
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        raise RuntimeError(f"{spec.get('bench')} in fresh process {process}: no result within "
-                           f"{TIMEOUT_S} s") from None
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith(MARK)]
-    if done.returncode != 0 or not lines:
-        tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise RuntimeError(f"{spec.get('bench')} in fresh process {process}: exit "
-                           f"{done.returncode}: {tail}")
-    return [{**p, "process": process} for p in json.loads(lines[-1][len(MARK):])]
-
-
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
@@ -69,7 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, KeyError, TypeError) as e:
         print(f"calibrate_process: {e}", file=sys.stderr)
         return 2
-    print(MARK + json.dumps(points), flush=True)
+    from tierlab.runner.calibrate import PROCESS_MARK
+
+    print(PROCESS_MARK + json.dumps(points), flush=True)
     return 0
 
 

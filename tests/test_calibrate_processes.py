@@ -6,7 +6,6 @@ import pytest
 
 from tierlab.errors import ConfigError
 from tierlab.runner import calibrate as cal
-from tierlab.runner import calibrate_process as proc
 from tierlab.runner.calibrate_profile import cpu_document, per_process, _best_of, _fastest_of
 
 
@@ -68,14 +67,14 @@ def test_a_record_without_processes_builds_the_profile_as_before():
 
 
 def test_a_benchmark_runs_in_a_fresh_process_and_is_tagged():
-    points = proc.in_fresh_process({"bench": "cast", "n_params": 2**16, "repeats": 3}, 2)
+    points = cal.in_fresh_process({"bench": "cast", "n_params": 2**16, "repeats": 3}, 2)
     assert len(points) == 3 and all(p["process"] == 2 for p in points)
     assert all(p["params_per_s"] > 0 for p in points)
 
 
 def test_a_failing_process_is_one_line_naming_the_benchmark():
     with pytest.raises(RuntimeError, match=r"^nope in fresh process 1: exit 2: .*bench must be one of"):
-        proc.in_fresh_process({"bench": "nope"}, 1)
+        cal.in_fresh_process({"bench": "nope"}, 1)
 
 
 def test_the_tasks_repeat_each_host_rate_in_fresh_processes_last():
@@ -94,13 +93,12 @@ def test_the_tasks_repeat_each_host_rate_in_fresh_processes_last():
     assert not [t for t in tasks if "fresh process" in t.label]
 
 
-def test_a_failed_process_is_listed_as_skipped_and_measures_nothing(monkeypatch):
+def test_a_failed_process_is_listed_as_skipped_and_measures_nothing():
     def fail(spec, k):
         raise RuntimeError(f"{spec['bench']} in fresh process {k}: exit 1: killed")
 
-    monkeypatch.setattr(proc, "in_fresh_process", fail)
-    tasks, skipped = cal.calibration_tasks(cal.quick_plan(), nvme_path=None, skip=set(),
-                                           cuda=False, n_gpus=0, facts={})
+    skipped: dict = {}
+    tasks = cal.host_process_tasks(cal.quick_plan(), set(), skipped, False, launch=fail)
     cast = next(t for t in tasks if t.label == "cast in fresh process 1 of 1")
     assert cast.run() == []
     assert skipped["cast in fresh process 1"] == "cast in fresh process 1: exit 1: killed"
