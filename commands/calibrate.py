@@ -31,7 +31,7 @@ from tierlab.scenario import DEFAULT_HARDWARE
                    "CPU-only host, ...) is copied from it with its original sources.")
 @click.option("--quick", is_flag=True,
               help="Few sizes and points, small files, no DeepSpeed host costs (CI, smoke "
-                   "checks; 5 min 23 s on a 2-core box without a GPU).")
+                   "checks; 5 min 45 s on a 2-core box without a GPU).")
 @click.option("--host-costs", is_flag=True,
               help="Also measure DeepSpeed's host costs (narrow Llama models trained in "
                    "separate processes, 5-8 min on an H200 host). Each measured term replaces "
