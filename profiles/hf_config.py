@@ -149,8 +149,9 @@ def detach_towers(model: Any) -> list[str]:
     for name in out:
         parent, _, child = name.rpartition(".")
         tower = model.get_submodule(name)
-        notes.append(f"{name} ({type(tower).__name__}, {sum(p.numel() for p in tower.parameters()):,}"
-                     " parameters), a tower inside the decoder, left out")
+        size = sum(p.numel() for p in tower.parameters())
+        notes.append(f"{name} ({type(tower).__name__}, {size:,} parameters), a tower inside the "
+                     "decoder, left out")
         delattr(model.get_submodule(parent), child)
     return notes
 

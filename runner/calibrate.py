@@ -54,8 +54,8 @@ def quick_plan(deepspeed: bool = False) -> SweepPlan:
                      nccl_sizes=(16 * MiB,), aio_file_size=64 * MiB,
                      aio_block_sizes=(128 * KiB, 1 * MiB), aio_queue_depths=(4, 32),
                      aio_parallelism=(1, 2), aio_latency_reads=16, adam_params=4 * 2**20,
-                     adam_threads=(), memcpy_size=128 * MiB, deepspeed=deepspeed, host_processes=2,
-                     overflow_elements=2**24, cast_params=2**24)
+                     adam_threads=(), memcpy_size=128 * MiB, deepspeed=deepspeed,
+                     host_processes=2, overflow_elements=2**24, cast_params=2**24)
 
 
 def sweep_value(text: str, key: str) -> int:
@@ -463,9 +463,8 @@ PROCESS_TIMEOUT_S = 300
 
 def in_fresh_process(spec: dict, process: int) -> list[dict]:
     """runner/calibrate_process.py `measure(spec)` in a new Python process (`python -m`), each
-    point tagged with `process` (the calling
-    process is 0). A process that fails or times out raises RuntimeError naming the benchmark and
-    its last line of output."""
+    point tagged with `process` (the calling process is 0). A process that fails or times out
+    raises RuntimeError naming the benchmark and its last line of output."""
     cmd = [sys.executable, "-m", "tierlab.runner.calibrate_process", json.dumps(spec)]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=PROCESS_TIMEOUT_S)
@@ -503,7 +502,7 @@ def host_process_tasks(plan: SweepPlan, skip: set[str], skipped: dict[str, str],
 
     return [Task(group, f"{group} in fresh process {k} of {plan.host_processes - 1}",
                  lambda g=group, k=k: run(g, k))
-            for k in range(1, max(1, plan.host_processes))
+            for k in range(1, plan.host_processes)
             for group in specs if group not in skip]
 
 

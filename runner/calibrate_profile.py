@@ -128,7 +128,7 @@ def cpu_document(results: dict, facts: dict, base: dict, m: str) -> dict:
                                                results["memcpy"], "Bps", mc)
     else:
         doc[DRAM_BW] = copy.deepcopy(base_cpu[DRAM_BW])
-    ad, ad_reps, ad_how = per_process(results.get("adam", []), "params_per_s", _best_of,
+    ad, ad_reps, ad_how = per_process(results.get("adam", []), "params_per_s", best_of,
                                       optimizer="deepspeed")
     if mc and ad:
         # The DRAM rate the optimizer step streams at is CPU Adam's own traffic, not a plain
@@ -153,40 +153,41 @@ def cpu_document(results: dict, facts: dict, base: dict, m: str) -> dict:
         doc[ADAM] = measured_entry(ad["params_per_s"], "Gparams/s", (
             f"{m}: DeepSpeedCPUAdam.step on {ad['n_params'] / 2**20:g} Mi fp32 params, best at "
             f"{ad['threads']} threads (threads: params/s {per_t}){ad_how}; torch Adam in the raw "
-            f"data"), ad_reps, "params_per_s", ad)
+            f"data"), ad_reps, "params_per_s", ad, spans(ad_how))
     else:
         doc[ADAM] = copy.deepcopy(base_cpu[ADAM])
     fastest, calls, calls_how = per_process(results.get("dispatch", []), "seconds_per_call",
-                                            _fastest_of)
+                                            fastest_of)
     if fastest:
         doc[MODULE_CALL] = measured_entry(fastest["seconds_per_call"], "us", (
             f"{m}: forward of a hooked 64x64 nn.Linear on {fastest['device']}, autograd on, "
             f"{fastest['calls']} calls per rep, fastest of {_reps(results['dispatch'])} reps"
             f"{calls_how} "
-            f"(runner/calibrate.py module_call_time)"), calls, "seconds_per_call", fastest)
+            f"(runner/calibrate.py module_call_time)"), calls, "seconds_per_call", fastest,
+            spans(calls_how))
     elif MODULE_CALL in base_cpu:
         doc[MODULE_CALL] = copy.deepcopy(base_cpu[MODULE_CALL])
     # the median of the repeats: a step's copy is one of many, not the best
-    mid, cast, cast_how = per_process(results.get("cast", []), "params_per_s", _median_of)
+    mid, cast, cast_how = per_process(results.get("cast", []), "params_per_s", median_of)
     if mid:
         doc[CAST16] = measured_entry(mid["params_per_s"], "Gparams/s", (
             f"{m}: torch copy_ of {mid['n_params'] / 2**20:g} Mi fp32 params into a "
             f"{'pinned ' if facts.get('n_gpus') else ''}bf16 buffer with {mid['threads']} threads "
             f"(DeepSpeed's 16-bit copy after CPU Adam), median of {_reps(results['cast'])}"
             f"{cast_how} "
-            f"(runner/calibrate.py cast16_time)"), cast, "params_per_s", mid)
+            f"(runner/calibrate.py cast16_time)"), cast, "params_per_s", mid, spans(cast_how))
     return doc
 
 
-def _best_of(points: list[dict], key: str) -> dict:
-    return max(points, key=lambda p: p[key])
+def best_of(points: list[dict], key: str) -> dict:
+    return best(points, key)
 
 
-def _fastest_of(points: list[dict], key: str) -> dict:
+def fastest_of(points: list[dict], key: str) -> dict:
     return min(points, key=lambda p: p[key])
 
 
-def _median_of(points: list[dict], key: str) -> dict:
+def median_of(points: list[dict], key: str) -> dict:
     return sorted(points, key=lambda p: p[key])[len(points) // 2]
 
 
@@ -204,20 +205,22 @@ def per_process(points: list[dict], key: str, pick: Callable[[list[dict], str], 
         return None, [], ""
     b = pick(first, key)
     groups: dict[int, list[dict]] = {}
+    setting = {k: v for k, v in b.items() if k != "process"}
     for p in match:
-        if _same({k: v for k, v in p.items() if k != "process"}, _setting(b)):
+        if _same(p, setting):
             groups.setdefault(p.get("process") or 0, []).append(p)
     if len(groups) < 2:
         return b, points, ""
     picks = sorted((pick(g, key) for g in groups.values()), key=lambda p: p[key])
     mid = picks[(len(picks) - 1) // 2]
     return ({**mid, "process": 0}, [{**p, "process": 0} for p in picks],
-            f", median of {len(picks)} processes (each its {pick.__name__[1:-3]}: "
+            f", median of {len(picks)} processes (each its {pick.__name__[:-3]}: "
             f"{', '.join(_fmt_rate(p[key]) for p in picks)}; runner/calibrate_process.py)")
 
 
-def _setting(b: dict) -> dict:
-    return {k: v for k, v in b.items() if k not in ("process", "rep") and not isinstance(v, float)}
+def spans(how: str) -> str:
+    """What a range from per_process spans: its processes where it says so, else repeats."""
+    return "processes" if how else "repeats"
 
 
 def _fmt_rate(v: float) -> str:
@@ -231,16 +234,16 @@ def _same(p: dict, b: dict) -> bool:
 
 
 def measured_entry(value: float, unit: str, source: str, points: list[dict] | None = None,
-                   key: str = "", b: dict | None = None) -> dict:
+                   key: str = "", b: dict | None = None, what: str = "repeats") -> dict:
     """`{value, range, source}`: the range is the min to max of `key` over the repeats of the
     setting `b` the value was taken at (docs/ranges.md), when there are two or more that
-    differ; else `{value, source}` (the loader then uses the default for measured figures)."""
+    differ; else `{value, source}` (the loader then uses the default for measured figures).
+    `what` the points are, for the source: repeats, or processes (per_process)."""
     entry: dict[str, Any] = {"value": _q(value, unit)}
     reps = [p[key] for p in points or () if b is not None and _same(p, b)]
     if len(reps) > 1 and _q(min(reps), unit) != _q(max(reps), unit):
         entry["range"] = [_q(min(min(reps), value), unit), _q(max(max(reps), value), unit)]
-        source += (f"; range: min-max of its {len(reps)} processes" if "processes (" in source
-                   else f"; range: min-max of its {len(reps)} repeats")
+        source += f"; range: min-max of its {len(reps)} {what}"
     entry["source"] = source
     return entry
 

@@ -6,7 +6,7 @@ import pytest
 
 from tierlab.errors import ConfigError
 from tierlab.runner import calibrate as cal
-from tierlab.runner.calibrate_profile import cpu_document, per_process, _best_of, _fastest_of
+from tierlab.runner.calibrate_profile import cpu_document, per_process, best_of, fastest_of
 
 
 def adam(rate: float, process: int | None = None, threads: int = 16, rep: int = 0) -> dict:
@@ -17,7 +17,7 @@ def adam(rate: float, process: int | None = None, threads: int = 16, rep: int = 
 
 def test_one_process_keeps_the_best_repeat_and_its_repeats_as_range():
     points = [adam(5.0e9), adam(5.5e9, rep=1), adam(3.0e9, threads=8)]
-    b, reps, how = per_process(points, "params_per_s", _best_of, optimizer="deepspeed")
+    b, reps, how = per_process(points, "params_per_s", best_of, optimizer="deepspeed")
     assert b["params_per_s"] == 5.5e9 and how == ""
     assert reps == points
 
@@ -27,7 +27,7 @@ def test_three_processes_give_the_median_process_and_their_spread():
               adam(4.3e9, 1), adam(4.4e9, 1, rep=1),                         # a slow draw
               adam(5.2e9, 2), adam(5.3e9, 2, rep=1),
               adam(9.9e9, 2, threads=8)]          # another setting: not this rate's draw
-    b, reps, how = per_process(points, "params_per_s", _best_of, optimizer="deepspeed")
+    b, reps, how = per_process(points, "params_per_s", best_of, optimizer="deepspeed")
     assert b["params_per_s"] == 5.3e9 and b["threads"] == 16
     assert sorted(p["params_per_s"] for p in reps) == [4.4e9, 5.3e9, 5.8e9]
     assert "median of 3 processes" in how and "4.4 G, 5.3 G, 5.8 G" in how
@@ -38,13 +38,13 @@ def test_the_module_call_takes_each_process_fastest():
               "seconds_per_call": s, **({"process": k} if k else {})}
              for k, r, s in ((0, 0, 19e-6), (0, 1, 18e-6), (1, 0, 23e-6), (1, 1, 22e-6),
                              (2, 0, 17e-6))]
-    b, reps, how = per_process(calls, "seconds_per_call", _fastest_of)
+    b, reps, how = per_process(calls, "seconds_per_call", fastest_of)
     assert b["seconds_per_call"] == 18e-6
     assert sorted(p["seconds_per_call"] for p in reps) == [17e-6, 18e-6, 22e-6]
     assert "each its fastest" in how
 
 
-def test_the_profile_says_median_of_processes_with_their_range():
+def test_the_profile_saysmedian_of_processes_with_their_range():
     base = {"cpus": ("x", {"dram_bandwidth": {"value": "100 GB/s", "source": "datasheet"},
                            "adam_throughput": {"value": "4 Gparams/s", "source": "datasheet"}})}
     results = {"adam": [adam(5.8e9), adam(4.4e9, 1), adam(5.3e9, 2)]}

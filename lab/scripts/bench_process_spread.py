@@ -4,7 +4,8 @@ taking the median of several processes does to the predictions (runner/calibrate
     .venv/bin/python lab/scripts/bench_process_spread.py
 
 1. Per machine calibrated in more than one process (lab/fresh: h100-i by `calibrate` itself, three
-   processes; h100-g, h100-h by merging its repeated calibrations, lab/scripts/merge_process_raws.py):
+   processes; h100-g, h100-h by merging their repeated calibrations,
+   lab/scripts/merge_process_raws.py):
    each host rate's value in each process (the best / fastest / median repeat, as the profile
    picks it), the spread between processes (max / min) and inside the calibrating process (its
    repeats' max / min).
@@ -23,12 +24,12 @@ from labenv import LAB  # noqa: E402  (sets $TIERLAB_PROFILES to the lab)
 
 import tierlab
 from tierlab.runner import calibrate as cal
-from tierlab.runner.calibrate_profile import _best_of, _fastest_of, _median_of, per_process
+from tierlab.runner.calibrate_profile import best_of, fastest_of, median_of, per_process
 
 FRESH = LAB / "fresh"
-RATES = (("CPU Adam", "adam", "params_per_s", _best_of, {"optimizer": "deepspeed"}, 1e9, "G/s"),
-         ("16-bit cast", "cast", "params_per_s", _median_of, {}, 1e9, "G/s"),
-         ("module call", "dispatch", "seconds_per_call", _fastest_of, {}, 1e-6, "us"))
+RATES = (("CPU Adam", "adam", "params_per_s", best_of, {"optimizer": "deepspeed"}, 1e9, "G/s"),
+         ("16-bit cast", "cast", "params_per_s", median_of, {}, 1e9, "G/s"),
+         ("module call", "dispatch", "seconds_per_call", fastest_of, {}, 1e-6, "us"))
 
 
 def raw_with_processes(folder: Path) -> Path | None:
@@ -75,7 +76,8 @@ def accuracy(folder: Path, raw: dict, where: Path) -> str:
            for m in ("step_time_s", "optimizer_s")}
     inside = f"inside range {v.coverage['inside']} of {v.coverage['n']}"
     return (f"step MAPE {statistics.mean(err['step_time_s']):5.1f}%  worst "
-            f"{max(err['step_time_s']):5.1f}%  optimizer {statistics.mean(err['optimizer_s']):5.1f}%"
+            f"{max(err['step_time_s']):5.1f}%  optimizer "
+            f"{statistics.mean(err['optimizer_s']):5.1f}%"
             f"  {inside}")
 
 
@@ -88,7 +90,8 @@ def main() -> int:
         print(f"{folder.name} ({path.name})")
         print("\n".join(spread_lines(raw["results"])))
         with tempfile.TemporaryDirectory() as tmp:
-            print(f"  first process only    {accuracy(folder, first_process_only(raw), Path(tmp) / 'a')}")
+            first = accuracy(folder, first_process_only(raw), Path(tmp) / "a")
+            print(f"  first process only    {first}")
             print(f"  median of processes   {accuracy(folder, raw, Path(tmp) / 'b')}")
     return 0
 
