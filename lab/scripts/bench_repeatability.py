@@ -1,7 +1,10 @@
 """How much the same run differs between machines of one kind, and between processes on one
 machine: the noise floor the validation errors sit on.
 
-    .venv/bin/python lab/scripts/bench_repeatability.py
+    .venv/bin/python lab/scripts/bench_repeatability.py [--root lab/fresh]
+
+--root lab/fresh reads the fresh machines instead (lab/fresh/README.md: each folder on its own
+default calibration, no fit saw them), where one TinyLlama case ran on up to 16 machines.
 
 1. Between machines: every validation case name measured in more than one folder of
    lab/cases (one device command each, same plan entry in lab/plan.yaml, so the same
@@ -20,6 +23,7 @@ calibrated profile), so the simulator's error can be read against the floor.
 """
 from __future__ import annotations
 
+import argparse
 import re
 import statistics
 from pathlib import Path
@@ -87,12 +91,13 @@ def loo_median_errors(groups: list[list[tuple[str, float]]], min_size: int
     return errors
 
 
-def simulator_errors() -> dict[tuple[str, str], float]:
-    """{(folder/dirname, metric): tierlab validate's percent error} over lab/cases."""
+def simulator_errors(root: Path = CASES) -> dict[tuple[str, str], float]:
+    """{(folder/dirname, metric): tierlab validate's percent error} over `root` (each folder on
+    the profile its validate.yaml names)."""
     from tierlab.profiles.load import load_software
     from tierlab.validate.compare import validate_cases
 
-    report = validate_cases([CASES], load_software())
+    report = validate_cases([root], load_software())
     return {(r.case, r.metric): r.error_pct for r in report.rows if r.error_pct is not None}
 
 
@@ -124,7 +129,12 @@ def print_spreads(title: str, groups: dict, values_of) -> None:
 
 
 def main() -> None:
-    runs = finished_runs()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--root", type=Path, default=CASES,
+                    help="folder of machine folders (default lab/cases; lab/fresh: the fresh "
+                         "machines)")
+    root = ap.parse_args().root.resolve()
+    runs = finished_runs(root)
     machines = repeated_cases(runs)
     print("== 1. the same case on different machines (first run of each command)")
     print_spreads(lambda name, folders: f"{name}: {', '.join(folders)}", machines,
@@ -139,7 +149,7 @@ def main() -> None:
     by_folder_case: dict[tuple[str, str], list[tuple[str, dict]]] = {}
     for case, folder, dirname, metrics in runs:
         by_folder_case.setdefault((folder, case), []).append((f"{folder}/{dirname}", metrics))
-    sim = simulator_errors()
+    sim = simulator_errors(root)
     print("\n== 3./4. floor of a prediction that knows the case's measured result elsewhere")
     print("  (each run predicted by the median of the others; tierlab: validate's error on the "
           "same runs)")
