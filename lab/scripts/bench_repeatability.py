@@ -131,9 +131,12 @@ def print_spreads(title: str, groups: dict, values_of) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", type=Path, default=CASES,
-                    help="folder of machine folders (default lab/cases; lab/fresh: the fresh "
-                         "machines)")
-    root = ap.parse_args().root.resolve()
+                    help="folder of machine folders, relative to the repository root (default "
+                         "lab/cases; lab/fresh: the fresh machines)")
+    root = ap.parse_args().root
+    root = root if root.is_absolute() else ROOT / root     # as the docs run it, from anywhere
+    if not root.is_dir():
+        ap.error(f"--root {root}: no such folder")
     runs = finished_runs(root)
     machines = repeated_cases(runs)
     print("== 1. the same case on different machines (first run of each command)")
