@@ -44,6 +44,12 @@ MODEL = {
     "experts_per_token": Bound(0, 100_000, why="100k experts"),
 }
 """Model fields (profiles/schema.Model) with a bound; a field not listed is not a count."""
+LOOP_PASSES = Bound(1, 1_000, why="looped models run 2-16 passes of their blocks, and the "
+                                   "simulator steps every block run")
+"""Runs of a looped section of blocks (Model.loops: Loop.passes; a config.json's
+n_recurrent_loops, loop_num_passes, H_cycles, L_cycles): at least one."""
+BLOCK_RUNS = Bound(1, 100_000, why="10x the layer bound: the simulator steps every block run")
+"""Block runs of one forward, every loop's passes multiplied out (Model.block_runs)."""
 ATTENTION_WINDOW = Bound(1, 100_000_000, why="100M tokens")
 """A layer's attention window or chunk in tokens (Model.attention_windows; a config.json's
 `sliding_window`, `attention_chunk_size`): like a sequence length, at least one token."""

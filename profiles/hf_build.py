@@ -24,6 +24,8 @@ from tierlab.profiles.hf_config import (attention_windows, build, check_counts,
                                         experts_per_token, layer_config, text_config,
                                         transformers_version, unread_reason)
 from tierlab.profiles.hf_indexer import check_indexed
+from tierlab.profiles.hf_loops import (check_loop_keys, check_loop_layers, looped_blocks,
+                                      stacked_blocks)
 from tierlab.profiles.hf_modules import Unmodelled, is_norm, n_experts, param_count
 from tierlab.profiles.hf_mixer import check_mixer_keys
 from tierlab.profiles.hf_sublayers import check_zero_experts, decoder_blocks, zero_experts
@@ -256,7 +258,9 @@ def built_fields(model: Any, config: Any) -> tuple[dict, list[str], bool]:
     holds that they do not express, and whether a block lacks what tierlab models."""
     emb, out = model.get_input_embeddings(), model.get_output_embeddings()
     vocab, hidden = emb.weight.shape
-    layers, blocks = decoder_blocks(model, config)     # LongCat-Flash: two blocks per layer
+    # HRM: two stacks of blocks; LongCat-Flash: two blocks per layer
+    layers, blocks = stacked_blocks(model) or decoder_blocks(model, config)
+    blocks, loops = looped_blocks(blocks, config)       # Dory, Inkling2-Loop, HRM: Model.loops
     blocks, altup = altup_blocks(model, blocks)         # Gemma 3n: AltUp, laurel in the attention
     blocks = routed_blocks(blocks)                      # Zaya: the MoE's router in the attention
     read, unread = [], set()
@@ -281,7 +285,8 @@ def built_fields(model: Any, config: Any) -> tuple[dict, list[str], bool]:
                   head_bias=out is not None and getattr(out, "bias", None) is not None,
                   norm=norm_kind(final + [n for l in read for n in l["norms"]]),
                   embed_norm=any(l.get("embed_norm") for l in read) or
-                  any(is_norm(c) for c in emb.children()), **per_layer)   # Inkling's embed_norm
+                  any(is_norm(c) for c in emb.children()), loops=loops,
+                  **per_layer)   # Inkling's embed_norm
     if pos is not None:
         fields.update(learned_pos_emb=True, pos_emb_rows=pos.weight.shape[0])
     problems += layer_differences([l for l in read if modelled(l)])
@@ -321,11 +326,14 @@ def fields_of(data: Mapping, where: str) -> dict:
     for part in (data, data.get("text_config")):    # transformers' config classes expand some
         if isinstance(part, Mapping):               # counts into lists (layer_types) at once
             check_counts(part.get, where)
+            check_loop_keys(part.get, where)
             check_mixer_keys(part, where)
             check_zero_experts(part.get, where)
     config = text_config(data, where)
     check_counts(lambda attr: config_value(config, attr), where)    # before a model is built
     check_layer_counts(config, where)
+    check_loop_keys(lambda attr: getattr(config, attr, None), where)
+    check_loop_layers(config, where)
     check_repeats(config, where)
     check_cross_layers(config, where)
     check_altup(config, where)                                      # Gemma 3n

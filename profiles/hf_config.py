@@ -3,9 +3,9 @@
 The config side of reading an architecture transformers builds (profiles/hf_build.py): the
 text decoder's config object (a multimodal config's `text_config`), the counts it holds within
 tierlab's bounds (a 1e9-layer config takes hours to build, even on the meta device), looped
-blocks refused, the attention windows of its `layer_types`, and the model built from it on the
-meta device. transformers and torch are optional (tierlab[runner]): imported inside the
-functions.
+blocks of a kind tierlab does not read refused, the attention windows of its `layer_types`, and
+the model built from it on the meta device. transformers and torch are optional
+(tierlab[runner]): imported inside the functions.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 from tierlab import bounds
 from tierlab.errors import ConfigError
+from tierlab.profiles.hf_loops import PASS_KEYS
 
 
 DROPPED_KEYS = ("auto_map", "quantization_config", "_name_or_path", "architectures")
@@ -92,10 +93,33 @@ def build(config: Any, where: str, data: Mapping | None = None) -> Any:
     except Exception as e:
         refusal = ConfigError(f"{where}: transformers cannot build a causal LM of model_type "
                               f"{config.model_type!r}: {first_line(e)}")
+    named = named_causal_lm(data["model_type"], config) if data is not None else None
+    if named is not None:
+        return named
     decoder = multimodal_decoder(data) if data is not None else None
     if decoder is None:
         raise refusal from None
     return decoder
+
+
+def named_causal_lm(model_type: str, config: Any) -> Any:
+    """The causal LM transformers' own causal-LM mapping names for the file's `model_type`, built
+    on the meta device from its decoder config, where the mapping is keyed by the outer type but
+    the class takes the text config (Emu3: `emu3` -> Emu3ForCausalLM(Emu3TextConfig), which
+    AutoModelForCausalLM.from_config cannot find from `emu3_text_model`); None otherwise or where
+    it does not build."""
+    import torch
+    import transformers
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    cls = getattr(transformers, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type, ""), None)
+    if cls is None or not isinstance(config, getattr(cls, "config_class", ())):
+        return None
+    try:
+        with torch.device("meta"), quiet():
+            return cls(config)
+    except Exception:       # noqa: BLE001 - the causal-LM refusal holds
+        return None
 
 
 def multimodal_decoder(data: Mapping) -> Any:
@@ -233,19 +257,20 @@ def check_layer_counts(config: Any, where: str) -> None:
 REPEAT_SUFFIXES = ("_loops", "_passes", "_cycles")
 """Config keys that run blocks more than once per token: Dory's n_recurrent_loops
 (modeling_dory.py DoryModel.forward: `for loop_idx in range(n_loops)` over the recurrent
-layers), Inkling2-Loop's loop_num_passes, HRM's H_cycles / L_cycles."""
+layers), Inkling2-Loop's loop_num_passes, HRM's H_cycles / L_cycles. Those of
+hf_loops.PASS_KEYS are read into Model.loops (profiles/hf_loops.py)."""
 
 
 def check_repeats(config: Any, where: str) -> None:
-    """A config whose blocks run in loops (a REPEAT_SUFFIXES key above 1): one ConfigError line,
-    since tierlab times each block once per token."""
+    """A config whose blocks run in loops (a REPEAT_SUFFIXES key above 1) that no reader of
+    profiles/hf_loops.py reads (hf_loops.PASS_KEYS): one ConfigError line naming the keys."""
     loops = {k: v for k, v in config.to_dict().items() if k.lower().endswith(REPEAT_SUFFIXES)
-             and isinstance(v, int) and not isinstance(v, bool) and v > 1}
+             and isinstance(v, int) and not isinstance(v, bool) and v > 1 and k not in PASS_KEYS}
     if loops:
         what = ", ".join(f"{k} = {v}" for k, v in loops.items())
         raise ConfigError(f"{where}: model_type {config.model_type!r} runs blocks more than once "
-                          f"per token ({what}); tierlab times each block once, so it does not "
-                          "model looped blocks")
+                          f"per token ({what}); tierlab reads the loops of "
+                          f"{', '.join(PASS_KEYS)} only")
 
 
 def config_value(config: Any, attr: str) -> Any:

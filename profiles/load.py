@@ -486,9 +486,11 @@ def load_hardware(name: str, *, gpus_per_node: int | None = None, nodes: int | N
 
 _MODEL_KEYS = {"kind", "name", "source", "n_layers", "hidden", "ffn", "n_heads", "n_kv_heads",
                "vocab", "seq_len", "gated_mlp", "tie_embeddings", "norm", "bias",
-               "learned_pos_emb", "max_seq_len", "attention_windows", "attn_head_dim", "qkv_bias"}
+               "learned_pos_emb", "max_seq_len", "attention_windows", "attn_head_dim", "qkv_bias",
+               "loops"}
 """A model profile's keys: Model's own field names (profiles/schema.py); `attn_head_dim` where
-a config.json sets `head_dim`, `qkv_bias` for Qwen2's q/k/v biases."""
+a config.json sets `head_dim`, `qkv_bias` for Qwen2's q/k/v biases; `loops` a list of
+Model.loops entries (`- {layers: [8, 9, 10], passes: 2}`: profiles/schema.py Loop)."""
 
 
 def _model_from_profile(data: Any, where: str) -> Model:

@@ -9,15 +9,16 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Mapping
 
-from tierlab.bounds import ATTENTION_WINDOW
+from tierlab.bounds import ATTENTION_WINDOW, LOOP_PASSES
 from tierlab.profiles.fields import HOST_COST_FIELDS, PEAK_FLOPS_DTYPES, SOFTWARE_TERMS
 from tierlab.profiles.layout import (ATTENTION_TENSORS_PREFIX, BLOCK_NORMS, attention_matrices,
                                     block_matrices,
                                     block_small_params,
                                     embed_params, head_params)
+from tierlab.profiles import loop_order
 
 __all__ = ["CPU", "GPU", "HOST_COST_FIELDS", "PEAK_FLOPS_DTYPES", "AttentionTensors", "BlockKind",
-           "Hardware", "LayerAttention", "MLA",
+           "Hardware", "LayerAttention", "Loop", "MLA",
            "Model", "Mixer", "MoE", "NVMe", "Network", "PCIe", "PerLayerInputs", "Shared",
            "Software"]
 
@@ -419,6 +420,75 @@ class Shared:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Loop:
+    """Consecutive blocks that one forward runs as a section `passes` times in a row, each block's
+    weights stored once (profiles/hf_loops.py reads them from transformers' config object):
+    - Dory (transformers 5.25.0 modeling_dory.py DoryModel.forward, lines 543-556: `for loop_idx
+      in range(n_loops)` over `self.layers[recurrent_start:recurrent_end]`): its
+      n_recurrent_layers after the n_input_layers, n_recurrent_loops passes;
+    - Inkling2-Loop (modeling_inkling2_loop.py Inkling2LoopTextModel.forward, lines 1425-1468: a
+      first pass over `self.layers[loop_start:loop_end]`, then `for loop_idx in range(1,
+      loop_num_passes)` again from the pre-loop states): loop_layer_index_start to _end,
+      loop_num_passes passes; the passes after the first run each block's message gates
+      (`matrices`);
+    - HRM (modeling_hrm_text.py HrmTextModel.forward: `for high_cycle_idx in
+      range(H_cycles)`, inside it `for low_cycle_idx in range(L_cycles)` the L stack, then the H
+      stack; lines 493-525): a loop of both stacks, H_cycles passes, holding one of the L stack,
+      L_cycles passes, whose runs before the last L_bp_cycles of each H cycle are under
+      torch.no_grad (line 503).
+    A pass costs what a block costs, once per pass: forward, recompute and backward FLOPs,
+    stored activations (or checkpointed inputs), a ZeRO-3 module use with its hooks; parameters,
+    gradients and optimizer state are the block's, once (Model.forward_order).
+
+    Not Zamba2's Shared: a shared block is one attention + MLP (or num_mem_blocks alike) whose
+    weights other blocks run beside their own mixer, each use a block of its own with its own
+    tensors; a loop re-runs whole blocks of any kind (their own attention shape, MoE, mixer) in
+    sequence, some of them without gradients, so its unit is the block's run, not a grafted
+    part."""
+
+    layers: tuple[int, ...]
+    """The section's blocks, consecutive, in order."""
+    passes: int
+    """Runs of the section each time the forward reaches it (n_recurrent_loops,
+    loop_num_passes, L_cycles, H_cycles), 1 to bounds.LOOP_PASSES."""
+    no_grad: tuple[int, ...] = ()
+    """Runs of the section under torch.no_grad, numbered 0, 1, ... over the whole forward (an
+    enclosing loop's passes included): forward only, no recompute, no backward, nothing stored
+    (HRM's L stack, default L_bp_cycles [2] padded to [1, 2]: runs 0, 1 and 3 of 6). ():
+    every run carries gradients."""
+    matrices: tuple[tuple[str, int, int], ...] = ()
+    """(name, in, out) of what each block of the section holds for the runs after the first of
+    each time the forward reaches it (Inkling2-Loop's q/k/v/mlp message gates,
+    Inkling2LoopMessageGate: down_proj 2 x hidden -> loop_gate_rank, forget_gate_proj and
+    message_gate_proj back, lines 81-98; run only when `messages` is given, lines 1005-1011,
+    1035-1036, 1159-1163, 1187-1188): stored in every block of the section, GEMMs of passes - 1
+    of its runs per entry."""
+
+    def __post_init__(self) -> None:
+        for name in ("layers", "no_grad"):
+            if not isinstance(getattr(self, name), (tuple, list)):
+                raise ValueError(f"Loop.{name} must be a list of whole numbers, got "
+                                 f"{getattr(self, name)!r}")
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        object.__setattr__(self, "matrices", _named(self.matrices))
+        first = self.layers[0] if self.layers else None
+        if not self.layers or any(isinstance(i, bool) or not isinstance(i, int) or i < 0
+                                  for i in self.layers) or \
+                self.layers != tuple(range(first, first + len(self.layers))):
+            raise ValueError(f"Loop.layers must list consecutive block indices, got "
+                             f"{self.layers!r}")
+        if isinstance(self.passes, bool) or not isinstance(self.passes, int) or \
+                not LOOP_PASSES.low <= self.passes <= LOOP_PASSES.high:
+            raise ValueError(f"Loop.passes must be a whole number of 1 to "
+                             f"{LOOP_PASSES.high:,.0f}, got {self.passes!r}")
+        if len(set(self.no_grad)) != len(self.no_grad) or any(
+                isinstance(r, bool) or not isinstance(r, int) or r < 0 for r in self.no_grad):
+            raise ValueError(f"Loop.no_grad must list distinct runs >= 0, got {self.no_grad!r}")
+        if any(i <= 0 or o <= 0 for _, i, o in self.matrices):
+            raise ValueError("Loop.matrices must have positive sizes")
+
+
+@dataclass(frozen=True, kw_only=True)
 class PerLayerInputs:
     """Gemma 4's per-layer inputs (transformers 5.25 modeling_gemma4.py): a second embedding
     table `embed_tokens_per_layer` of vocab x (n_layers x width) (Gemma4TextModel.__init__, lines
@@ -581,6 +651,10 @@ class LayerAttention:
                     cross_attention=self.cross_attention)
 
 
+LOOP_PREFIX = "loop."
+"""Names of a loop's matrices among its blocks' tensors (`loop.q_message_gate.down_proj`)."""
+
+
 INDEXER_PREFIX = "indexer."
 """Names of the indexer's tensors within a DeepSeek sparse attention module (`indexer.wq_b`)."""
 
@@ -591,25 +665,28 @@ class BlockKind(tuple):
     block ('attention' or 'mlp': Nemotron-H) or a shared-block use ('shared-owner' or
     'shared-use': Zamba2) is a kind of its own wherever blocks are grouped by kind (Model.
     layer_groups, sim/modules.py's per-kind blocks); '' for every other block. `shape`: which
-    of Model.layer_attention the block's attention has (1, 2, ...), 0 for Model's own."""
+    of Model.layer_attention the block's attention has (1, 2, ...), 0 for Model's own. `loop`:
+    which of Model.loops holds the block innermost (1, 2, ...: its blocks run alike and may hold
+    the loop's matrices), 0 for none."""
 
-    def __new__(cls, moe: bool, mixer: bool, part: str = "", shape: int = 0) -> "BlockKind":
+    def __new__(cls, moe: bool, mixer: bool, part: str = "", shape: int = 0,
+                loop: int = 0) -> "BlockKind":
         kind = super().__new__(cls, (moe, mixer))
-        kind.part, kind.shape = part, shape
+        kind.part, kind.shape, kind.loop = part, shape, loop
         return kind
 
     def __eq__(self, other: object) -> bool:
         return tuple.__eq__(self, other) and self.part == getattr(other, "part", "") and \
-            self.shape == getattr(other, "shape", 0)
+            self.shape == getattr(other, "shape", 0) and self.loop == getattr(other, "loop", 0)
 
     def __ne__(self, other: object) -> bool:
         return not self == other
 
     def __hash__(self) -> int:
-        return hash((tuple(self), self.part, self.shape))
+        return hash((tuple(self), self.part, self.shape, self.loop))
 
     def __getnewargs__(self) -> tuple:
-        return (*self, self.part, self.shape)
+        return (*self, self.part, self.shape, self.loop)
 
 
 ATTENTION_SMALL = ("q_norm", "k_norm", "q_a_norm", "kv_a_norm")
@@ -712,6 +789,9 @@ class Model:
     NemotronHMLP, NemotronHMoE); dense or MoE as Model.moe says."""
     shared: Shared | None = None
     """Attention + MLP blocks that several depths reuse beside their mixer (Zamba2); None: none."""
+    loops: tuple[Loop, ...] = ()
+    """Sections of blocks one forward runs more than once (Dory, Inkling2-Loop, HRM: Loop), apart
+    or nested; (): every block runs once (Model.forward_order)."""
     layer_attention: tuple[LayerAttention, ...] = ()
     """Blocks whose attention has another shape than the fields above say (Gemma 4's global
     layers: head_dim 512 beside the sliding layers' 256); each block's matrices, norms and
@@ -774,6 +854,7 @@ class Model:
                              f"model has {self.n_layers}")
         self._check_parts()
         self._check_layer_attention()
+        self._check_loops()
         if self.cross_keys < 0 or ((self.cross_attention or any(
                 a.cross_attention for a in self.layer_attention)) and not self.cross_keys):
             raise ValueError(f"Model.cross_keys must be >= 1 with cross-attention blocks (0 "
@@ -789,6 +870,70 @@ class Model:
         if len(set(idx)) != len(idx) or any(i >= self.n_layers for i in idx):
             raise ValueError(f"Model.layer_attention must list distinct blocks 0 to "
                              f"{self.n_layers - 1}, got {idx!r}")
+
+    def _check_loops(self) -> None:
+        """loops: Loops (Mappings read back from JSON or a profile) of blocks of the model, apart
+        or nested (profiles/loop_order.py check_loops)."""
+        if not isinstance(self.loops, (tuple, list)):
+            raise ValueError(f"Model.loops must be a list of loops, got {self.loops!r}")
+        loops = tuple(Loop(**l) if isinstance(l, Mapping) else l for l in self.loops)
+        if not all(isinstance(l, Loop) for l in loops):
+            raise ValueError(f"Model.loops must be a list of loops, got {self.loops!r}")
+        object.__setattr__(self, "loops", loops)
+        loop_order.check_loops(self.n_layers, loops)
+
+    def loop_of(self, layer: int) -> int:
+        """Which of Model.loops holds block `layer` innermost (1, 2, ...), 0: none."""
+        if not self.loops:
+            return 0
+        k = loop_order.innermost(self.loops, layer)
+        return 0 if k is None else k + 1
+
+    @cached_property
+    def forward_order(self) -> tuple[tuple[int, bool], ...]:
+        """(block, gradients) of every block run of one forward, in order: each block once
+        without loops, a loop's section passes times over (profiles/loop_order.py)."""
+        return loop_order.forward_order(self.n_layers, self.loops)
+
+    @cached_property
+    def _runs(self) -> tuple[tuple[int, int], ...]:
+        """(forward runs, runs with gradients) of each block, from forward_order."""
+        runs = [[0, 0] for _ in range(self.n_layers)]
+        for i, grad in self.forward_order:
+            runs[i][0] += 1
+            runs[i][1] += grad
+        return tuple(map(tuple, runs))
+
+    def layer_runs(self, layer: int) -> tuple[int, int]:
+        """(forward runs, runs with gradients) of block `layer` per forward: (1, 1) outside
+        loops; each run costs the block's forward, those with gradients its recompute and
+        backward too (Loop)."""
+        return self._runs[layer] if self.loops else (1, 1)
+
+    @property
+    def block_runs(self) -> int:
+        """Block runs of one forward (n_layers without loops)."""
+        return len(self.forward_order) if self.loops else self.n_layers
+
+    @property
+    def grad_block_runs(self) -> int:
+        """Block runs of one forward that carry gradients (n_layers without loops)."""
+        return sum(g for _, g in self._runs) if self.loops else self.n_layers
+
+    def matrix_runs(self, layer: int, name: str) -> int:
+        """Forward runs of GEMM `name` (layout's) of block `layer`: its block's, but for a loop's
+        `loop.` matrices, which skip the first pass of each entry (Loop.matrices)."""
+        runs = self.layer_runs(layer)[0]
+        if not name.startswith(LOOP_PREFIX):
+            return runs
+        k = self.loop_of(layer) - 1
+        return runs - runs // self.loops[k].passes
+
+    def _loop_matrices(self, layer: int) -> dict[str, tuple[int, int]]:
+        """(in, out) of the matrices block `layer` holds for its loop's later passes."""
+        k = self.loop_of(layer)
+        return {f"{LOOP_PREFIX}{n}": (i, o) for n, i, o in self.loops[k - 1].matrices} if k \
+            else {}
 
     def attention_shape(self, layer: int) -> int:
         """Which of layer_attention block `layer`'s attention has (1, 2, ...), 0: Model's."""
@@ -878,11 +1023,13 @@ class Model:
         return ""
 
     def layer_kind(self, layer: int) -> tuple[bool, bool]:
-        """(MoE block, mixer block): the blocks of one kind are built alike (a BlockKind, which
-        also tells single-part blocks and shared-block uses apart)."""
+        """(MoE block, mixer block): the blocks of one kind are built alike and run alike (a
+        BlockKind, which also tells single-part blocks, shared-block uses and the blocks of
+        each loop apart)."""
         part, shape = self.block_part(layer), self.attention_shape(layer)
-        moe, mixer = self.is_moe_layer(layer), self.is_mixer_layer(layer)
-        return BlockKind(moe, mixer, part, shape) if part or shape else (moe, mixer)
+        moe, mixer, loop = self.is_moe_layer(layer), self.is_mixer_layer(layer), \
+            self.loop_of(layer)
+        return BlockKind(moe, mixer, part, shape, loop) if part or shape or loop else (moe, mixer)
 
     def layer_groups(self) -> tuple[tuple[int, int], ...]:
         """(a representative layer, how many layers are built like it): one group for a dense
@@ -902,7 +1049,8 @@ class Model:
         shared block's weights in its first use, the owner)."""
         mats = block_matrices(self.shaped(layer), self.is_moe_layer(layer),
                               self.is_mixer_layer(layer))
-        return self._part_of(layer, mats, dict(self._shared_matrices(layer, owned=True)))
+        return {**self._part_of(layer, mats, dict(self._shared_matrices(layer, owned=True))),
+                **self._loop_matrices(layer)}
 
     def layer_small_params(self, layer: int = 0) -> dict[str, int]:
         """Parameters of block `layer` that are not matrices: norms and biases."""
@@ -917,7 +1065,8 @@ class Model:
         weights of the shared block it runs (at every use, owned or not: Zamba2)."""
         mats = block_matrices(self.shaped(layer), self.is_moe_layer(layer),
                               self.is_mixer_layer(layer))
-        return self._part_of(layer, mats, dict(self._shared_matrices(layer, owned=False)))
+        return {**self._part_of(layer, mats, dict(self._shared_matrices(layer, owned=False))),
+                **self._loop_matrices(layer)}
 
     def _shared_matrices(self, layer: int, owned: bool):
         """(name, (in, out)) of a shared-block use's own matrices, then the shared block's

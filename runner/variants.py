@@ -72,6 +72,7 @@ def check_dense(model) -> None:
         else []
     odd += [f"{len(model.mlp_only_layers)} MLP-only"] if model.mlp_only_layers else []
     odd += [f"{len(model.shared.layers)} shared-block"] if model.shared is not None else []
+    odd += [f"{len({i for l in model.loops for i in l.layers})} looped"] if model.loops else []
     if odd:
         raise ConfigError(f"model {model.name}: {' and '.join(odd)} blocks of {model.n_layers}; "
                           "the runner trains decoders whose every block is attention + MLP "

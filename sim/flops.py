@@ -40,6 +40,12 @@ MLP or MoE block no attention, no scores. A shared block (Model.shared: Zamba2's
 Zamba2HybridLayer) runs at every depth that uses it: its weights' GEMMs (stored once), the use's
 own adapters and linear, and its attention's scores (Model.n_heads of Model.head_dim), beside the
 block's Mamba-2 scan.
+A looped block (Model.loops: Dory's recurrent layers, Inkling2-Loop's loop layers, HRM's stacks)
+runs once per pass: the mean block is taken over the forward's block runs (Model.forward_order),
+each block weighted by its runs, so block_runs x the mean is the forward's block FLOPs; a run
+under torch.no_grad (HRM's L_bp_cycles) is forward work only, never recomputed nor run backward
+(step_flops); a loop's own matrices (Inkling2-Loop's message gates) run in the passes after the
+first (Model.matrix_runs).
 Gemma 4's per-layer inputs (Model.per_layer_inputs) add to each block its gate and projection
 GEMMs (2 x in x out per token, listed with the block's matrices) and their memory-bound kernels;
 the model-level projection is timed with the LM head (once per forward, 2 x in the backward,
@@ -58,7 +64,8 @@ from tierlab.profiles.schema import GPU, Model
 
 @dataclass(frozen=True, kw_only=True)
 class LayerFlops:
-    """Forward FLOPs of one transformer block for `tokens` tokens."""
+    """Forward FLOPs of one transformer block for `tokens` tokens: the mean over the forward's
+    block runs (each block once without loops, Model.block_runs of them)."""
 
     gemms: tuple[float, ...]
     """FLOPs of each distinct weight GEMM (q, k, v, o, up, down, [gate], [router, experts...])."""
@@ -107,26 +114,28 @@ def layer_forward(model: Model, micro_batch: int, bytes_per_value: int = 2) -> L
     mean_keys = spans[0][0] if len(spans) == 1 else \
         sum(k * n for k, n in spans) / max(1, sum(n for _, n in spans))
     no_grad: dict[tuple, list[float]] = {}     # the same, of the forward-only GEMMs
+    runs = model.block_runs         # n_layers without loops: each group weighs n / n_layers
     for rep, n in model.layer_groups():
         for name, (n_in, n_out, share) in run_gemms(model, rep).items():
             kind = (rep, re.sub(r"^experts\.\d+\.", "experts.", name))
             into = no_grad if forward_only(model, rep, name) else gemms
             entry = into.setdefault(kind, [2.0 * tokens * share * n_in * n_out, 0.0])
-            entry[1] += n / model.n_layers
+            entry[1] += n * model.matrix_runs(rep, name) / runs
         hbm += _layer_hbm_bytes(model.shaped(rep), micro_batch, bytes_per_value,
-                                block_ffn(model, rep), mean_keys if attends(model, rep) else 0) * n
+                                block_ffn(model, rep), mean_keys if attends(model, rep) else 0) \
+            * n * model.layer_runs(rep)[0]
     # Q K^T: 2 k (heads x qk width) per token, A V: 2 k (heads x v width) per token, k the keys
     # a query attends (all query heads; GQA shares K/V, not FLOPs) = 4 s h for plain attention;
     # each block with its own heads and widths (Model.layer_attention)
-    attention = tuple((2.0 * tokens * keys * heads * width, n / model.n_layers)
+    attention = tuple((2.0 * tokens * keys * heads * width, n / runs)
                       for (keys, heads, width), n in scores)
     if model.mixer is not None:     # the mixer blocks' conv + scan in place of the scores
         attention += ((tokens * model.mixer.scan_flops_per_token,
-                       len(model.mixer.layers) / model.n_layers),)
+                       sum(model.layer_runs(i)[0] for i in model.mixer.layers) / runs),)
     index_parts, index_bytes = indexer_work(model, tokens)
     return LayerFlops(gemms=tuple(f for f, _ in gemms.values()),
                       gemm_counts=tuple(c for _, c in gemms.values()), attention_parts=attention,
-                      hbm_bytes=hbm / model.n_layers,
+                      hbm_bytes=hbm / runs,
                       forward_only=tuple((f, c) for f, c in no_grad.values()) + index_parts,
                       forward_only_hbm_bytes=index_bytes)
 
@@ -159,8 +168,9 @@ def indexer_work(model: Model, tokens: int) -> tuple[tuple[tuple[float, float], 
         # V4's indexer scores the compressed entries (DeepseekV4IndexerScorer.forward)
         keys = compressed_keys(model, i) if tensors.compress_rate else attended_keys(model, i)
         flops = 2.0 * tokens * keys * heads * (width + 1)
-        parts[flops] = parts.get(flops, 0.0) + 1.0 / model.n_layers
-        nbytes += 4.0 * tokens * keys * (4 * heads + 4) / model.n_layers
+        runs = model.layer_runs(i)[0]
+        parts[flops] = parts.get(flops, 0.0) + runs / model.block_runs
+        nbytes += 4.0 * tokens * keys * (4 * heads + 4) * runs / model.block_runs
     return tuple(parts.items()), nbytes
 
 
@@ -227,19 +237,20 @@ def compressed_keys(model: Model, layer: int) -> int:
 
 
 def attention_spans(model: Model) -> tuple[tuple[int, int], ...]:
-    """(keys per query, blocks that attend so many) of each distinct span, first block first:
-    ((s, n_layers),) for full attention; gpt-oss-20b at s = 4096: ((128, 12), (4096, 12))."""
+    """(keys per query, block runs that attend so many) of each distinct span, first block
+    first: ((s, n_layers),) for full attention; gpt-oss-20b at s = 4096: ((128, 12), (4096,
+    12)); a looped block counted once per forward run (Model.layer_runs)."""
     spans: dict[int, int] = {}
     for i in range(model.n_layers):
         if not attends(model, i):       # the scan (layer_forward), an MLP alone
             continue
         keys = attended_keys(model, i)
-        spans[keys] = spans.get(keys, 0) + 1
+        spans[keys] = spans.get(keys, 0) + model.layer_runs(i)[0]
     return tuple(spans.items())
 
 
 def score_spans(model: Model) -> tuple[tuple[tuple[int, int, int], int], ...]:
-    """((keys per query, query heads, q/k + v head width), blocks so) of each distinct score
+    """((keys per query, query heads, q/k + v head width), block runs so) of each distinct score
     shape, first block first: attention_spans split by each block's own heads and widths
     (Model.shaped: Gemma 4's sliding layers of 8 heads x 256 beside global ones of 8 x 512)."""
     spans: dict[tuple[int, int, int], int] = {}
@@ -248,7 +259,7 @@ def score_spans(model: Model) -> tuple[tuple[tuple[int, int, int], int], ...]:
             continue
         own = model.shaped(i)
         key = (attended_keys(model, i), own.n_heads, _qk_width(own) + _v_width(own))
-        spans[key] = spans.get(key, 0) + 1
+        spans[key] = spans.get(key, 0) + model.layer_runs(i)[0]
     return tuple(spans.items())
 
 
@@ -321,14 +332,20 @@ def step_flops(model: Model, micro_batch: int, grad_accum: int = 1,
                checkpointing: bool = True) -> float:
     """FLOPs one GPU executes per optimizer step (forward + backward [+ recompute]).
 
-    Blocks: 3 x forward (+1 with checkpointing); logits: 3 x forward (never recomputed).
+    Blocks: 3 x forward (+1 with checkpointing); logits: 3 x forward (never recomputed). A
+    looped block: a forward per run, backward (+ recompute) per run with gradients
+    (Model.block_runs, grad_block_runs; n_layers each without loops).
     """
     lf = layer_forward(model, micro_batch)
-    block = (lf.total - lf.forward_only_flops) * model.n_layers
+    runs = model.grad_block_runs
+    block = (lf.total - lf.forward_only_flops) * runs
     logits = logits_forward(model, micro_batch)
     # forward-only work (an indexer under torch.no_grad): forward (+ recompute), no backward
-    no_grad = (2.0 if checkpointing else 1.0) * lf.forward_only_flops * model.n_layers
-    return grad_accum * ((4.0 if checkpointing else 3.0) * block + no_grad + 3.0 * logits)
+    no_grad = (2.0 if checkpointing else 1.0) * lf.forward_only_flops * runs
+    # block runs under torch.no_grad (a loop's no_grad runs): their forward alone
+    no_grad_runs = (model.block_runs - runs) * lf.total
+    return grad_accum * ((4.0 if checkpointing else 3.0) * block + no_grad + no_grad_runs
+                         + 3.0 * logits)
 
 
 def matmul_efficiency(gpu: GPU, flops: float) -> float:

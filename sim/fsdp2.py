@@ -128,6 +128,10 @@ def simulate_fsdp2(hw: Hardware, model: Model, strategy: Strategy, *,
     """The steady step of FSDP2 CPU offload at world size 1 (the module docstring's schedule);
     from `strategy` only the micro-batch, gradient accumulation (1 only), precision and
     activation checkpointing are read: FSDP2 has no ZeRO keys."""
+    if model.loops:
+        raise ValueError(f"simulate_fsdp2: {model.name} runs blocks in loops (Model.loops); "
+                         "the FSDP2 schedule runs each layer group once (the deepspeed engine "
+                         "models the loops)")
     if strategy.data_parallel_size != 1 or strategy.gradient_accumulation_steps != 1:
         raise ValueError("simulate_fsdp2: one rank and no gradient accumulation only "
                          f"(got {strategy.data_parallel_size} ranks, "

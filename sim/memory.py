@@ -154,9 +154,12 @@ def activation_bytes_per_token_layer(model: Model, strategy: Strategy) -> float:
 
 
 def activation_bytes(model: Model, strategy: Strategy) -> dict[str, float]:
-    """Activation bytes of one micro-batch on one GPU held through the backward, by item."""
+    """Activation bytes of one micro-batch on one GPU held through the backward, by item: each
+    block run with gradients keeps its own (a looped block once per such pass, Model.loops;
+    a pass under torch.no_grad keeps nothing): Model.grad_block_runs blocks' worth."""
     tokens = strategy.train_micro_batch_size_per_gpu * model.seq_len
     b = strategy.bytes_per_param
+    runs = model.grad_block_runs        # n_layers without loops
     per_layer = activation_bytes_per_token_layer(model, strategy) * tokens
     # Gemma 4: the packed per-layer inputs (n_layers x width per token, modeling_gemma4.py
     # project_per_layer_inputs) are an input of every block, kept until the last backward
@@ -164,9 +167,9 @@ def activation_bytes(model: Model, strategy: Strategy) -> dict[str, float]:
                                        tokens)} if model.per_layer_inputs is not None else {}
     if strategy.activation_checkpointing:
         # each block's input is kept (b x h per token); one block is recomputed at a time
-        return {"checkpointed_inputs": float(model.n_layers * b * model.hidden * tokens),
+        return {"checkpointed_inputs": float(runs * b * model.hidden * tokens),
                 "recompute_block": per_layer, **extra}
-    return {"layer_activations": per_layer * model.n_layers, **extra}
+    return {"layer_activations": per_layer * runs, **extra}
 
 
 def logits_loss_bytes(model: Model, strategy: Strategy) -> float:

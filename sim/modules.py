@@ -107,16 +107,32 @@ class Use:
     fetch: bool
 
 
-def trace(mods: list[Module], strategy: Strategy, first_step: bool) -> list[Use]:
+def forward_uses(model: Model) -> tuple[tuple[int, bool], ...]:
+    """(module, gradients) of every module use of one forward, in order (indices into
+    `modules`): the embedding, each block run (Model.forward_order: a looped block once per
+    pass, a pass under torch.no_grad without gradients), the head."""
+    return ((0, True), *((i + 1, grad) for i, grad in model.forward_order),
+            (model.n_layers + 1, True))
+
+
+def trace(mods: list[Module], strategy: Strategy, first_step: bool,
+          forward: tuple[tuple[int, bool], ...] | None = None) -> list[Use]:
     """Module uses in execution order; a use fetches unless the params stayed gathered.
 
-    Stage 3 keeps a module's params gathered until its next use if fewer than
-    stage3_max_reuse_distance elements are used in between (`__params_to_release`); on step 1
-    the trace is incomplete and every use releases (and so re-fetches).
+    `forward`: the forward's uses (forward_uses; None: every module once, with gradients); the
+    backward runs those with gradients in reverse, a block's recompute (activation
+    checkpointing) right before its backward, so a looped block is used once per pass each
+    way. Stage 3 keeps a module's params gathered until its next use if fewer than
+    stage3_max_reuse_distance elements are used in between (`__params_to_release`; a loop's
+    next pass is such a use); on step 1 the trace is incomplete and every use releases (and so
+    re-fetches).
     """
     ckpt = strategy.activation_checkpointing
-    order = [(j, "fwd") for j in range(len(mods))]
-    for j in reversed(range(len(mods))):
+    forward = forward if forward is not None else tuple((j, True) for j in range(len(mods)))
+    order = [(j, "fwd") for j, _ in forward]
+    for j, grad in reversed(forward):
+        if not grad:
+            continue
         if ckpt and mods[j].kind == "block":
             order.append((j, "recompute"))
         order.append((j, "bwd"))

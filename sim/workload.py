@@ -28,7 +28,8 @@ from tierlab.sim.host_costs import (checkpoint_cost_s, grad_event_cost_s, overfl
 from tierlab.sim.grad_swap import SwapOut, flush_swap_out, grad_swapper, swap_out
 from tierlab.sim.layout import (OPT_STATE_TENSORS, optimizer_buffers_needed, param_layout,
                                partition)
-from tierlab.sim.modules import Module, Use, ceil_div, modules, prefetch_depth, trace  # noqa: F401
+from tierlab.sim.modules import (Module, Use, ceil_div, forward_uses,  # noqa: F401
+                                 modules, prefetch_depth, trace)
 from tierlab.sim.strategy import Strategy
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +243,11 @@ def _micro_step(b: _Builder, c: _Ctx, uses: list[Use], depth: int, micro: int, g
                 start: tuple) -> list[int]:
     """Forward and backward of one micro-batch; returns the ops the next step waits for."""
     s, n = c.strategy, len(uses)
+    # autograd sums a parameter's gradient over its uses before its hook runs (AccumulateGrad
+    # fires once per backward; non-reentrant checkpointing, transformers 5.25's default:
+    # modeling_utils.py _activation_checkpointing_enable), so ZeRO reduces a looped block's
+    # gradient at its module's last backward use
+    last_bwd = {u.module: i for i, u in enumerate(uses) if u.kind == "bwd"}
     fetch_done: list[int | None] = [None] * n
     compute: list[int | None] = [None] * n
     issued, bucket, nparams, pending, grad_ops = -1, 0.0, 0, [], []
@@ -293,8 +299,8 @@ def _micro_step(b: _Builder, c: _Ctx, uses: list[Use], depth: int, micro: int, g
         compute[i] = b.add(f"m{micro}.{use_tag(c, use)}", "gpu_compute", deps,
                            work=f"{mod.kind}.{use.kind}",
                            amount=_COMPUTE[(mod.kind, use.kind)])
-        if use.kind != "bwd" or s.zero.stage == 0:
-            continue
+        if use.kind != "bwd" or s.zero.stage == 0 or last_bwd[use.module] != i:
+            continue        # a looped block's gradient: once, after its last backward
         bucket += sum(mod.own_params)
         nparams += len(mod.own_params)
         if c.swap is not None:      # only the NVMe gradient swapper packs tensor by tensor
@@ -487,7 +493,7 @@ def _build(hw: Hardware, model: Model, strategy: Strategy, first_step: bool,
              ckpt_s=terms.ckpt_s if terms else 0.0,
              ckpt_bwd_s=terms.ckpt_bwd_s if terms else 0.0,
              swap=grad_swapper(lay, strategy))
-    uses = trace(mods, strategy, first_step)
+    uses = trace(mods, strategy, first_step, forward_uses(model))
     depth = prefetch_depth(mods, strategy, first_step)
     b = _Builder()
     start: tuple = ()
@@ -561,7 +567,8 @@ def expected_bytes(hw: Hardware, model: Model, strategy: Strategy, *,
     mods, groups, frac, on_nvme = list(lay.modules), lay.groups, lay.nvme_param_fraction, lay.on_nvme
     g, b = s.gradient_accumulation_steps, s.bytes_per_param
     P = sum(sum(m.own_params) for m in mods) / dp
-    F = sum(mods[u.module].fetch_numel / dp for u in trace(mods, s, first_step) if u.fetch)
+    uses = trace(mods, s, first_step, forward_uses(model))
+    F = sum(mods[u.module].fetch_numel / dp for u in uses if u.fetch)
     out = dict.fromkeys(("pcie_h2d", "pcie_d2h", "nvme_read", "nvme_write"), 0.0)
     if s.param_device in ("cpu", "nvme"):
         out["pcie_h2d"] += g * F * b

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from tests._cli import assert_user_error, run
+from tests._cli import assert_user_error, run, simulated_step_s
 from tests.test_hybrid_arch import meta_counts
 from tierlab.profiles.load import load_model
 from tierlab.profiles.load import load_hardware
@@ -129,14 +129,21 @@ def test_malformed_attention_sizes_are_one_line_naming_the_key(tmp_path, kind, k
     assert_user_error(run("simulate", "-m", str(path)), fragment)
 
 
-def test_blocks_run_in_loops_are_refused_naming_the_key(tmp_path):
+def test_blocks_run_in_loops_are_read_as_loops(tmp_path):
     """Dory runs its recurrent layers n_recurrent_loops times (modeling_dory.py DoryModel.forward:
-    `for loop_idx in range(n_loops)`); tierlab times each block once: one line, before a build."""
+    `for loop_idx in range(n_loops)`): read as Model.loops, each block's weights counted once
+    and timed per pass (tests/test_looped_blocks.py). Hidden 256: Dory's per-block nGPT scales
+    (lambda_1/2, suv_gate/up), which no field holds, stay within the count check."""
     _known("dory")
-    path = _write(tmp_path, "dory", num_hidden_layers=3, head_dim=16, n_input_layers=1,
-                  n_output_layers=1, n_recurrent_layers=1, n_recurrent_loops=2)
-    assert_user_error(run("simulate", "-m", str(path)), "n_recurrent_loops = 2",
-                      "runs blocks more than once per token")
+    path = _write(tmp_path, "dory", hidden_size=256, intermediate_size=512, head_dim=64,
+                  num_hidden_layers=3, n_input_layers=1, n_output_layers=1,
+                  n_recurrent_layers=1, n_recurrent_loops=2)
+    model = load_model(str(path))
+    assert [(l.layers, l.passes) for l in model.loops] == [((1,), 2)]
+    assert model.forward_order == ((0, True), (1, True), (1, True), (2, True))
+    total, _ = meta_counts(path)
+    assert total - model.n_params == 3 * (2 * 256 + 2 * 512) + 1000     # + lm_head.logit_scale
+    simulated_step_s(path, "dgx-a100", SEQ)
 
 
 DSA = dict(MLA, **MOE, n_routed_experts=4, first_k_dense_replace=1, n_group=1, topk_group=1,
