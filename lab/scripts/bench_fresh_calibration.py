@@ -2,8 +2,10 @@
 in the same device command as its runs), how do the machine's own calibrations predict its runs,
 against the stock `h200-host` profile?
 
-    .venv/bin/python lab/scripts/bench_fresh_calibration.py
+    .venv/bin/python lab/scripts/bench_fresh_calibration.py [--machines h100-g h100-h ...]
 
+--machines: only these folders (pooled over them), e.g. the machines measured after every choice
+of the software profile (their validate.yaml notes say so).
 Rows per machine, then pooled: the stock profile; the machine's **default** calibration (`tierlab
 calibrate`: hardware benchmarks only, the software profile's DeepSpeed host costs kept); and, where
 the device command also measured DeepSpeed's host costs (DS=1 in lab/scripts/gpu_paired.sh), the
@@ -14,6 +16,7 @@ MAPE, worst step error, forward MAPE, runs inside the 80% range, OOM verdicts ri
 worst <= 20%, forward <= 15%, >= 80% inside the range."""
 from __future__ import annotations
 
+import argparse
 import statistics
 
 from labenv import LAB  # noqa: E402  (sets $TIERLAB_PROFILES to the lab)
@@ -47,8 +50,16 @@ def line(label: str, step: list[float], fwd: list[float], inside: int, n: int, o
 
 
 def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--machines", nargs="+", metavar="NAME",
+                    help="only these lab/fresh folders (default: all)")
+    only = ap.parse_args().machines
+    folders = sorted(p for p in FRESH.iterdir() if (p / "validate.yaml").is_file())
+    unknown = sorted(set(only or ()) - {p.name for p in folders})
+    if unknown:
+        ap.error(f"--machines {', '.join(unknown)}: no such folder in {FRESH}")
     pooled = {label: ([], [], 0, 0) for label, _ in PROFILES}
-    for folder in sorted(p for p in FRESH.iterdir() if (p / "validate.yaml").is_file()):
+    for folder in (p for p in folders if not only or p.name in only):
         print(folder.name)
         for label, suffix in PROFILES:
             hardware = profile_of(folder, suffix)
