@@ -13,6 +13,11 @@ reads the shape, profiles/hf_build.py checks the layers): which keys each query 
   index_num_heads, `topk` = index_topk, no head width of its own: it scores the attention's first
   num_heads query heads against key head 0 (`score`, lines 90-96, on the query_states and
   key_states of Kolibri1_1Attention.forward, line 324), so its width is the attention's head_dim.
+- Qwen4-Exp (modeling_qwen4_exp.py Qwen4ExpTextQSAIndexer lines 769-886, built in every
+  Qwen4ExpTextAttention, line 952): `index_n_heads`, `index_head_dim`, `token_budget` (lines
+  775-780); one fused `index_qk_proj` (lines 781-785); it scores mean-pooled blocks of
+  `compress_ratio` keys and returns a boolean mask the attention ANDs into its own (lines
+  963-969), so nothing of it gets a gradient and the attention's scores stay dense.
 
 An `indexed_attention` layer without an indexer is read only where it reuses an earlier one's
 top-k (HY-V4's "shared" indexer_types: HYV4Attention.forward lines 425-437 takes
@@ -32,10 +37,15 @@ SHARED = "shared"
 """HY-V4's `indexer_types` entry of a layer that reuses the top-k of the last "full" one
 (configuration_hy_v4.py; modeling_hy_v4.py line 361 `skip_topk`)."""
 
-HEADS, WIDTH, TOP_K = ("n_heads", "num_heads"), ("head_dim",), ("index_topk", "topk")
+HEADS, WIDTH, TOP_K = (("n_heads", "num_heads", "index_n_heads"), ("head_dim", "index_head_dim"),
+                       ("index_topk", "topk", "token_budget"))
 """The indexer's attributes, DeepSeek-V3.2's names first (DeepseekV32Indexer.__init__), then
-DeepSeek-V4's `num_heads` (DeepseekV4Indexer.__init__ lines 506-508) and Kolibri 1.1's
-`num_heads`, `topk` (Kolibri1_1Indexer.__init__ lines 80-81)."""
+DeepSeek-V4's `num_heads` (DeepseekV4Indexer.__init__ lines 506-508), Kolibri 1.1's
+`num_heads`, `topk` (Kolibri1_1Indexer.__init__ lines 80-81) and Qwen4-Exp's `index_n_heads`,
+`index_head_dim`, `token_budget` (modeling_qwen4_exp.py Qwen4ExpTextQSAIndexer.__init__ lines
+775-780: config indexer_n_heads, indexer_head_dim, indexer_budget; its top-k is the tokens a
+query keeps, block_topk = token_budget // compress_ratio blocks of compress_ratio tokens each,
+lines 868-870)."""
 
 
 def indexer_module(attn: Any) -> Any:
@@ -91,8 +101,16 @@ def check_indexed(config: Any, fields: dict, where: str) -> tuple[str, ...]:
 
 
 def indexer_notes(config: Any) -> tuple[str, ...]:
-    """Kolibri 1.1's selection, which AttentionTensors.indexer has no place for, with the
-    config's figures (configuration_kolibri1_1.py; () for every other indexer)."""
+    """Kolibri 1.1's and Qwen4-Exp's selections, which AttentionTensors.indexer has no place
+    for, with the config's figures (configuration_kolibri1_1.py, configuration_qwen4_exp.py;
+    () for every other indexer)."""
+    ratio = getattr(config, "indexer_compress_ratio", None)
+    if ratio is not None:
+        return (f"Qwen4ExpTextQSAIndexer's blocks (modeling_qwen4_exp.py lines 845-870): each "
+                f"query scores the means of its s // indexer_compress_ratio = s // {ratio} "
+                f"complete key blocks and keeps the top indexer_budget // {ratio} blocks plus the "
+                f"incomplete tail; timed as DeepSeek-V3.2's indexer: every query scored against "
+                f"every key",)
     pool = getattr(config, "index_pool_size", None)
     if pool is None:
         return ()

@@ -8,6 +8,7 @@ layer's keys and values). Counted as transformers counts them on the meta device
 hyper-connections, named), each layer's indexer read, its scores timed forward only, a simulated
 step, and a malformed key one line naming it."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,7 @@ transformers = pytest.importorskip("transformers")
 
 from tierlab.sim.flops import layer_forward  # noqa: E402
 
+FILLED = Path(__file__).parent / "data" / "hf_configs" / "filled"
 SEQ = 256
 BASE = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, vocab_size=1000,
             pad_token_id=0)
@@ -137,3 +139,36 @@ def test_kolibri_scores_with_the_attentions_heads_forward_only(tmp_path):
 def test_a_malformed_indexer_key_is_one_line_naming_it(tmp_path, kind, key, value, said):
     path = _write(tmp_path, kind, **{key: value})
     assert_user_error(run("simulate", "-m", str(path)), str(path), said)
+
+
+def test_qwen4_exp_indexer_top_k_is_the_tokens_its_selection_keeps():
+    """Qwen4-Exp's QSA indexer (modeling_qwen4_exp.py Qwen4ExpTextQSAIndexer, lines 769-886),
+    built from the filled config's figures (tests/data/hf_configs/filled/qwen4_exp_text.json)
+    and run on CPU at a budget of 8 tokens in blocks of 4: a query that sees 32 keys (8
+    complete blocks) keeps block_topk = 8 // 4 = 2 blocks, 8 keys; one that sees 34 keeps them
+    plus its incomplete tail of 2 (lines 868-874). indexer_of's top-k is that budget."""
+    import torch
+    from transformers import AutoConfig
+    from transformers.models.qwen4_exp.modeling_qwen4_exp import Qwen4ExpTextQSAIndexer
+
+    from tierlab.profiles.hf_indexer import indexer_of
+
+    filled = json.loads((FILLED / "qwen4_exp_text.json").read_text())
+    config = AutoConfig.for_model("qwen4_exp_text", **{
+        k: v for k, v in filled.items() if k not in ("model_type", "architectures")})
+    with torch.device("meta"):
+        full = Qwen4ExpTextQSAIndexer(config, layer_idx=3)
+    assert indexer_of(full, config.head_dim) == ((4, 128, 2048), "")
+    assert full.block_topk * full.compress_ratio == config.indexer_budget
+
+    config.hidden_size, config.indexer_budget, config.indexer_head_dim = 32, 8, 16
+    small = Qwen4ExpTextQSAIndexer(config, layer_idx=3)
+    heads, width, top_k = indexer_of(small, config.head_dim)[0]
+    s = 34
+    causal = torch.ones(s, s, dtype=torch.bool).tril()[None, None]
+    rope = (torch.ones(1, s, width), torch.zeros(1, s, width))
+    with torch.no_grad():
+        mask = small(torch.randn(1, s, config.hidden_size), rope, causal, None)
+    kept = mask[0, 0].sum(-1)
+    assert (heads, width, top_k) == (4, 16, 8)
+    assert kept[31] == top_k and kept[33] == top_k + 34 % 4
