@@ -10,6 +10,7 @@ from typing import Any
 
 from tierlab.profiles.hf_config import TOP_K_KEYS, experts_per_token
 from tierlab.profiles.hf_cross import cross_block, cross_layer_fields
+from tierlab.profiles.hf_hyper import BLOCK_HYPER, block_hyper
 from tierlab.profiles.hf_mixer import find_mixer, mixer_fields, mixer_tensors
 from tierlab.profiles.hf_sublayers import zero_experts
 from tierlab.profiles.hf_modules import (ATTENTION_NAMES, MLP_NAMES, SHARED_NAMES, Unmodelled,
@@ -150,20 +151,21 @@ def layer_fields(layer: Any, config: Any, hidden: int) -> dict:
         attn, mlp = (part[1:], None) if part[0] == "attention" else (None, part[1:])
     beside = named_child(layer, SHARED_NAMES) if mlp is not None else None    # Granite 4's shared_mlp
     own = set(PER_LAYER_BLOCK) if per_layer else set()
+    hyper, hyper_norms = block_hyper(layer, hidden)    # Qwen4-Exp: its norms are the block's
     norms = [c for n, c in layer.named_children() if is_norm(c) and n not in own
-             and n not in EMBED_NORM]
+             and n not in EMBED_NORM] + hyper_norms
     parts = (mixer, attn, mlp, beside) if mixer or part else \
         ((attn, mlp, beside) if attn and mlp else ())
     # Gemma 4's enable_moe_block: router and experts children of the block beside its mlp
     block_moe = mlp is not None and named_child(layer, ("experts",)) is not None
     read = {n for n, _ in (p for p in parts if p is not None)} | own | held | \
         (set(LOOSE_MLP) if mlp is not None and mlp[0] == LOOSE_MLP[0] else set()) | \
-        ({"experts", "router"} if block_moe else set())
+        ({"experts", "router"} if block_moe else set()) | (set(BLOCK_HYPER) if hyper else set())
     other = [f"{n} ({type(c).__name__})" for n, c in layer.named_children()
              if n not in read and not is_norm(c) and param_count(c)]
     out = dict(other=other, n_norms=len(norms), norms=norms, attn=None, mlp=None, moe=None,
                mixer=None, attn_bias=None, mlp_bias=None, part=part and part[0],
-               per_layer=per_layer,
+               per_layer=per_layer, hyper=hyper,
                embed_norm=any(n in EMBED_NORM and is_norm(c) for n, c in layer.named_children()))
     if mixer is not None:
         out["mixer"] = dict(mixer_fields(mixer[1]), attention=attn is not None)

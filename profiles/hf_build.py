@@ -23,6 +23,7 @@ from tierlab.profiles.hf_config import (attention_windows, build, check_counts,
                                         detach_towers,
                                         experts_per_token, layer_config, text_config,
                                         transformers_version, unread_reason)
+from tierlab.profiles.hf_hyper import hyper_notes, model_hyper
 from tierlab.profiles.hf_indexer import check_indexed
 from tierlab.profiles.hf_loops import (check_loop_keys, check_loop_layers, looped_blocks,
                                       stacked_blocks)
@@ -241,6 +242,15 @@ def outside_blocks(model: Any, layers: Any, *read: Any) -> tuple[list, list[str]
                    f"and the head ({names})"]
 
 
+def hyper_of(read: list[dict]) -> tuple[int, int] | None:
+    """(streams, rank) of the blocks' gated residuals (profiles/hf_hyper.py: Qwen4-Exp), the
+    same in every block; None where none holds them."""
+    hyper = [l.get("hyper") for l in read]
+    if not any(hyper):
+        return None
+    return same_in_all(hyper, "hyper-connections")
+
+
 def learned_positions(model: Any, layers: Any, emb: Any, hidden: int) -> Any:
     """A position table beside the token embedding (GPT-2-style; BioGPT's
     BioGptLearnedPositionalEmbedding, an nn.Embedding of max_position_embeddings + 2 rows), or
@@ -277,7 +287,10 @@ def built_fields(model: Any, config: Any) -> tuple[dict, list[str], bool]:
         raise Unmodelled(problems[0])
     pos = learned_positions(model, layers, emb, hidden)
     per_layer, per_layer_mods = per_layer_fields(model, read, hidden)
-    final, left = outside_blocks(model, layers, emb, out, pos, *per_layer_mods, *altup)
+    hyper = hyper_of(read)              # Qwen4-Exp's gated residuals, and the model's mixer
+    mixer = model_hyper(model, hidden, hyper) if hyper else []
+    final, left = outside_blocks(model, layers, emb, out, pos, *per_layer_mods, *altup, *mixer)
+    final += [m.hc_norm for m in mixer]     # its norm: the final norm (layout.head_params)
     fields = dict(block_fields([l for l in read if modelled(l)]), n_layers=len(read),
                   hidden=hidden, vocab=vocab,
                   max_seq_len=getattr(config, "max_position_embeddings", None) or 2048,
@@ -286,11 +299,13 @@ def built_fields(model: Any, config: Any) -> tuple[dict, list[str], bool]:
                   norm=norm_kind(final + [n for l in read for n in l["norms"]]),
                   embed_norm=any(l.get("embed_norm") for l in read) or
                   any(is_norm(c) for c in emb.children()), loops=loops,
-                  **per_layer)   # Inkling's embed_norm
+                  **per_layer,   # Inkling's embed_norm
+                  **({"hyper_connections": hyper} if mixer else {}))
     if pos is not None:
         fields.update(learned_pos_emb=True, pos_emb_rows=pos.weight.shape[0])
     problems += layer_differences([l for l in read if modelled(l)])
     problems += altup_notes(config) if altup else []
+    problems += hyper_notes(hyper, bool(mixer)) if hyper else []
     return fields, problems + left, not all(modelled(l) for l in read)
 
 

@@ -126,6 +126,38 @@ def per_layer_input_params(model: "Model") -> dict[str, int]:
             "per_layer_projection_norm": norm_numel(model, p.width)}
 
 
+HYPER_CONNECTIONS = ("attn_hyper_connection.", "mlp_hyper_connection.")
+"""Names of a block's gated residuals (Model.hyper_connections: Qwen4-Exp,
+modeling_qwen4_exp.py Qwen4ExpTextDecoderLayer.__init__ lines 1390-1391)."""
+
+
+def hyper_connection_matrices(model: "Model") -> dict[str, tuple[int, int]]:
+    """(in, out) of one block's gated-residual GEMMs (modeling_qwen4_exp.py
+    Qwen4ExpTextGatedResidual.__init__ lines 1118-1121), n streams, rank r, h hidden, each of
+    the two: input_mix_weight_down n h -> r, input_mix_weight_up r -> n h, block_inject_weight
+    n h -> n. Qwen4-Exp's defaults (n 4, r 320, h 2,048): 5,275,648 per gated residual (and
+    its norm's 8,192); {} without hyper-connections."""
+    if not model.hyper_connections:
+        return {}
+    n, r = model.hyper_connections
+    wide = n * model.hidden
+    return {f"{p}{k}": v for p in HYPER_CONNECTIONS for k, v in
+            (("input_mix_weight_down", (wide, r)), ("input_mix_weight_up", (r, wide)),
+             ("block_inject_weight", (wide, n)))}
+
+
+def hyper_connection_mixer(model: "Model") -> dict[str, int]:
+    """The model's last gated residual, no inject (modeling_qwen4_exp.py
+    Qwen4ExpTextModel.__init__ line 1496, forward line 1597: before the head, in place of a
+    final norm): its down and up projections (n h x r each); its norm is the head's
+    final_norm (n h). {} without hyper-connections."""
+    if not model.hyper_connections:
+        return {}
+    n, r = model.hyper_connections
+    return {f"hyper_connection_mixer.{k}": n * model.hidden * r
+            for k in ("input_mix_weight_down", "input_mix_weight_up")}
+
+
 def block_matrices(model: "Model", moe_layer: bool,
                    mixer_layer: bool = False) -> dict[str, tuple[int, int]]:
     """(in, out) of every weight matrix of one block, experts included; a mixer block's mixer
@@ -134,6 +166,7 @@ def block_matrices(model: "Model", moe_layer: bool,
     mats = _block_core_matrices(model, moe_layer, mixer_layer)
     if model.per_layer_inputs is not None:
         mats.update(per_layer_block_matrices(model))
+    mats.update(hyper_connection_matrices(model))   # Qwen4-Exp: {} for every other model
     return mats
 
 
@@ -167,7 +200,8 @@ def _biases(model: "Model", mats: dict[str, tuple[int, int]]) -> dict[str, int]:
     for name, (_, n_out) in mats.items():
         base = name.rsplit(".", 1)[-1]
         if base in ("router", "shared_expert_gate") or name.startswith("mixer.") or \
-                name.startswith((ATTENTION_TENSORS_PREFIX, PER_LAYER_PREFIX)):
+                name.startswith((ATTENTION_TENSORS_PREFIX, PER_LAYER_PREFIX) +
+                                HYPER_CONNECTIONS):
             continue
         if model.bias or (model.qkv_bias and base in qkv):
             out[f"{name}.bias"] = n_out
@@ -179,8 +213,12 @@ def block_small_params(model: "Model", moe_layer: bool,
     """Parameters of one block that are not matrices: norms and biases (a mixer block: its
     mixer's conv, A_log, D, dt_bias and norms in place of the attention's)."""
     small = {}
-    for name in BLOCK_NORMS[:model.block_norms]:
-        small[name] = norm_numel(model, model.hidden)
+    if model.hyper_connections:     # Qwen4-Exp: each gated residual's hc_norm, n x hidden
+        for prefix in HYPER_CONNECTIONS:
+            small[f"{prefix}hc_norm"] = norm_numel(model, model.hyper_connections[0] * model.hidden)
+    else:
+        for name in BLOCK_NORMS[:model.block_norms]:
+            small[name] = norm_numel(model, model.hidden)
     if model.per_layer_inputs is not None:    # modeling_gemma4.py line 1350
         small["post_per_layer_input_norm"] = norm_numel(model, model.hidden)
     if moe_layer and model.moe.router_scales:   # Gemma4TextRouter's scale, per_expert_scale
@@ -273,8 +311,11 @@ def embed_params(model: "Model") -> dict[str, int]:
 
 
 def head_params(model: "Model") -> dict[str, int]:
-    """Final norm and LM head as the head module uses them (a tied head is the embedding)."""
-    out = {"final_norm": norm_numel(model, model.hidden), "lm_head": model.vocab * model.hidden}
+    """Final norm and LM head as the head module uses them (a tied head is the embedding);
+    Qwen4-Exp: the hyper_connection_mixer, its norm n x hidden as the final norm."""
+    streams = model.hyper_connections[0] if model.hyper_connections else 1
+    out = {"final_norm": norm_numel(model, streams * model.hidden),
+           **hyper_connection_mixer(model), "lm_head": model.vocab * model.hidden}
     if model.head_bias:
         out["lm_head.bias"] = model.vocab
     return out

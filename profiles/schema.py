@@ -808,6 +808,19 @@ class Model:
     cross_keys: int = 0
     """Vision tokens per sample a cross-attention block attends (its k and v projections run on
     them); 0 without cross-attention."""
+    hyper_connections: tuple[int, int] = ()
+    """Qwen4-Exp's gated residuals (transformers 5.25.0 modeling_qwen4_exp.py
+    Qwen4ExpTextGatedResidual, lines 1112-1140): (streams n = hc_count, rank r = hc_lowrank).
+    The residual is n x hidden wide (Qwen4ExpTextModel.forward repeats the embedding n times,
+    line 1584); before the attention and before the MLP (Qwen4ExpTextDecoderLayer lines
+    1390-1391, 1409-1428) a gated residual normalises it (`hc_norm`, n x hidden, per stream),
+    mixes the streams into the sublayer's input through a rank-r sigmoid gate
+    (`input_mix_weight_down` n h -> r, `input_mix_weight_up` r -> n h) and weighs the
+    sublayer's output into each stream (`block_inject_weight` n h -> n); those norms are the
+    block's two (block_norms 2). The model's `hyper_connection_mixer` (line 1496, no inject)
+    folds the streams back before the head in place of a final norm (line 1597). The GEMMs are
+    timed (layout.hyper_connection_matrices); the n x hidden residual is not in the activation
+    memory. (): none."""
     not_modelled: tuple[str, ...] = ()
     """What a model transformers built holds that these fields leave out within the count check
     (profiles/hf_build.py fields_of, COUNT_TOLERANCE): parameters outside the layout, block
@@ -839,6 +852,13 @@ class Model:
         if isinstance(self.mixer, Mapping):         # a Model read back from JSON
             object.__setattr__(self, "mixer", Mixer(**self.mixer))
         object.__setattr__(self, "not_modelled", tuple(self.not_modelled))     # JSON: a list
+        object.__setattr__(self, "hyper_connections", tuple(self.hyper_connections))
+        if self.hyper_connections and (len(self.hyper_connections) != 2 or any(
+                isinstance(v, bool) or not isinstance(v, int) or v < 1
+                for v in self.hyper_connections) or self.block_norms != 2):
+            raise ValueError(f"Model.hyper_connections must be (streams, rank), whole numbers "
+                             f">= 1, with block_norms 2 (its gated residuals' norms), got "
+                             f"{self.hyper_connections!r}")
         if isinstance(self.moe, Mapping):
             object.__setattr__(self, "moe", MoE(**dict(
                 self.moe, dense_layers=tuple(self.moe.get("dense_layers", ())))))

@@ -58,7 +58,8 @@ import math
 import re
 from dataclasses import dataclass
 
-from tierlab.profiles.layout import ATTENTION_TENSORS_PREFIX, active_ffn, attention_share
+from tierlab.profiles.layout import (ATTENTION_TENSORS_PREFIX, active_ffn, attention_share,
+                                    hyper_connection_mixer)
 from tierlab.profiles.schema import GPU, Model
 
 
@@ -292,11 +293,15 @@ def _layer_hbm_bytes(model: Model, micro_batch: int, bytes_per_value: int, ffn: 
 
 
 def logits_forward(model: Model, micro_batch: int) -> float:
-    """LM head GEMM: 2 h V per token (embedding lookup is free); with Gemma 4's per-layer inputs
-    also the model-level projection (per_layer_input_forward), timed with the head: like it, it
-    runs once per forward outside the blocks (never recomputed) and 2 x in the backward."""
+    """LM head GEMM: 2 h V per token (embedding lookup is free), and Qwen4-Exp's
+    hyper_connection_mixer GEMMs before it (layout.hyper_connection_mixer); with Gemma 4's
+    per-layer inputs also the model-level projection (per_layer_input_forward), timed with
+    the head: like it, it runs once per forward outside the blocks (never recomputed) and 2 x
+    in the backward."""
     tokens = micro_batch * model.seq_len
     head = 2.0 * tokens * model.hidden * model.vocab
+    # Qwen4-Exp's hyper_connection_mixer before the head: down and up, 2 x n h x r each
+    head += 2.0 * tokens * sum(hyper_connection_mixer(model).values())
     if model.per_layer_inputs is None:
         return head
     return head + tokens * per_layer_input_forward(model)[1]

@@ -61,7 +61,8 @@ def modules(model: Model, strategy: Strategy) -> list[Module]:
         own, used, hooked = blocks[model.layer_kind(i)]
         out.append(mod(f"L{i}", "block", used, {f"layers.{i}.{k}": n for k, n in own.items()},
                        hooked))
-    out.append(mod("head", "head", list(head.values()), head_own, 2))   # final norm + lm_head
+    mixer = sum(1 for k in head if k.startswith("hyper_connection_mixer."))    # Qwen4-Exp's
+    out.append(mod("head", "head", list(head.values()), head_own, 2 + mixer))  # norm + lm_head
     return out
 
 

@@ -172,3 +172,30 @@ def test_qwen4_exp_indexer_top_k_is_the_tokens_its_selection_keeps():
     kept = mask[0, 0].sum(-1)
     assert (heads, width, top_k) == (4, 16, 8)
     assert kept[31] == top_k and kept[33] == top_k + 34 % 4
+
+
+def test_qwen4_exp_counts_its_gated_residuals_in_the_blocks():
+    """Qwen4-Exp's blocks hold no input / post-attention norm: before the attention and the MLP
+    a gated residual (Qwen4ExpTextGatedResidual, modeling_qwen4_exp.py lines 1112-1140,
+    1390-1391) of hc_count = 4 streams and rank hc_lowrank = 320 over the 4 x 2,048 wide
+    residual: its hc_norm (8,192) is one of the block's two norms, its down (8,192 x 320), up
+    (320 x 8,192) and inject (8,192 x 4) are GEMMs of the block; the model's
+    hyper_connection_mixer (line 1496: no inject) is the head's, its hc_norm the final norm."""
+    model = load_model(str(FILLED / "qwen4_exp_text.json"))
+    wide = 4 * 2048
+    assert model.hyper_connections == (4, 320) and model.block_norms == 2
+    mats, small = model.layer_matrices(0), model.layer_small_params(0)
+    for side in ("attn", "mlp"):
+        assert mats[f"{side}_hyper_connection.input_mix_weight_down"] == (wide, 320)
+        assert mats[f"{side}_hyper_connection.input_mix_weight_up"] == (320, wide)
+        assert mats[f"{side}_hyper_connection.block_inject_weight"] == (wide, 4)
+        assert small[f"{side}_hyper_connection.hc_norm"] == wide
+    per_block = sum(i * o for n, (i, o) in mats.items() if "hyper_connection" in n) + \
+        sum(k for n, k in small.items() if "hyper_connection" in n)
+    assert per_block == 2 * (2 * wide * 320 + wide * 4 + wide) == 10_567_680
+    assert not any(n in small for n in ("input_norm", "post_attention_norm"))
+    # transformers' count, as tests/test_filled_defaults.py builds it: 67,334,739,072 total,
+    # 4,168,520,832 active; 40 blocks x 10,567,680 + the mixer's 5,251,072 are 0.64 % of it
+    assert (model.n_params, model.active_params) == (67_334_739_072, 4_168_520_832)
+    assert any(n.startswith("hyper-connections (Qwen4ExpTextGatedResidual")
+               for n in model.not_modelled)
