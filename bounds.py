@@ -53,6 +53,9 @@ BLOCK_RUNS = Bound(1, 100_000, why="10x the layer bound: the simulator steps eve
 ATTENTION_WINDOW = Bound(1, 100_000_000, why="100M tokens")
 """A layer's attention window or chunk in tokens (Model.attention_windows; a config.json's
 `sliding_window`, `attention_chunk_size`): like a sequence length, at least one token."""
+RANDOM_BLOCKS = Bound(0, 100_000, why="BigBird's published configs pick 3 random blocks")
+"""Random key blocks a BigBird query block attends (a config.json's num_random_blocks,
+profiles/hf_bigbird.py): none or more."""
 
 FLAGS = {
     "micro_batch": Bound(1, 1_000_000, why="1M sequences per GPU"),

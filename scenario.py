@@ -82,10 +82,20 @@ class Scenario:
                 "headroom": {t: self.headroom.of(t).text() for t in ("gpu", "host")}
                 if self.headroom else None}
 
+    def _modelled(self, check) -> None:
+        """`check(strategy)` (sim/workload.py): a key tierlab does not model is one line naming
+        the file it came from."""
+        try:
+            check(self.strategy)
+        except ConfigError as e:
+            raise ConfigError(f"{self.config_where}: {e}") from None
+
     def memory(self):
         """The per-tier MemoryPlan (sim/memory.plan_memory) with this scenario's software."""
         from tierlab.sim.memory import plan_memory
+        from tierlab.sim.workload import check_memory_supported
 
+        self._modelled(check_memory_supported)
         return plan_memory(self.hardware, self.model, self.strategy, software=self.software,
                            headroom=self.headroom)
 
@@ -106,10 +116,7 @@ class Scenario:
         from tierlab.sim.ranges import simulate_ranged
         from tierlab.sim.workload import check_supported
 
-        try:        # a key the engine does not model: one line naming the file it came from
-            check_supported(self.strategy)
-        except ConfigError as e:
-            raise ConfigError(f"{self.config_where}: {e}") from None
+        self._modelled(check_supported)
         return (simulate_ranged if ranges else simulate)(
             self.hardware, self.model, self.strategy, strict=strict, software=self.software,
             headroom=self.headroom)

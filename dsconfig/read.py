@@ -215,7 +215,7 @@ def _given_fields(obj, block: Mapping) -> dict:
 
     cls = type(obj)
     out = {}
-    for name in obj.model_fields_set:
+    for name in sorted(obj.model_fields_set):       # a set: sorted, so messages do not vary
         info = cls.model_fields[name]
         if (info.json_schema_extra or {}).get("deprecated"):
             continue

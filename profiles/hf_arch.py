@@ -14,7 +14,8 @@ from typing import Any, Callable, Mapping
 
 from tierlab import bounds
 from tierlab.errors import ConfigError
-from tierlab.profiles.hf_config import notes, transformers_version, windows_of_types
+from tierlab.profiles.hf_config import (decoder_config, named_causal_lm, notes,
+                                        transformers_version, windows_of_types)
 
 
 class _Cfg:
@@ -389,6 +390,10 @@ def model_fields(data: Any, where: str) -> dict:
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where}: expected a JSON object")
     kind = data.get("model_type")
+    if kind is None and "auto_map" in data:     # a remote-code config (SmallThinker): say so
+        raise ConfigError(f"{where}: missing key 'model_type': its auto_map asks for "
+                          "trust_remote_code, which tierlab never runs; tierlab reads only "
+                          "architectures transformers builds itself")
     if kind is None:
         raise ConfigError(f"{where}: missing key 'model_type' (the architecture; supported: "
                           f"{', '.join(ARCHITECTURES)})")
@@ -441,7 +446,12 @@ def meta_param_count(data: Mapping) -> int | None:
     kind = cfg.pop("model_type")
     for key in ("auto_map", "quantization_config", "_name_or_path", "architectures"):
         cfg.pop(key, None)
-    config = AutoConfig.for_model(kind, **cfg).get_text_config(decoder=True)
+    config = decoder_config(AutoConfig.for_model(kind, **cfg))
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config)
+        try:
+            model = AutoModelForCausalLM.from_config(config)
+        except ValueError:  # Musicgen: the mapping's class of `kind` takes the decoder config
+            model = named_causal_lm(kind, config)
+            if model is None:
+                raise
     return sum(p.numel() for p in model.parameters())

@@ -15,6 +15,12 @@ from typing import Any, Mapping
 
 from tierlab.errors import ConfigError
 from tierlab.profiles.hf_altup import altup_blocks, altup_notes, check_altup
+from tierlab.profiles.hf_bert import bert_blocks, bert_fields
+from tierlab.profiles.hf_bigbird import block_sparse
+from tierlab.profiles.hf_blt import refuse_byte_latent
+from tierlab.profiles.hf_codebooks import check_codebooks, codebook_modules, codebook_notes
+from tierlab.profiles.hf_xmod import adapter_free, adapter_note, check_adapters
+from tierlab.profiles.hf_encdec import check_decoder, cross_free, decoder_fields
 from tierlab.profiles.hf_zaya import check_router, routed_blocks
 from tierlab.profiles.hf_blocks import layer_fields, parallel_experts
 from tierlab.profiles.hf_cross import check_cross_layers, cross_fields, vision_tokens
@@ -251,7 +257,7 @@ def hyper_of(read: list[dict]) -> tuple[int, int] | None:
     return same_in_all(hyper, "hyper-connections")
 
 
-def learned_positions(model: Any, layers: Any, emb: Any, hidden: int) -> Any:
+def learned_positions(model: Any, layers: Any, emb: Any, hidden: int, *besides: Any) -> Any:
     """A position table beside the token embedding (GPT-2-style; BioGPT's
     BioGptLearnedPositionalEmbedding, an nn.Embedding of max_position_embeddings + 2 rows), or
     None."""
@@ -259,20 +265,27 @@ def learned_positions(model: Any, layers: Any, emb: Any, hidden: int) -> Any:
 
     inside = {id(m) for m in layers.modules()}
     tables = [m for m in model.modules() if isinstance(m, torch.nn.Embedding) and m is not emb
-              and id(m) not in inside and m.weight.shape[-1] == hidden]
+              and id(m) not in inside and m.weight.shape[-1] == hidden
+              and not any(m is b for b in besides)]     # BERT's token-type table
     return tables[0] if len(tables) == 1 else None
 
 
 def built_fields(model: Any, config: Any) -> tuple[dict, list[str], bool]:
     """Model keyword arguments (without name, seq_len, source) read off a built model, what it
     holds that they do not express, and whether a block lacks what tierlab models."""
-    emb, out = model.get_input_embeddings(), model.get_output_embeddings()
+    check_decoder(model)        # ProphetNet's n-gram streams
+    # Musicgen: a table and a head per codebook (profiles/hf_codebooks.py), the first of each read
+    emb, out, books, book_mods = codebook_modules(model)
     vocab, hidden = emb.weight.shape
     # HRM: two stacks of blocks; LongCat-Flash: two blocks per layer
     layers, blocks = stacked_blocks(model) or decoder_blocks(model, config)
     blocks, loops = looped_blocks(blocks, config)       # Dory, Inkling2-Loop, HRM: Model.loops
     blocks, altup = altup_blocks(model, blocks)         # Gemma 3n: AltUp, laurel in the attention
     blocks = routed_blocks(blocks)                      # Zaya: the MoE's router in the attention
+    layers, blocks, bert = bert_blocks(model, layers, blocks)   # BERT's blocks, XLM's lists
+    hidden = bert or hidden                             # ELECTRA, RemBERT: a narrower token table
+    blocks, unrun = cross_free(blocks)  # BART & co.: encoder_attn counted, not run (hf_encdec.py)
+    blocks, adapters = adapter_free(blocks)     # Xmod: per-language adapters (hf_xmod.py)
     read, unread = [], set()
     for i, layer in enumerate(blocks):  # every block looked at: one line names all unmodelled
         try:
@@ -285,11 +298,14 @@ def built_fields(model: Any, config: Any) -> tuple[dict, list[str], bool]:
     problems += sorted({f"{o} in the blocks" for l in read if modelled(l) for o in l["other"]})
     if not any(modelled(l) for l in read):
         raise Unmodelled(problems[0])
-    pos = learned_positions(model, layers, emb, hidden)
+    bert_extra, bert_mods, bert_notes = bert_fields(model, config, layers, emb, out, hidden) \
+        if bert else ({}, [], [])       # token types, the head's transform (profiles/hf_bert.py)
+    pos = learned_positions(model, layers, emb, emb.weight.shape[1], *bert_mods, *book_mods)
     per_layer, per_layer_mods = per_layer_fields(model, read, hidden)
     hyper = hyper_of(read)              # Qwen4-Exp's gated residuals, and the model's mixer
     mixer = model_hyper(model, hidden, hyper) if hyper else []
-    final, left = outside_blocks(model, layers, emb, out, pos, *per_layer_mods, *altup, *mixer)
+    final, left = outside_blocks(model, layers, emb, out, pos, *per_layer_mods, *altup, *mixer,
+                                 *bert_mods, *book_mods)
     final += [m.hc_norm for m in mixer]     # its norm: the final norm (layout.head_params)
     fields = dict(block_fields([l for l in read if modelled(l)]), n_layers=len(read),
                   hidden=hidden, vocab=vocab,
@@ -303,7 +319,12 @@ def built_fields(model: Any, config: Any) -> tuple[dict, list[str], bool]:
                   **({"hyper_connections": hyper} if mixer else {}))
     if pos is not None:
         fields.update(learned_pos_emb=True, pos_emb_rows=pos.weight.shape[0])
-    problems += layer_differences([l for l in read if modelled(l)])
+    fields.update(bert_extra, **books, **adapters)
+    problems += codebook_notes(model, books) + adapter_note(adapters, len(read))
+    encdec, encdec_notes = decoder_fields(model, config, final, unrun, len(read))
+    fields.update(encdec)
+    problems += encdec_notes
+    problems += bert_notes + layer_differences([l for l in read if modelled(l)])
     problems += altup_notes(config) if altup else []
     problems += hyper_notes(hyper, bool(mixer)) if hyper else []
     return fields, problems + left, not all(modelled(l) for l in read)
@@ -346,6 +367,7 @@ def fields_of(data: Mapping, where: str) -> dict:
             check_zero_experts(part.get, where)
     config = text_config(data, where)
     check_counts(lambda attr: config_value(config, attr), where)    # before a model is built
+    refuse_byte_latent(data, config, where)     # BLT: counted, refused (hf_blt.py)
     check_layer_counts(config, where)
     check_loop_keys(lambda attr: getattr(config, attr, None), where)
     check_loop_layers(config, where)
@@ -353,6 +375,8 @@ def fields_of(data: Mapping, where: str) -> dict:
     check_cross_layers(config, where)
     check_altup(config, where)                                      # Gemma 3n
     check_router(config, where)                                     # Zaya
+    check_codebooks(config, where)                                  # Musicgen
+    check_adapters(config, where)                                   # Xmod
     cross_keys, cross_notes = vision_tokens(data, config, where)    # Llama 3.2 Vision
     model = build(config, where, data)
     towers = detach_towers(model)                                   # Phi-4-multimodal
@@ -376,8 +400,9 @@ def fields_of(data: Mapping, where: str) -> dict:
     mixed = (fields["mixer"].layers if fields["mixer"] is not None else ()) + \
         fields["mlp_only_layers"]       # Nemotron-H's "mlp" and "moe" blocks attend nothing
     indexer_notes = check_indexed(config, fields, where)
-    return dict(fields, attention_windows=attention_windows(config, where, mixed),
-                not_modelled=tuple(towers + problems) + indexer_notes)
+    sparse, sparse_notes = block_sparse(config, where)     # BigBird: a window (hf_bigbird.py)
+    return dict(fields, attention_windows=sparse or attention_windows(config, where, mixed),
+                not_modelled=tuple(towers + problems) + indexer_notes + sparse_notes)
 
 
 def refusal(where: str, kind: str, config: Any, ours: tuple, theirs: tuple,

@@ -69,13 +69,33 @@ def text_config(data: Mapping, where: str) -> Any:
     try:
         with quiet():
             config = AutoConfig.for_model(kind, **cfg)
-        text = config.get_text_config(decoder=True)
+        text = decoder_config(config)
     except Exception as e:      # transformers' own validation: one line, never a traceback
         raise ConfigError(f"{where}: transformers rejects this {kind!r} config: "
                           f"{first_line(e)}") from None
     if not hasattr(text, "model_type"):     # a text_config that the config class does not take
         raise ConfigError(f"{where}: model_type {kind!r} ({type(config).__name__}) takes no "
                           "text_config: the decoder's keys belong at the top level")
+    return text
+
+
+def decoder_config(config: Any) -> Any:
+    """The config of `config`'s decoder: get_text_config(decoder=True), but a flat
+    encoder-decoder config (BART, Marian, Whisper: `decoder_layers` beside `encoder_layers`) is
+    its own decoder's. transformers 5.25.0 configuration_utils.py get_text_config, lines
+    1572-1598, returns for it a copy with each `decoder_*` value moved to its plain name (onto
+    `encoder_layers` through the attribute_map) and the `decoder_*` attribute deleted, so it
+    reads the class default, and the decoder-only causal LM (modeling_bart.py BartDecoder)
+    reads exactly those: bart with decoder_layers 3 built 12 layers; marian's default
+    decoder_vocab_size became None (`padding_idx >= None` in nn.Embedding). So the copy gets
+    them back: plain names (num_hidden_layers, num_attention_heads) and `decoder_*` alike
+    hold the decoder's values."""
+    text = config.get_text_config(decoder=True)
+    if text is config or type(text) is not type(config):
+        return text
+    for key, value in config.to_dict().items():
+        if key.startswith("decoder"):
+            setattr(text, key, value)
     return text
 
 

@@ -85,7 +85,8 @@ def attention_fields(attn: Any, config: Any, hidden: int) -> dict:
     # an indexer (Kolibri 1.1's beside plain q/k/v/o): AttentionTensors.indexer holds it
     if kv is None or indexer_module(attn) is not None or (
             getattr(config, "model_type", None) in ODD_BIAS_TYPES and
-            odd_biases(attn, q * (2 if gated else 1), kv * head_dim, hidden)):
+            odd_biases(attn, q * (2 if gated else 1), kv * head_dim, hidden)) or \
+            getattr(config, "model_type", None) in TENSOR_BIAS_TYPES:
         return tensor_attention(attn, config, hidden)
     widths = [w for w in (norm_width(m) for n, m in attn.named_modules() if n and is_norm(m))
               if w]
@@ -101,6 +102,14 @@ ODD_BIAS_TYPES = ("recurrent_gemma",)
 has the same pattern (out_proj alone: modeling_gpt_neo.py GPTNeoSelfAttention) and would count
 as transformers does (defaults: 1,315,575,808 for 1,315,428,352 today, -0.011 %); left as it
 counts until a change of its count is wanted."""
+
+
+TENSOR_BIAS_TYPES = ("whisper", "bigbird_pegasus")
+"""model_types whose attention is read as tensors, each bias listed, whatever its biases total:
+Whisper's k_proj has none beside q, v and out_proj's (transformers 5.25.0 modeling_whisper.py
+WhisperAttention lines 281-284: a total that equals q/k/v's), BigBird-Pegasus' decoder
+attention none (modeling_bigbird_pegasus.py lines 1171-1174, use_bias False) beside the MLP's
+fc1/fc2 biases; Model's bias flags count neither (the MLP's biases then decide Model.bias)."""
 
 
 def odd_biases(attn: Any, q_out: int, kv: int, hidden: int) -> bool:

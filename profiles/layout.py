@@ -44,6 +44,16 @@ ATTENTION_TENSORS_PREFIX = "attn."
 within the attention module (`attn.q_a_proj`, `attn.q_a_layernorm.weight`, `attn.sinks`)."""
 
 
+UNRUN_PREFIX = "unrun."
+"""Names of the tensors a block stores but its forward never runs (Model.unrun_matrices,
+unrun_small_params: an encoder-decoder's cross-attention): `unrun.encoder_attn.q_proj`."""
+
+
+ADAPTER_PREFIX = "adapters."
+"""Names of a block's per-language adapters (Model.adapters: Xmod), one copy per language:
+`adapters.3.dense1` (profiles/hf_xmod.py)."""
+
+
 CROSS_KV = ("k_proj", "v_proj")
 """A cross-attention block's projections of the vision states (Model.cross_attention)."""
 
@@ -293,31 +303,72 @@ def mean_active_ffn(model: "Model") -> float:
 def largest_matrix_numel(model: "Model") -> int:
     """Elements of the largest parameter tensor: a block matrix or the embedding (or Gemma 4's
     per-layer table or projection)."""
-    return max([model.vocab * model.hidden] + list(per_layer_input_params(model).values()) + [i * o for rep, _ in model.layer_groups()
+    tables = [token_rows(model) * token_width(model), model.vocab * logit_width(model)]
+    return max(tables + list(per_layer_input_params(model).values()) + [i * o for rep, _ in model.layer_groups()
                                                for i, o in model.layer_matrices(rep).values()])
+
+
+def token_width(model: "Model") -> int:
+    """Width of the token table (Model.embed_width; hidden where it is 0)."""
+    return model.embed_width or model.hidden
+
+
+def logit_width(model: "Model") -> int:
+    """Width the LM head reads (Model.head_width; hidden where it is 0)."""
+    return model.head_width or model.hidden
+
+
+def token_rows(model: "Model") -> int:
+    """Rows of each token table (Model.embed_rows; vocab where it is 0)."""
+    return model.embed_rows or model.vocab
+
+
+def logits_per_token(model: "Model") -> int:
+    """Logits the head produces per token: vocab from each of Model.codebooks heads (Musicgen
+    stacks them, modeling_musicgen.py line 727)."""
+    return model.vocab * model.codebooks
+
+
+def per_codebook(model: "Model", one: str, many: str, numel: int) -> dict[str, int]:
+    """{one: numel} for one codebook; {many.format(c): numel} for each of Model.codebooks
+    (Musicgen's ModuleLists: `embed_tokens.0`, `lm_heads.0`, modeling_musicgen.py lines 426
+    and 640)."""
+    if model.codebooks == 1:
+        return {one: numel}
+    return {many.format(c): numel for c in range(model.codebooks)}
 
 
 def embed_params(model: "Model") -> dict[str, int]:
     """Token embedding, learned positions (GPT-2, OPT, StarCoder), embedding norm (BLOOM), the
     per-layer-input table, projection and norm (Gemma 4: per_layer_input_params), all in the
     embedding module (ZeRO-3 gathers them with it, sim/modules.py)."""
-    out = {"embed_tokens": model.vocab * model.hidden}
+    width = token_width(model)
+    out = per_codebook(model, "embed_tokens", "embed_tokens.{}", token_rows(model) * width)
     if model.learned_pos_emb:
-        out["embed_positions"] = (model.pos_emb_rows or model.max_seq_len or model.seq_len) * model.hidden
+        out["embed_positions"] = (model.pos_emb_rows or model.max_seq_len or model.seq_len) * width
     if model.embed_norm:
-        out["embed_norm"] = norm_numel(model, model.hidden)
+        out["embed_norm"] = norm_numel(model, width)
+    out.update(model.embed_tensors)             # BERT's token-type table: () for most models
+    if model.embed_width:                       # ELECTRA, RemBERT: the projection to hidden
+        out.update({"embed_proj": width * model.hidden, "embed_proj.bias": model.hidden})
     out.update(per_layer_input_params(model))   # Gemma 4: {} for every other model
     return out
 
 
 def head_params(model: "Model") -> dict[str, int]:
     """Final norm and LM head as the head module uses them (a tied head is the embedding);
-    Qwen4-Exp: the hyper_connection_mixer, its norm n x hidden as the final norm."""
+    Qwen4-Exp: the hyper_connection_mixer, its norm n x hidden as the final norm; BERT: the
+    head's transform (Model.head_transform), no final norm after post-LN blocks."""
     streams = model.hyper_connections[0] if model.hyper_connections else 1
-    out = {"final_norm": norm_numel(model, streams * model.hidden),
-           **hyper_connection_mixer(model), "lm_head": model.vocab * model.hidden}
+    out = {"final_norm": norm_numel(model, streams * model.hidden)} if model.final_norm else {}
+    out.update(hyper_connection_mixer(model))
+    width = logit_width(model)
+    if model.head_transform:    # BERT: dense h -> w, bias, a norm (modeling_bert.py 470-484)
+        out.update({"head_transform": model.hidden * width, "head_transform.bias": width,
+                    "head_transform_norm": norm_numel(model, width)})
+    out.update(per_codebook(model, "lm_head", "lm_heads.{}", model.vocab * width))
     if model.head_bias:
-        out["lm_head.bias"] = model.vocab
+        out.update(per_codebook(model, "lm_head.bias", "lm_heads.{}.bias", model.vocab))
     return out
 
 

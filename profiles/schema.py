@@ -11,7 +11,9 @@ from typing import Mapping
 
 from tierlab.bounds import ATTENTION_WINDOW, LOOP_PASSES
 from tierlab.profiles.fields import HOST_COST_FIELDS, PEAK_FLOPS_DTYPES, SOFTWARE_TERMS
-from tierlab.profiles.layout import (ATTENTION_TENSORS_PREFIX, BLOCK_NORMS, attention_matrices,
+from tierlab.profiles.layout import (ADAPTER_PREFIX, ATTENTION_TENSORS_PREFIX, BLOCK_NORMS,
+                                    UNRUN_PREFIX,
+                                    attention_matrices,
                                     block_matrices,
                                     block_small_params,
                                     embed_params, head_params)
@@ -821,6 +823,54 @@ class Model:
     folds the streams back before the head in place of a final norm (line 1597). The GEMMs are
     timed (layout.hyper_connection_matrices); the n x hidden residual is not in the activation
     memory. (): none."""
+    embed_tensors: tuple[tuple[str, int], ...] = ()
+    """Tensors beside the token table, positions and embedding norm that a lookup (or no GEMM
+    tierlab times) uses, as (transformers' name, numel), counted in the embedding module: BERT's
+    token_type_embeddings (profiles/hf_bert.py names each). (): none."""
+    head_transform: bool = False
+    """A dense hidden -> head_width (hidden where 0) with bias, an activation and a norm of that
+    width before the LM head (BERT's BertPredictionHeadTransform, transformers 5.25.0
+    modeling_bert.py lines 470-484)."""
+    final_norm: bool = True
+    """A norm after the last block; False for post-LN blocks, which end in their own (BERT)."""
+    embed_width: int = 0
+    """Width of the token table, positions and embedding norm where it is not hidden, projected
+    to hidden by a Linear with bias before the first block (ELECTRA's embedding_size:
+    embeddings_project; RemBERT's input_embedding_size: embedding_hidden_mapping_in;
+    profiles/hf_bert.py); 0: hidden, no projection."""
+    head_width: int = 0
+    """Width the LM head reads where it is not hidden, its transform projecting hidden to it
+    (Model.head_transform; RemBERT's output_embedding_size, ELECTRA's embedding_size); 0: hidden."""
+    unrun_matrices: tuple[tuple[str, int, int], ...] = ()
+    """(name, in, out) of weights every block stores and trains but its forward never runs: the
+    cross-attention of an encoder-decoder's decoder trained as a causal LM, with no encoder
+    states (profiles/hf_encdec.py). Counted, partitioned, given gradients and optimizer state
+    as the block's others (layer_matrices, layout.UNRUN_PREFIX names), never multiplied
+    (layer_run_matrices) nor gathered by ZeRO-3 (sim/modules.py). (): none."""
+    unrun_small_params: tuple[tuple[str, int], ...] = ()
+    """(name, numel) of the other tensors of that kind (its biases, its norm)."""
+    codebooks: int = 1
+    """Token tables and LM heads, one of each per codebook (Musicgen's num_codebooks, transformers
+    5.25.0 modeling_musicgen.py lines 425-428 and 640-642): the input embedding is the sum of
+    the codebooks' lookups (line 508), each head produces logits over the codebook's vocab
+    (line 727), the loss averages their cross-entropies (lines 744-749); profiles/hf_codebooks.py.
+    1: one table and one head."""
+    embed_rows: int = 0
+    """Rows of each token table where they are not vocab (the head's rows): Musicgen's
+    vocab_size + 1 (modeling_musicgen.py line 425); 0: vocab."""
+    adapters: int = 0
+    """Copies of adapter_matrices and adapter_small_params every block holds, one per language
+    (Xmod's adapter_modules, transformers 5.25.0 modeling_xmod.py lines 427-429); a token runs
+    its sample's language's alone, but every copy's module is called (on the tokens of its
+    language, none for most: lines 451-455), so ZeRO-3 gathers each and each gets a gradient
+    (zeros) and optimizer state. Counted and gathered as the block's others (layout.ADAPTER_PREFIX
+    names), multiplied for 1 / adapters of the tokens each (sim/flops.run_gemms): one adapter a
+    token (profiles/hf_xmod.py). 0: none."""
+    adapter_matrices: tuple[tuple[str, int, int], ...] = ()
+    """(name, in, out) of one language's adapter: Xmod's dense1 hidden -> hidden /
+    adapter_reduction_factor, dense2 back (modeling_xmod.py lines 397-402)."""
+    adapter_small_params: tuple[tuple[str, int], ...] = ()
+    """(name, numel) of its other tensors (the two biases)."""
     not_modelled: tuple[str, ...] = ()
     """What a model transformers built holds that these fields leave out within the count check
     (profiles/hf_build.py fields_of, COUNT_TOLERANCE): parameters outside the layout, block
@@ -843,8 +893,22 @@ class Model:
         if self.block_norms > len(BLOCK_NORMS):
             raise ValueError(f"Model.block_norms must be 1 to {len(BLOCK_NORMS)}, got "
                              f"{self.block_norms!r}")
+        if self.embed_width < 0 or self.head_width < 0 or (self.head_width and
+                                                          not self.head_transform):
+            raise ValueError("Model.embed_width and Model.head_width must be >= 0, head_width "
+                             "with a head_transform")
         if self.attn_head_dim < 0 or self.pos_emb_rows < 0:
             raise ValueError("Model.attn_head_dim and Model.pos_emb_rows must be >= 0")
+        if isinstance(self.codebooks, bool) or not isinstance(self.codebooks, int) or \
+                self.codebooks < 1 or self.embed_rows < 0 or \
+                (self.codebooks > 1 and self.tie_embeddings):
+            raise ValueError(f"Model.codebooks must be a whole number >= 1 (untied where > 1) "
+                             f"and Model.embed_rows >= 0, got {self.codebooks!r}, "
+                             f"{self.embed_rows!r}")
+        if isinstance(self.adapters, bool) or not isinstance(self.adapters, int) or \
+                self.adapters < 0 or bool(self.adapters) != bool(self.adapter_matrices):
+            raise ValueError(f"Model.adapters must be a whole number >= 0, > 0 with "
+                             f"adapter_matrices, got {self.adapters!r}")
         if self.attn_output_gate and (self.fused_qkv or self.mla is not None):
             raise ValueError("Model.attn_output_gate takes separate q/k/v projections (no "
                              "fused_qkv, no mla)")
@@ -852,7 +916,13 @@ class Model:
         if isinstance(self.mixer, Mapping):         # a Model read back from JSON
             object.__setattr__(self, "mixer", Mixer(**self.mixer))
         object.__setattr__(self, "not_modelled", tuple(self.not_modelled))     # JSON: a list
+        for name in ("unrun_matrices", "unrun_small_params", "adapter_matrices",
+                     "adapter_small_params"):
+            object.__setattr__(self, name, _named(getattr(self, name)))
+            if any(v <= 0 for t in getattr(self, name) for v in t[1:]):
+                raise ValueError(f"Model.{name} must have positive sizes")
         object.__setattr__(self, "hyper_connections", tuple(self.hyper_connections))
+        object.__setattr__(self, "embed_tensors", tuple(tuple(t) for t in self.embed_tensors))
         if self.hyper_connections and (len(self.hyper_connections) != 2 or any(
                 isinstance(v, bool) or not isinstance(v, int) or v < 1
                 for v in self.hyper_connections) or self.block_norms != 2):
@@ -1070,7 +1140,9 @@ class Model:
         mats = block_matrices(self.shaped(layer), self.is_moe_layer(layer),
                               self.is_mixer_layer(layer))
         return {**self._part_of(layer, mats, dict(self._shared_matrices(layer, owned=True))),
-                **self._loop_matrices(layer)}
+                **self._loop_matrices(layer),
+                **{f"{UNRUN_PREFIX}{n}": (i, o) for n, i, o in self.unrun_matrices},
+                **self._adapters({n: (i, o) for n, i, o in self.adapter_matrices})}
 
     def layer_small_params(self, layer: int = 0) -> dict[str, int]:
         """Parameters of block `layer` that are not matrices: norms and biases."""
@@ -1078,7 +1150,15 @@ class Model:
                                    self.is_mixer_layer(layer))
         shared = {f"shared.{n}": k for n, k in self.shared.small_params} \
             if self.block_part(layer) == "shared-owner" else {}
-        return self._part_of(layer, small, shared)
+        return {**self._part_of(layer, small, shared),
+                **{f"{UNRUN_PREFIX}{n}": k for n, k in self.unrun_small_params},
+                **self._adapters(dict(self.adapter_small_params))}
+
+    def _adapters(self, tensors: dict) -> dict:
+        """`tensors` of one language's adapter, once per language (Model.adapters), named
+        `adapters.<language>.<name>`."""
+        return {f"{ADAPTER_PREFIX}{a}.{n}": v for a in range(self.adapters)
+                for n, v in tensors.items()}
 
     def layer_run_matrices(self, layer: int = 0) -> dict[str, tuple[int, int]]:
         """(in, out) of each matrix block `layer` multiplies in its forward: its own, and the
@@ -1086,7 +1166,8 @@ class Model:
         mats = block_matrices(self.shaped(layer), self.is_moe_layer(layer),
                               self.is_mixer_layer(layer))
         return {**self._part_of(layer, mats, dict(self._shared_matrices(layer, owned=False))),
-                **self._loop_matrices(layer)}
+                **self._loop_matrices(layer),
+                **self._adapters({n: (i, o) for n, i, o in self.adapter_matrices})}
 
     def _shared_matrices(self, layer: int, owned: bool):
         """(name, (in, out)) of a shared-block use's own matrices, then the shared block's

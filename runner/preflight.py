@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, Mapping
 
+from tierlab.errors import ConfigError
 from tierlab.profiles.schema import Model
 from tierlab.sim.layout import (ParamLayout, nvme_resident_params, param_layout, swap_file_bytes,
                                optimizer_buffers_needed as buffers_needed)
@@ -119,6 +120,21 @@ def tier_fix(tier: str, strategy: Strategy) -> str:
              "set pin_memory false (pinned buffers round up to a power of two)" if pinned else "",
              "use a host with more RAM or fewer GPUs per node"]
     return ", or ".join(f for f in fixes if f)
+
+
+def memory_unmodelled(strategy: Strategy) -> Problem | None:
+    """A warning in place of the memory plan where the config holds a key whose memory effect
+    tierlab does not model (sim/workload.check_memory_supported): DeepSpeed may run it, but the
+    plan would be of another config."""
+    from tierlab.sim.workload import check_memory_supported
+
+    try:
+        check_memory_supported(strategy)
+    except ConfigError as e:
+        return Problem("memory", f"memory plan skipped: {e}",
+                       "judge its memory on the machine (tierlab run), or plan the config "
+                       "without that key", "warning")
+    return None
 
 
 def check_memory(plan, strategy: Strategy) -> list[Problem]:
@@ -503,7 +519,10 @@ def run_preflight(hardware, model: Model, strategy: Strategy, *, env: Mapping[st
     env = os.environ if env is None else env
     ram = host_ram_bytes or (ram_bytes() if probe and local_ram else hardware.dram_bytes)
     problems: list[Problem] = []
-    if check_memory_plan:
+    unmodelled = memory_unmodelled(strategy) if check_memory_plan else None
+    if unmodelled:
+        problems.append(unmodelled)
+    elif check_memory_plan:
         hw = effective_hardware(hardware, gpu_mem_cap_bytes=gpu_mem_cap_bytes, host_ram_bytes=ram)
         plan = plan_memory(hw, model, strategy, software=software, headroom=headroom)
         problems += check_memory(plan, strategy) + check_moments(plan)

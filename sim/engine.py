@@ -30,6 +30,7 @@ from typing import Any, Callable
 import simpy
 
 from tierlab.errors import ConfigError
+from tierlab.profiles.layout import logits_per_token
 from tierlab.profiles.schema import Hardware, Model, Software
 from tierlab.sim import collectives, devices, flops, host_costs
 from tierlab.sim.devices import SHARED_QUEUE, Device, SwapBuffers
@@ -63,7 +64,7 @@ def _compute_terms(gpu, model: Model, strategy: Strategy) -> tuple[float, float,
     block_s, block_bwd_s = flops.block_seconds(gpu, s.precision, lf)
     logits = flops.logits_forward(model, mb)
     # logits written, then read by softmax/cross-entropy: 2 x tokens x V x bytes
-    ce_bytes = 2.0 * mb * model.seq_len * model.vocab * s.bytes_per_param
+    ce_bytes = 2.0 * mb * model.seq_len * logits_per_token(model) * s.bytes_per_param
     head_s = flops.gemm_seconds(gpu, s.precision, logits) + ce_bytes / gpu.hbm_bandwidth_Bps
     rescaled = devices.grads_rescaled(stage=s.zero.stage, clipping=s.gradient_clipping > 0,
                                       fp16=s.precision == "fp16")

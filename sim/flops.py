@@ -58,8 +58,9 @@ import math
 import re
 from dataclasses import dataclass
 
-from tierlab.profiles.layout import (ATTENTION_TENSORS_PREFIX, active_ffn, attention_share,
-                                    hyper_connection_mixer)
+from tierlab.profiles.layout import (ADAPTER_PREFIX, ATTENTION_TENSORS_PREFIX, active_ffn,
+                                    attention_share,
+                                    hyper_connection_mixer, logit_width, logits_per_token)
 from tierlab.profiles.schema import GPU, Model
 
 
@@ -185,10 +186,13 @@ def run_gemms(model: Model, layer: int) -> dict[str, tuple[int, int, float]]:
     """name -> (in, out, token fraction) of every GEMM block `layer` runs in the forward
     (Model.layer_run_matrices: a shared block's weights at every use): 1, or top_k / n_experts
     for each routed expert's matrices and each attention expert's (JetMoE's MoA:
-    layout.attention_share; balanced routing; profiles/layout.py conventions)."""
+    layout.attention_share; balanced routing; profiles/layout.py conventions); 1 / adapters
+    for each language's adapter (Xmod: Model.adapters)."""
     moe, own = model.is_moe_layer(layer), model.shaped(layer)
     share = model.moe.token_share if moe else 1.0
-    return {name: (i, o, share if name.startswith("experts.") else attention_share(own, name))
+    lang = 1.0 / max(model.adapters, 1)     # Xmod: each token runs one language's adapter
+    return {name: (i, o, share if name.startswith("experts.") else
+                   lang if name.startswith(ADAPTER_PREFIX) else attention_share(own, name))
             for name, (i, o) in model.layer_run_matrices(layer).items()}
 
 
@@ -293,15 +297,21 @@ def _layer_hbm_bytes(model: Model, micro_batch: int, bytes_per_value: int, ffn: 
 
 
 def logits_forward(model: Model, micro_batch: int) -> float:
-    """LM head GEMM: 2 h V per token (embedding lookup is free), and Qwen4-Exp's
+    """LM head GEMM: 2 h V per token (embedding lookup is free; w V where the head reads
+    Model.head_width), BERT's head transform (2 h w: Model.head_transform), ELECTRA's and
+    RemBERT's embedding projection (2 e h: Model.embed_width), and Qwen4-Exp's
     hyper_connection_mixer GEMMs before it (layout.hyper_connection_mixer); with Gemma 4's
     per-layer inputs also the model-level projection (per_layer_input_forward), timed with
     the head: like it, it runs once per forward outside the blocks (never recomputed) and 2 x
     in the backward."""
     tokens = micro_batch * model.seq_len
-    head = 2.0 * tokens * model.hidden * model.vocab
+    head = 2.0 * tokens * logit_width(model) * logits_per_token(model)     # Musicgen: a head each
     # Qwen4-Exp's hyper_connection_mixer before the head: down and up, 2 x n h x r each
     head += 2.0 * tokens * sum(hyper_connection_mixer(model).values())
+    # BERT's head transform before it: dense h -> w (modeling_bert.py lines 470-484), and
+    # ELECTRA's / RemBERT's projection of the embedding to hidden, once per forward like it
+    head += 2.0 * tokens * model.hidden * logit_width(model) * model.head_transform
+    head += 2.0 * tokens * model.hidden * model.embed_width
     if model.per_layer_inputs is None:
         return head
     return head + tokens * per_layer_input_forward(model)[1]

@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from tierlab.profiles.layout import mean_active_ffn, per_layer_input_params
+from tierlab.profiles.layout import (logit_width, logits_per_token, mean_active_ffn,
+                                     per_layer_input_params, token_rows, token_width)
 from tierlab.profiles.schema import Hardware, Model, Software
 from tierlab.sim.headroom import DEFAULT_HEADROOM, Headroom
 from tierlab.sim.layout import ParamLayout, n_params, param_layout, swap_file_bytes
@@ -125,8 +126,8 @@ def model_state_bytes(model: Model, strategy: Strategy) -> dict[str, float]:
 def largest_module_params(model: Model) -> int:
     """Largest single module ZeRO-3 gathers at once: a transformer block or the embedding/head
     (or Gemma 4's per-layer table, its own Embedding module: layout.per_layer_input_params)."""
-    return max(model.params_per_layer, model.vocab * model.hidden,
-               *per_layer_input_params(model).values())
+    return max(model.params_per_layer, token_rows(model) * token_width(model),
+               model.vocab * logit_width(model), *per_layer_input_params(model).values())
 
 
 # ----------------------------------------------------------------------------------------------
@@ -182,7 +183,7 @@ def logits_loss_bytes(model: Model, strategy: Strategy) -> float:
     16-bit logits are gone (the runner keeps only `.loss`; ToCopyBackward saves nothing).
     Llama-0.5B, 4 x 1024 tokens x 151,936 vocab x 12 B = 7.47 GB."""
     tokens = strategy.train_micro_batch_size_per_gpu * model.seq_len
-    return float(tokens * model.vocab * 12)
+    return float(tokens * logits_per_token(model) * 12)     # Musicgen: every codebook's
 
 
 def gathered_numel(model: Model, strategy: Strategy, lay: ParamLayout) -> float:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from tierlab.profiles.layout import token_width
 from tierlab.profiles.schema import Hardware, Model, Software
 from tierlab.sim.host_costs import software_for
 from tierlab.sim.layout import (ParamLayout, io_aligned_numel, min_aio_bytes,
@@ -182,7 +183,7 @@ def _zero_init_cache_left(model: Model, strategy: Strategy, lay: ParamLayout,
     op, b = strategy.zero.offload_param, strategy.bytes_per_param
     if not op.pin_memory:
         return 0.0
-    head = [partition(model.vocab * model.hidden, strategy, strategy.data_parallel_size)] \
+    head = [partition(model.vocab * token_width(model), strategy, strategy.data_parallel_size)] \
         if model.tie_embeddings else []
     blocks = [pinned_bytes(b * p) for p in [*lay.parts, *head]
               if strategy.param_device != "nvme" or b * p < min_aio_bytes(strategy)]

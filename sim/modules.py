@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tierlab.profiles.layout import embed_params, expected_experts_hit, head_params
+from tierlab.profiles.layout import (UNRUN_PREFIX, embed_params, expected_experts_hit,
+                                     head_params)
 from tierlab.profiles.schema import Model
 from tierlab.sim.strategy import Strategy
 
@@ -62,7 +63,10 @@ def modules(model: Model, strategy: Strategy) -> list[Module]:
         out.append(mod(f"L{i}", "block", used, {f"layers.{i}.{k}": n for k, n in own.items()},
                        hooked))
     mixer = sum(1 for k in head if k.startswith("hyper_connection_mixer."))    # Qwen4-Exp's
-    out.append(mod("head", "head", list(head.values()), head_own, 2 + mixer))  # norm + lm_head
+    # norm + lm_head; BERT: + the transform's dense and norm, no final norm after post-LN blocks
+    hooked = 2 + mixer + 2 * model.head_transform - (not model.final_norm) + \
+        model.codebooks - 1     # Musicgen: one Linear per codebook (modeling_musicgen.py 640)
+    out.append(mod("head", "head", list(head.values()), head_own, hooked))
     return out
 
 
@@ -71,18 +75,21 @@ def _block(model: Model, strategy: Strategy, layer: int):
     gathers only the experts its tokens are routed to (HF calls an expert's module only if a token
     picked it): in expectation E x (1 - (1 - k/E)^T) of them for T = micro_batch x seq tokens —
     all of them unless T is tiny (Mixtral, 16 tokens: 7.9 of 8). Hooked: the Linear modules (a
-    fused pair counts once) plus the norms that are their own modules."""
+    fused pair counts once) plus the norms that are their own modules. A tensor the forward never
+    runs (Model.unrun_matrices: its module is never called, so no hook gathers it) is owned, not
+    used."""
     mats, small = model.layer_matrices(layer), model.layer_small_params(layer)
-    norms = sum(1 for k in small if "norm" in k)
+    norms = sum(1 for k in small if "norm" in k and not k.startswith(UNRUN_PREFIX))
     own = {**{k: i * o for k, (i, o) in mats.items()}, **small}
     if not model.is_moe_layer(layer):
-        return own, list(own.values()), len(mats) + norms
+        return own, [n for k, n in own.items() if not k.startswith(UNRUN_PREFIX)], \
+            sum(not k.startswith(UNRUN_PREFIX) for k in mats) + norms
     m = model.moe
     tokens = strategy.train_micro_batch_size_per_gpu * model.seq_len
     pool = m.n_experts + m.zero_experts     # LongCat: zero-computation experts hold nothing
     hit = min(m.n_experts, max(min(m.experts_per_token, m.n_experts), round(
         expected_experts_hit(pool, m.experts_per_token, tokens) * m.n_experts / pool)))
-    idle = {f"experts.{e}." for e in range(hit, m.n_experts)}
+    idle = {f"experts.{e}." for e in range(hit, m.n_experts)} | {UNRUN_PREFIX}
     used, n_used = [], 0
     for name, n in own.items():
         if not any(name.startswith(p) for p in idle):

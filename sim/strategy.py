@@ -264,14 +264,17 @@ def _build(cls, block: Any, where: str, passthrough: set[str] = frozenset(),
         raise ConfigError(f"{where}: expected an object, got {block!r}")
     defaults = {f.name: f for f in fields(cls)}
     kwargs = dict(nested)
+    given = [f"{where}.{key}={'{...}' if isinstance(value, Mapping) else repr(value)}"
+             for key, value in sorted(block.items()) if key in unmodelled and key not in nested
+             and key not in passthrough and value not in (None, False, 0, {})]
+    if given:       # every such key in one line, sorted: the same whichever way it was read
+        it = "them" if len(given) > 1 else "it"
+        raise ConfigError(f"{', '.join(given)}: DeepSpeed accepts {it}, but tierlab does not "
+                          f"model {it}; remove {it} to simulate without {it}")
     for key, value in block.items():
         if key in nested or key in passthrough:
             continue
         if key in unmodelled:
-            if value not in (None, False, 0, {}):
-                shown = "{...}" if isinstance(value, Mapping) else repr(value)
-                raise ConfigError(f"{where}.{key}={shown}: DeepSpeed accepts it, but tierlab does "
-                                  "not model it; remove it to simulate without it")
             continue
         if key not in defaults:     # ds_read has judged it (and warned where DeepSpeed ignores it)
             continue

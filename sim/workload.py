@@ -71,21 +71,34 @@ class Workload:
     param_buffers: int
 
 
-def check_supported(strategy: Strategy) -> None:
-    """Raise ConfigError naming a key whose effect the engine does not model."""
+def check_memory_supported(strategy: Strategy) -> None:
+    """Raise ConfigError naming a key whose effect on memory tierlab does not model: the memory
+    plan (sim/memory.plan_memory) would place the states as if the key were not there (a partial
+    optimizer offload planned as a full one keeps 1 - ratio of the optimizer states off the GPU
+    figure). `memory` refuses such a config; `preflight` says the plan is skipped."""
     z = strategy.zero
     if z.offload_optimizer.ratio < 1.0 and strategy.optimizer_device != "none":
-        raise ConfigError("zero_optimization.offload_optimizer.ratio < 1 (partial offload) is not "
-                          "modelled by tierlab's simulator; use 1.0")
+        raise ConfigError(f"zero_optimization.offload_optimizer.ratio={z.offload_optimizer.ratio:g} "
+                          "(< 1: a partial optimizer offload): DeepSpeed accepts it, but tierlab "
+                          "does not model it; use 1.0")
     if z.zero_hpz_partition_size > 1:
-        raise ConfigError("zero_optimization.zero_hpz_partition_size > 1 (ZeRO++ hpZ) is not "
-                          "modelled by tierlab's simulator")
+        raise ConfigError(f"zero_optimization.zero_hpz_partition_size={z.zero_hpz_partition_size} "
+                          "(> 1: ZeRO++ hpZ, a secondary parameter partition per node): DeepSpeed "
+                          "accepts it, but tierlab does not model it")
+
+
+def check_supported(strategy: Strategy) -> None:
+    """Raise ConfigError naming a key whose effect the engine does not model: those of
+    check_memory_supported, GPUDirect Storage, NVMe parameters beside GPU optimizer states (the
+    memory plan places those: the schedule is not modelled), too few optimizer swap buffers."""
+    check_memory_supported(strategy)
     if strategy.aio.use_gds:
         raise ConfigError("aio.use_gds=true (GPUDirect Storage) is not modelled by tierlab's "
                           "simulator")
     if strategy.param_device == "nvme" and strategy.optimizer_device == "none":
         raise ConfigError("zero_optimization.offload_param.device=nvme without offload_optimizer "
                           "is not modelled (DeepSpeed keeps fp32 partitions on the GPU then)")
+    z = strategy.zero
     oo = z.offload_optimizer
     need = optimizer_buffers_needed(strategy)
     if strategy.optimizer_device == "nvme" and oo.buffer_count < need:

@@ -210,7 +210,8 @@ def test_ds_config_on_the_command_line(path):
     from tests._cli import assert_cli_judges
 
     entry = DS_SOURCES[path.name]
-    assert_cli_judges(path, entry, *entry["tierlab"][len("refused "):].split(" | "))
+    verdict = entry.get("cli", entry["tierlab"])
+    assert_cli_judges(path, entry, *verdict[len("refused "):].split(" | "))
 
 
 def test_an_unfilled_template_names_every_bad_batch_key():

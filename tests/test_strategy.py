@@ -119,6 +119,28 @@ def test_bad_configs(cfg, match):
         parse_ds_config(cfg)
 
 
+@pytest.mark.parametrize("seed", ["1", "2"])
+def test_every_unmodelled_key_is_named_in_one_line_whatever_the_hash_seed(tmp_path, seed):
+    """Two unmodelled ZeRO++ switches: both named, in the same order under any PYTHONHASHSEED
+    (DeepSpeed's pydantic model_fields_set is a set: dsconfig/read.py sorts it; the line names
+    them sorted)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "zpp.json"
+    path.write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {
+        "stage": 3, "zero_quantized_weights": True, "zero_quantized_gradients": True}}))
+    r = subprocess.run([sys.executable, "-m", "tierlab.cli", "simulate", "-m", "tinyllama-1.1b",
+                        "-H", "h200-gen5", "-c", str(path)], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONHASHSEED": seed}, timeout=300)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert ("zero_optimization.zero_quantized_gradients=True, "
+            "zero_optimization.zero_quantized_weights=True: DeepSpeed accepts them, but tierlab "
+            "does not model them") in r.stderr, r.stderr
+
+
 def test_gradient_clipping_left_out_is_deepspeeds_default():
     """DeepSpeed 0.19.8 clips at 1.0 when a config says nothing (runtime/constants.py
     GRADIENT_CLIPPING_DEFAULT); tierlab read 0.0 until 2026-12-02."""
