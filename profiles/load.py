@@ -548,8 +548,8 @@ def model_from_hf_config(data: Any, where: str, name: str | None = None) -> Mode
         return Model(name=name or str(data.get("_name_or_path") or _config_name(where)),
                      seq_len=seq, source=f"Hugging Face config {where} ({family}{left_text})",
                      **fields)
-    except ValueError as e:
-        msg = _in_hf_words(str(e), data)
+    except ValueError as e:     # Model's own words get the file's keys; a refusal is as said
+        msg = str(e) if isinstance(e, ConfigError) else _in_hf_words(str(e), data)
         raise ConfigError(msg if msg.startswith(where) else f"{where}: {msg}") from None
 
 
