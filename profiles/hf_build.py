@@ -20,7 +20,9 @@ from tierlab.profiles.hf_bigbird import block_sparse
 from tierlab.profiles.hf_blt import refuse_byte_latent
 from tierlab.profiles.hf_codebooks import check_codebooks, codebook_modules, codebook_notes
 from tierlab.profiles.hf_xmod import adapter_free, adapter_note, check_adapters
-from tierlab.profiles.hf_encdec import check_decoder, cross_free, decoder_fields
+from tierlab.profiles.hf_xlnet import check_xlnet, xlnet_blocks, xlnet_fields
+from tierlab.profiles.hf_encdec import check_decoder, cross_children, cross_free, decoder_fields
+from tierlab.profiles.hf_prophetnet import check_ngram, stream_fields
 from tierlab.profiles.hf_zaya import check_router, routed_blocks
 from tierlab.profiles.hf_blocks import layer_fields, parallel_experts
 from tierlab.profiles.hf_cross import check_cross_layers, cross_fields, vision_tokens
@@ -265,6 +267,7 @@ def learned_positions(model: Any, layers: Any, emb: Any, hidden: int, *besides: 
 
     inside = {id(m) for m in layers.modules()}
     tables = [m for m in model.modules() if isinstance(m, torch.nn.Embedding) and m is not emb
+              and m.weight is not emb.weight      # ProphetNet's wrapper shares the token table
               and id(m) not in inside and m.weight.shape[-1] == hidden
               and not any(m is b for b in besides)]     # BERT's token-type table
     return tables[0] if len(tables) == 1 else None
@@ -284,7 +287,9 @@ def built_fields(model: Any, config: Any) -> tuple[dict, list[str], bool]:
     blocks = routed_blocks(blocks)                      # Zaya: the MoE's router in the attention
     layers, blocks, bert = bert_blocks(model, layers, blocks)   # BERT's blocks, XLM's lists
     hidden = bert or hidden                             # ELECTRA, RemBERT: a narrower token table
-    blocks, unrun = cross_free(blocks)  # BART & co.: encoder_attn counted, not run (hf_encdec.py)
+    blocks, xlnet = xlnet_blocks(blocks)                # XLNet's relative attention (hf_xlnet.py)
+    blocks, unrun = cross_free(blocks, cross_children(model))   # BART & co.: counted, not run
+    streams, stream_mods, stream_notes = stream_fields(model)     # ProphetNet's n-gram streams
     blocks, adapters = adapter_free(blocks)     # Xmod: per-language adapters (hf_xmod.py)
     read, unread = [], set()
     for i, layer in enumerate(blocks):  # every block looked at: one line names all unmodelled
@@ -300,12 +305,15 @@ def built_fields(model: Any, config: Any) -> tuple[dict, list[str], bool]:
         raise Unmodelled(problems[0])
     bert_extra, bert_mods, bert_notes = bert_fields(model, config, layers, emb, out, hidden) \
         if bert else ({}, [], [])       # token types, the head's transform (profiles/hf_bert.py)
-    pos = learned_positions(model, layers, emb, emb.weight.shape[1], *bert_mods, *book_mods)
+    bert_extra, bert_mods, bert_notes = (xlnet_fields(model, config) if xlnet else
+                                         (bert_extra, bert_mods, bert_notes))   # XLNet's
+    pos = learned_positions(model, layers, emb, emb.weight.shape[1], *bert_mods, *book_mods,
+                            *stream_mods)
     per_layer, per_layer_mods = per_layer_fields(model, read, hidden)
     hyper = hyper_of(read)              # Qwen4-Exp's gated residuals, and the model's mixer
     mixer = model_hyper(model, hidden, hyper) if hyper else []
     final, left = outside_blocks(model, layers, emb, out, pos, *per_layer_mods, *altup, *mixer,
-                                 *bert_mods, *book_mods)
+                                 *bert_mods, *book_mods, *stream_mods)
     final += [m.hc_norm for m in mixer]     # its norm: the final norm (layout.head_params)
     fields = dict(block_fields([l for l in read if modelled(l)]), n_layers=len(read),
                   hidden=hidden, vocab=vocab,
@@ -319,7 +327,8 @@ def built_fields(model: Any, config: Any) -> tuple[dict, list[str], bool]:
                   **({"hyper_connections": hyper} if mixer else {}))
     if pos is not None:
         fields.update(learned_pos_emb=True, pos_emb_rows=pos.weight.shape[0])
-    fields.update(bert_extra, **books, **adapters)
+    fields.update(bert_extra, **books, **adapters, **streams)
+    problems += stream_notes
     problems += codebook_notes(model, books) + adapter_note(adapters, len(read))
     encdec, encdec_notes = decoder_fields(model, config, final, unrun, len(read))
     fields.update(encdec)
@@ -365,6 +374,7 @@ def fields_of(data: Mapping, where: str) -> dict:
             check_loop_keys(part.get, where)
             check_mixer_keys(part, where)
             check_zero_experts(part.get, where)
+    check_xlnet(data, where)            # XLNet's own keys, before transformers reads them
     config = text_config(data, where)
     check_counts(lambda attr: config_value(config, attr), where)    # before a model is built
     refuse_byte_latent(data, config, where)     # BLT: counted, refused (hf_blt.py)
@@ -377,6 +387,7 @@ def fields_of(data: Mapping, where: str) -> dict:
     check_router(config, where)                                     # Zaya
     check_codebooks(config, where)                                  # Musicgen
     check_adapters(config, where)                                   # Xmod
+    check_ngram(config, where)                                      # ProphetNet
     cross_keys, cross_notes = vision_tokens(data, config, where)    # Llama 3.2 Vision
     model = build(config, where, data)
     towers = detach_towers(model)                                   # Phi-4-multimodal

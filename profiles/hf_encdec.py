@@ -27,9 +27,10 @@ line 90, modeling_marian.py line 88). The norms outside the blocks are `layernor
 after the embedding (BART, mBART, PLBart, MVP, Blenderbot-Small, BigBird-Pegasus, TrOCR) and
 `layer_norm` after the last block (mBART, Pegasus, Blenderbot, Whisper); Marian has neither.
 
-Refused in one line: ProphetNet's n-gram predicting streams, (1 + ngram) x the tokens in every
-block and ngram x in the head (profiles/hf_prophetnet.py says why). Musicgen's decoder, whose
-blocks hold the same cross-attention, has a table and a head per codebook:
+ProphetNet's decoder holds the same cross-attention under other names (cross_attn,
+cross_attn_layer_norm: cross_children) beside its n-gram predicting streams, (1 + ngram) x the
+tokens in every block and ngram x in the head (profiles/hf_prophetnet.py). Musicgen's decoder,
+whose blocks hold the same cross-attention, has a table and a head per codebook:
 profiles/hf_codebooks.py.
 """
 from __future__ import annotations
@@ -37,28 +38,36 @@ from __future__ import annotations
 from typing import Any
 
 from tierlab.profiles.hf_modules import Unmodelled, is_norm
-from tierlab.profiles.hf_prophetnet import refuse_ngram_streams
+from tierlab.profiles.hf_prophetnet import STREAM_CROSS, ngram_streams, refuse_ngram_streams
 
 CROSS_CHILDREN = ("encoder_attn", "encoder_attn_layer_norm")
 """A decoder block's cross-attention and its norm (modeling_bart.py BartDecoderLayer lines
 330-338; the same names in every family of this module)."""
 
-EMBED_NORM = "layernorm_embedding"
-"""The norm after the embedding lookup (modeling_bart.py BartDecoder line 585)."""
+EMBED_NORM = ("layernorm_embedding", "embeddings_layer_norm")
+"""The norm after the embedding lookup (modeling_bart.py BartDecoder line 585;
+modeling_prophetnet.py ProphetNetDecoder line 1073)."""
 
 def check_decoder(model: Any) -> None:
-    """Unmodelled for a built causal LM whose blocks predict n-gram streams (ProphetNet);
-    nothing otherwise (Musicgen's per-codebook tables: profiles/hf_codebooks.py)."""
+    """Unmodelled for a built causal LM with n-gram streams and ngram 0 (ProphetNet: no
+    stream for the head); nothing otherwise (Musicgen's per-codebook tables:
+    profiles/hf_codebooks.py)."""
     refuse_ngram_streams(model)
 
 
-def cross_tensors(block: Any) -> tuple[tuple, tuple]:
+def cross_children(model: Any) -> tuple[str, str]:
+    """The names of a decoder block's cross-attention and its norm: STREAM_CROSS in ProphetNet
+    (a model with n-gram streams), CROSS_CHILDREN otherwise."""
+    return STREAM_CROSS if ngram_streams(model) else CROSS_CHILDREN
+
+
+def cross_tensors(block: Any, children: tuple = CROSS_CHILDREN) -> tuple[tuple, tuple]:
     """((name, in, out) of each 2-D weight, (name, numel) of each other tensor) of a block's
     CROSS_CHILDREN, names as transformers gives them within the block (`encoder_attn.q_proj`,
     `encoder_attn.q_proj.bias`, `encoder_attn_layer_norm.weight`)."""
     kids = dict(block.named_children())
     mats, small = [], []
-    for child in CROSS_CHILDREN:
+    for child in children:
         for name, p in (kids[child].named_parameters() if child in kids else ()):
             full = f"{child}.{name}"
             if p.dim() == 2 and name.endswith("weight") and not is_norm(kids[child]):
@@ -68,22 +77,22 @@ def cross_tensors(block: Any) -> tuple[tuple, tuple]:
     return tuple(mats), tuple(small)
 
 
-def cross_free(blocks: list) -> tuple[list, dict]:
+def cross_free(blocks: list, children: tuple = CROSS_CHILDREN) -> tuple[list, dict]:
     """(the blocks without their CROSS_CHILDREN, {"unrun_matrices", "unrun_small_params"}: the
     tensors of one block's cross-attention) where every block holds one, each of the same
     tensors; (blocks, {}) where none does. A block viewed without them is read as any other
     (profiles/hf_blocks.py layer_fields): its self_attn, fc1/fc2 and norms."""
     import torch
 
-    held = [CROSS_CHILDREN[0] in dict(b.named_children()) for b in blocks]
+    held = [children[0] in dict(b.named_children()) for b in blocks]
     if not any(held):
         return blocks, {}
-    tensors = [cross_tensors(b) for b in blocks]
+    tensors = [cross_tensors(b, children) for b in blocks]
     own = [n for b in blocks for n, _ in b.named_parameters(recurse=False)]
     if not all(held) or any(t != tensors[0] for t in tensors) or own:
-        raise Unmodelled(f"cross-attention ({CROSS_CHILDREN[0]}) in {sum(held)} of "
+        raise Unmodelled(f"cross-attention ({children[0]}) in {sum(held)} of "
                          f"{len(blocks)} blocks, or of different tensors between blocks")
-    views = [torch.nn.ModuleDict({n: c for n, c in b.named_children() if n not in CROSS_CHILDREN})
+    views = [torch.nn.ModuleDict({n: c for n, c in b.named_children() if n not in children})
              for b in blocks]
     return views, dict(unrun_matrices=tensors[0][0], unrun_small_params=tensors[0][1])
 
@@ -97,7 +106,7 @@ def decoder_fields(model: Any, config: Any, final: list, unrun: dict,
     if not unrun:
         return {}, []
     names = {id(m): n.rsplit(".", 1)[-1] for n, m in model.named_modules()}
-    embed = [m for m in final if names.get(id(m)) == EMBED_NORM]
+    embed = [m for m in final if names.get(id(m)) in EMBED_NORM]
     fields = dict(unrun, embed_norm=bool(embed), final_norm=len(final) > len(embed))
     if getattr(config, "max_position_embeddings", None) is None and \
             getattr(config, "max_target_positions", None):
@@ -109,7 +118,9 @@ def cross_note(unrun: dict, n_layers: int) -> str:
     """The not_modelled note of the cross-attention counted but not run."""
     per_block = sum(i * o for _, i, o in unrun["unrun_matrices"]) + \
         sum(k for _, k in unrun["unrun_small_params"])
-    return (f"the cross-attention of every block ({', '.join(CROSS_CHILDREN)}: {per_block:,} "
+    kids = dict.fromkeys(n.split(".")[0] for n, *_ in
+                         unrun["unrun_matrices"] + unrun["unrun_small_params"])
+    return (f"the cross-attention of every block ({', '.join(kids)}: {per_block:,} "
             f"parameters a block, {per_block * n_layers:,} in all) is counted, held and updated "
             "as the other parameters but not run: a decoder trained as a causal LM gets no "
             "encoder states and skips it")

@@ -10,6 +10,7 @@ from typing import Any
 from tierlab.profiles.hf_compressed import compress_rate, grouped_matrices, grouped_output_error
 from tierlab.profiles.hf_indexer import indexer_module, indexer_of
 from tierlab.profiles.hf_mixer import mixer_tensors
+from tierlab.profiles.hf_xlnet import is_relative_attention, relative_fields
 from tierlab.profiles.schema import AttentionTensors
 
 
@@ -65,8 +66,14 @@ def attention_fields(attn: Any, config: Any, hidden: int) -> dict:
     """Heads, kv heads and head width from the config object, checked against the projections;
     fused or separate q/k/v; q/k norms ('head': head_dim wide, 'full': all heads). Projections
     of other shapes, or beside an indexer: the attention read as tensors (tensor_attention); a
-    linear attention (NOT_SOFTMAX): Unmodelled, saying so."""
+    linear attention (NOT_SOFTMAX): Unmodelled, saying so. XLNet's relative attention (3-D q, k,
+    v, o, r): profiles/hf_xlnet.py relative_fields."""
     not_softmax(attn)
+    if is_relative_attention(attn):
+        fields, wrong = relative_fields(attn, config, hidden)
+        if wrong:
+            raise Unmodelled(wrong)
+        return fields
     heads = config.num_attention_heads
     head_dim = getattr(config, "head_dim", None) or hidden // heads
     q = heads * head_dim

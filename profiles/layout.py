@@ -272,11 +272,13 @@ def attention_share(model: "Model", name: str) -> float:
     """Fraction of the tokens that block matrix `name` multiplies outside the MoE's experts:
     top-k / n for an attention expert's (AttentionTensors.token_share: JetMoE's MoA);
     cross_keys / s for a cross-attention block's k and v (Model.cross_attention: they project
-    the cross_keys vision tokens of each sample, not its s text tokens); else 1."""
+    the cross_keys vision tokens of each sample, not its s text tokens); positions per token
+    for a relative-position projection (AttentionTensors.position_matrix: XLNet's r); else 1."""
     if model.cross_attention and name in CROSS_KV:     # Llama 3.2 Vision: on the vision tokens
         return model.cross_keys / model.seq_len
     t = model.attention_tensors
-    if t is None or not t.expert_matrices or not name.startswith(ATTENTION_TENSORS_PREFIX):
+    if t is None or not (t.expert_matrices or t.position_matrix) or \
+            not name.startswith(ATTENTION_TENSORS_PREFIX):
         return 1.0
     return t.token_share(name[len(ATTENTION_TENSORS_PREFIX):])
 
@@ -324,9 +326,21 @@ def token_rows(model: "Model") -> int:
 
 
 def logits_per_token(model: "Model") -> int:
-    """Logits the head produces per token: vocab from each of Model.codebooks heads (Musicgen
-    stacks them, modeling_musicgen.py line 727)."""
-    return model.vocab * model.codebooks
+    """Logits the head produces per token of the sequence: vocab from each of Model.codebooks
+    heads (Musicgen stacks them, modeling_musicgen.py line 727), for each of the
+    Model.head_streams streams it reads (ProphetNet's ngram predicting streams,
+    modeling_prophetnet.py lines 1771-1772)."""
+    return model.vocab * model.codebooks * model.head_streams
+
+
+def stream_keys(model: "Model", keys: float) -> float:
+    """Mean keys per query over Model.streams streams where the first stream's queries score
+    `keys` and each further stream's 2 x `keys`, the first stream's and its own
+    (modeling_prophetnet.py ProphetNetNgramSelfAttention.forward: main s x s, line 629; each
+    predicting stream s x 2 s, lines 664 and 677): keys x (1 + 2 n) / (1 + n), n = streams - 1;
+    `keys` with one stream."""
+    n = model.streams - 1
+    return keys if not n else keys * (1 + 2 * n) / (1 + n)
 
 
 def per_codebook(model: "Model", one: str, many: str, numel: int) -> dict[str, int]:

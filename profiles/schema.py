@@ -560,6 +560,14 @@ class AttentionTensors:
     compress_rate compressed entries (DeepseekV4Attention.forward concatenates them to the keys
     and masks; eager computes every score), and an indexer (`compressor.indexer.` names)
     scores the s // compress_rate entries; 0 = no compressor."""
+    position_matrix: str = ""
+    """The matrix that projects a relative positional encoding rather than the tokens (XLNet's
+    `r`, modeling_xlnet.py lines 58, 260; profiles/hf_xlnet.py): it runs over
+    positions_per_token x s positions a sample, and each query scores as many position keys
+    (the bd term, line 112) beside its s content keys; "" = none."""
+    positions_per_token: int = 0
+    """Positions of that encoding per token: XLNet's 2 (attn_type "bi": klen + qlen) or 1
+    ("uni": klen + 1, timed as s); 0 without a position_matrix."""
 
     def __post_init__(self) -> None:
         for name in ("matrices", "small_params", "expert_matrices"):
@@ -581,6 +589,12 @@ class AttentionTensors:
                 self.compress_rate < 0:
             raise ValueError(f"AttentionTensors.compress_rate must be a whole number >= 0 (0: no "
                              f"compressor), got {self.compress_rate!r}")
+        if type(self.positions_per_token) is not int or self.positions_per_token < 0 or \
+                (self.positions_per_token > 0) != (self.position_matrix in
+                                                   {n for n, _, _ in self.matrices}):
+            raise ValueError(f"AttentionTensors.positions_per_token must be a whole number >= 1 "
+                             f"with a position_matrix among the matrices (0 and \"\" without), "
+                             f"got {self.positions_per_token!r}, {self.position_matrix!r}")
         _positive(self, "v_head_dim")
         if not self.matrices or any(n <= 0 for *_, n in self.small_params) or \
                 any(i <= 0 or o <= 0 for _, i, o in self.matrices):
@@ -596,7 +610,10 @@ class AttentionTensors:
     def token_share(self, name: str) -> float:
         """Fraction of the tokens that matrix `name` (layout's name less `attn.`) multiplies:
         top-k / n for an attention expert's (`experts.input_linear.3`: balanced routing, each
-        expert sees tokens x k / n, as layout.block_gemms counts a MoE's), else 1."""
+        expert sees tokens x k / n, as layout.block_gemms counts a MoE's); positions_per_token
+        for the position_matrix (XLNet's r: 2 s positions a sample); else 1."""
+        if self.position_matrix and name == self.position_matrix:
+            return float(self.positions_per_token)
         if self.expert_matrices and name.rsplit(".", 1)[0] in \
                 {n for n, _, _ in self.expert_matrices}:
             return self.experts_per_token / self.n_experts
@@ -858,6 +875,15 @@ class Model:
     embed_rows: int = 0
     """Rows of each token table where they are not vocab (the head's rows): Musicgen's
     vocab_size + 1 (modeling_musicgen.py line 425); 0: vocab."""
+    streams: int = 1
+    """Copies of the sequence every block runs, concatenated along it (ProphetNet's main stream
+    and its ngram predicting streams, transformers 5.25.0 modeling_prophetnet.py line 1195):
+    every projection, MLP, norm and activation of a block runs on streams x seq_len tokens; the
+    first (main) stream's queries score its own keys, each further stream's the main stream's
+    and its own, 2 x the keys (lines 629 and 664: layout.stream_keys). 1: one stream."""
+    head_streams: int = 1
+    """Streams the LM head and the loss read, the last ones (ProphetNet: the ngram predicting
+    streams, modeling_prophetnet.py lines 1771-1772; layout.logits_per_token); 1 to streams."""
     adapters: int = 0
     """Copies of adapter_matrices and adapter_small_params every block holds, one per language
     (Xmod's adapter_modules, transformers 5.25.0 modeling_xmod.py lines 427-429); a token runs
@@ -905,6 +931,12 @@ class Model:
             raise ValueError(f"Model.codebooks must be a whole number >= 1 (untied where > 1) "
                              f"and Model.embed_rows >= 0, got {self.codebooks!r}, "
                              f"{self.embed_rows!r}")
+        if any(isinstance(v, bool) or not isinstance(v, int) for v in (self.streams,
+                                                                      self.head_streams)) or \
+                not 1 <= self.head_streams <= self.streams:
+            raise ValueError(f"Model.streams and Model.head_streams must be whole numbers, "
+                             f"1 <= head_streams <= streams, got {self.streams!r}, "
+                             f"{self.head_streams!r}")
         if isinstance(self.adapters, bool) or not isinstance(self.adapters, int) or \
                 self.adapters < 0 or bool(self.adapters) != bool(self.adapter_matrices):
             raise ValueError(f"Model.adapters must be a whole number >= 0, > 0 with "

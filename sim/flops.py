@@ -25,7 +25,9 @@ head_dim 512 beside sliding ones of 256) run their own projections and score ove
 heads x widths (Model.shaped, score_spans).
 An attention read as tensors (Model.attention_tensors: gated, low-rank, extra projections) runs
 each of its Linear weights as a GEMM (2 x in x out per token) and its scores over
-Model.n_heads heads of Model.head_dim (Q K^T) and AttentionTensors.v_head_dim (A V).
+Model.n_heads heads of Model.head_dim (Q K^T) and AttentionTensors.v_head_dim (A V); a
+relative-position projection (AttentionTensors.position_matrix: XLNet's r) runs over its
+positions_per_token x s positions, and each query scores that many position keys beside its s.
 A mixture of attention heads (JetMoE: AttentionTensors.expert_matrices) runs each attention
 expert's q and o projections on top-k / n of the tokens, as a MoE's experts; its scores run over
 Model.n_heads = top-k x kv heads (modeling_jetmoe.py JetMoeAttention.forward lines 463-483).
@@ -60,7 +62,8 @@ from dataclasses import dataclass
 
 from tierlab.profiles.layout import (ADAPTER_PREFIX, ATTENTION_TENSORS_PREFIX, active_ffn,
                                     attention_share,
-                                    hyper_connection_mixer, logit_width, logits_per_token)
+                                    hyper_connection_mixer, logit_width, logits_per_token,
+                                    stream_keys)
 from tierlab.profiles.schema import GPU, Model
 
 
@@ -106,8 +109,9 @@ class LayerFlops:
 
 
 def layer_forward(model: Model, micro_batch: int, bytes_per_value: int = 2) -> LayerFlops:
-    """Forward FLOPs and memory-bound traffic of one (mean) block for one micro-batch."""
-    tokens = micro_batch * model.seq_len
+    """Forward FLOPs and memory-bound traffic of one (mean) block for one micro-batch: of
+    Model.streams x seq_len tokens a sample (ProphetNet's n-gram streams; seq_len without)."""
+    tokens = micro_batch * model.seq_len * model.streams
     gemms: dict[tuple, list[float]] = {}       # (group, matrix kind) -> [flops, runs per block]
     hbm = 0.0
     scores = score_spans(model)
@@ -220,12 +224,13 @@ def attended_keys(model: Model, layer: int) -> int:
     """Keys one query of block `layer` attends in the no-halving count: min(window, s) for a
     sliding-window or chunked layer (Model.attention_windows), s for full attention; plus, for
     DeepSeek-V4's compressed attention, the s // m compressed entries (compressed_keys); a
-    cross-attention block's Model.cross_keys vision tokens, every one (no causal mask)."""
+    cross-attention block's Model.cross_keys vision tokens, every one (no causal mask); with
+    Model.streams the mean over the streams' queries (layout.stream_keys: ProphetNet's)."""
     if model.cross_keys and model.shaped(layer).cross_attention:
         return model.cross_keys
     window = model.attention_windows[layer] if model.attention_windows else 0
-    return (min(window, model.seq_len) if window else model.seq_len) + \
-        compressed_keys(model, layer)
+    return stream_keys(model, (min(window, model.seq_len) if window else model.seq_len) +
+                       compressed_keys(model, layer))
 
 
 def compressed_keys(model: Model, layer: int) -> int:
@@ -263,13 +268,22 @@ def score_spans(model: Model) -> tuple[tuple[tuple[int, int, int], int], ...]:
         if not attends(model, i):
             continue
         own = model.shaped(i)
-        key = (attended_keys(model, i), own.n_heads, _qk_width(own) + _v_width(own))
+        key = (attended_keys(model, i), own.n_heads,
+               _qk_width(own) + _v_width(own) + _position_width(own))
         spans[key] = spans.get(key, 0) + model.layer_runs(i)[0]
     return tuple(spans.items())
 
 
 def _qk_width(model: Model) -> int:
     return model.mla.qk_head_dim if model.mla else model.head_dim
+
+
+def _position_width(model: Model) -> int:
+    """Width a query's relative-position scores add per content key: positions_per_token x
+    head width (XLNet's bd, s x 2 s beside ac's s x s: modeling_xlnet.py line 112,
+    AttentionTensors.position_matrix); 0 without."""
+    t = model.attention_tensors
+    return t.positions_per_token * model.head_dim if t is not None else 0
 
 
 def _v_width(model: Model) -> int:
@@ -286,9 +300,10 @@ def _layer_hbm_bytes(model: Model, micro_batch: int, bytes_per_value: int, ffn: 
     activation: gated reads 2 f writes f (3 f), plain reads f writes f (2 f), f the width a
     token passes through (MoE: top-k x expert width + shared width);
     softmax over the score matrix (no flash attention): read + write heads x `keys` per token
-    (the keys a query attends: s for full attention, attended_keys).
+    (the keys a query attends: s for full attention, attended_keys); over Model.streams x s
+    tokens a sample.
     """
-    tokens = micro_batch * model.seq_len
+    tokens = micro_batch * model.seq_len * model.streams
     act = 3 if model.gated_mlp else 2
     per_token = 10 * model.hidden + act * ffn + 2 * model.n_heads * keys
     if model.per_layer_inputs is not None:      # Gemma 4's per-layer inputs

@@ -157,8 +157,9 @@ def activation_bytes_per_token_layer(model: Model, strategy: Strategy) -> float:
 def activation_bytes(model: Model, strategy: Strategy) -> dict[str, float]:
     """Activation bytes of one micro-batch on one GPU held through the backward, by item: each
     block run with gradients keeps its own (a looped block once per such pass, Model.loops;
-    a pass under torch.no_grad keeps nothing): Model.grad_block_runs blocks' worth."""
-    tokens = strategy.train_micro_batch_size_per_gpu * model.seq_len
+    a pass under torch.no_grad keeps nothing): Model.grad_block_runs blocks' worth; a block
+    runs Model.streams x seq_len tokens a sample (ProphetNet's n-gram streams)."""
+    tokens = strategy.train_micro_batch_size_per_gpu * model.seq_len * model.streams
     b = strategy.bytes_per_param
     runs = model.grad_block_runs        # n_layers without loops
     per_layer = activation_bytes_per_token_layer(model, strategy) * tokens

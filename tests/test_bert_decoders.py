@@ -21,9 +21,10 @@ LOADED = {"bert": {}, "bert-generation": {}, "camembert": {}, "data2vec-text": {
           "xlm": {}}
 """model_type -> keys set over transformers' default config."""
 
-REFUSED = {"xlnet": "rel_attn"}
+REFUSED = {"reformer": "is_decoder"}
 """model_type (default config) -> what its one-line refusal names (BigBird's block-sparse
-attention: tests/test_bigbird_prophetnet.py; Xmod's adapters: tests/test_xmod.py)."""
+attention: tests/test_bigbird_prophetnet.py; Xmod's adapters: tests/test_xmod.py; XLNet, the
+example here before, loads: tests/test_xlnet.py; Reformer's causal LM needs is_decoder true)."""
 
 PRE_LN = {"roberta-prelayernorm", "xlm-roberta-xl", "megatron-bert"}
 

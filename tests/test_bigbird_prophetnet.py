@@ -1,12 +1,10 @@
-"""BigBird's block-sparse attention timed as a window (profiles/hf_bigbird.py), BigBird-Pegasus'
-decoder attending fully, and ProphetNet's n-gram streams refused in one line that says why
-(profiles/hf_prophetnet.py)."""
+"""BigBird's block-sparse attention timed as a window (profiles/hf_bigbird.py) and BigBird-Pegasus'
+decoder attending fully; ProphetNet's n-gram streams: tests/test_prophetnet.py."""
 
 import pytest
 
 from tests._hfdefaults import default_config, written as write
 from tests._cli import assert_user_error, run, simulated_step_s
-from tierlab.errors import ConfigError
 from tierlab.profiles.hf_arch import meta_param_count
 from tierlab.profiles.hf_bigbird import exact_keys, sparse_window
 from tierlab.profiles.load import load_model
@@ -88,24 +86,5 @@ def test_simulate_runs(tmp_path, keys):
                                         ({"num_random_blocks": -1}, "num_random_blocks")))
 def test_bad_block_sparse_values_are_one_line_exit_2(tmp_path, keys, said):
     path = write(tmp_path, dict(big_bird(), **keys))
-    assert_user_error(run("simulate", "-m", str(path), "-H", "dgx-a100", "-c", "zero3-cpu"),
-                      path.name, said)
-
-
-def test_prophetnet_refusal_says_why(tmp_path):
-    data = default_config("prophetnet")
-    with pytest.raises(ConfigError) as e:
-        load_model(str(write(tmp_path, data)))
-    text = str(e.value)
-    assert "\n" not in text and f"transformers {meta_param_count(data):,}" in text
-    for said in ("n-gram streams", "ngram 2", "3 x the tokens", "line 1195",
-                 "the LM head reads the 2 predicting streams only", "lines 1771-1772"):
-        assert said in text, said
-
-
-@pytest.mark.parametrize("ngram", (0, 1))
-def test_prophetnet_ngram_is_one_line_exit_2(tmp_path, ngram):
-    path = write(tmp_path, default_config("prophetnet", ngram=ngram))
-    said = "no predicting stream" if ngram == 0 else "2 x the tokens"
     assert_user_error(run("simulate", "-m", str(path), "-H", "dgx-a100", "-c", "zero3-cpu"),
                       path.name, said)

@@ -204,13 +204,20 @@ def test_real_remote_code_config_is_refused(path):
 
 def test_encoder_blocks_are_refused_naming_their_layout(tmp_path):
     pytest.importorskip("transformers")
-    # (BERT's and XLM's blocks are read now: tests/test_bert_decoders.py; XLNet's are not)
-    path = _write(tmp_path, dict(model_type="xlnet", d_model=64, n_head=4, n_layer=3,
-                                 d_inner=128, vocab_size=70000))
+    # (BERT's and XLM's blocks are read now: tests/test_bert_decoders.py, and XLNet's:
+    # tests/test_xlnet.py; Reformer's attention, 4 heads of 32 on a width of 64, is not)
+    path = _write(tmp_path, REFORMER)
     res = run("memory", "-m", path, "-H", "dgx-a100")
-    assert_user_error(res, "model_type 'xlnet' is not a supported architecture",
-                      "tierlab cannot count it", "rel_attn (XLNetRelativeAttention)",
-                      "a block layout tierlab does not read")
+    assert_user_error(res, "model_type 'reformer' is not a supported architecture",
+                      "tierlab cannot count it", "attention projections in ReformerAttention",
+                      "without an output projection")
+
+
+REFORMER = dict(model_type="reformer", is_decoder=True, hidden_size=64, num_attention_heads=4,
+                attention_head_size=32, axial_pos_embds_dim=[32, 32],
+                attn_layers=["local", "lsh"], vocab_size=1000, feed_forward_size=128)
+"""A small Reformer causal LM: attention projections 64 -> 4 x 32 (no output projection from
+the heads tierlab reads: ReformerAttention)."""
 
 
 def test_remote_code_only_model_type_is_refused(tmp_path):

@@ -110,16 +110,21 @@ def test_formulas_fix_the_issue_examples():
 # ----------------------------------------------------------------------------------------------
 # bad input
 
-XLNET = dict(model_type="xlnet", d_model=64, n_head=4, n_layer=3, d_inner=128, vocab_size=70000)
-"""A small XLNet: blocks of a layout tierlab does not read (rel_attn, ff)."""
+REFORMER = dict(model_type="reformer", is_decoder=True, hidden_size=64, num_attention_heads=4,
+                attention_head_size=32, axial_pos_embds_dim=[32, 32],
+                attn_layers=["local", "lsh"], vocab_size=1000, feed_forward_size=128)
+"""A small Reformer causal LM: attention tierlab does not read (ReformerAttention, no output
+projection from its 4 heads of 32 to the width of 64)."""
 
 
 def test_unknown_model_type_is_named():
     # (Mamba and RWKV, the examples here before, are counted now: tests/test_hybrid_arch.py,
     # tests/test_recurrent_mixers.py, and so is Mllama: tests/test_mllama.py, and BERT's and
-    # XLM's blocks: tests/test_bert_decoders.py; XLNet's are not)
-    with pytest.raises(ConfigError, match="model_type 'xlnet' is not a supported architecture"):
-        model_from_hf_config(XLNET, "cfg.json")
+    # XLM's blocks: tests/test_bert_decoders.py, and XLNet's: tests/test_xlnet.py; Reformer's
+    # attention is not)
+    with pytest.raises(ConfigError,
+                       match="model_type 'reformer' is not a supported architecture"):
+        model_from_hf_config(REFORMER, "cfg.json")
 
 
 def test_missing_model_type_is_an_error_not_a_dense_guess():
@@ -169,9 +174,9 @@ def test_cli_exits_2_naming_the_model_type(tmp_path):
     from tierlab.cli import main
 
     p = tmp_path / "config.json"
-    p.write_text(json.dumps(XLNET))
+    p.write_text(json.dumps(REFORMER))
     res = CliRunner().invoke(main, ["simulate", "-m", str(p)])
-    assert res.exit_code == 2 and "'xlnet'" in res.output
+    assert res.exit_code == 2 and "'reformer'" in res.output
 
 
 # ----------------------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ errors, (predicted / measured of the class) / (predicted / measured of the refer
 out what the machine's speed does to both and leaves what the simulator gets wrong about the
 class itself. Per class: the machines, the median and range of that relative step error, and the
 median relative error of each phase; then each reference class's own phase errors (what the
-relative figures are relative to).
+relative figures are relative to), and the references' measured and predicted seconds on the
+lab's machines beside the fresh ones.
 
     .venv/bin/python lab/scripts/bench_mechanisms.py
 """
@@ -30,16 +31,39 @@ CLASSES = {"w-tinyllama-z2cpu-gas8-mb1": 2, "w-tinyllama-z2cpu-nooverlap": 2,
 both run stage_1_and_2.py)."""
 
 
-def log_errors() -> dict[tuple[str, str], dict[str, float]]:
-    """(machine, case) -> {metric: log(predicted / measured)} on each machine's default
-    calibration."""
-    out: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
-    for folder in sorted(p for p in FRESH.iterdir() if (p / "validate.yaml").is_file()):
-        hw = str(FRESH / f"{folder.name}-profiles" / "hardware" / "systems" / f"{folder.name}.yaml")
+def predicted_measured(root=FRESH) -> dict[tuple[str, str], dict[str, tuple[float, float]]]:
+    """(machine, case) -> {metric: (predicted, measured)}, each machine of `root` on its own
+    calibration (lab/fresh: its `-profiles` folder; lab/cases: the profile its validate.yaml
+    names)."""
+    out: dict[tuple[str, str], dict[str, tuple[float, float]]] = defaultdict(dict)
+    for folder in sorted(p for p in root.iterdir() if (p / "validate.yaml").is_file()):
+        own = root / f"{folder.name}-profiles" / "hardware" / "systems" / f"{folder.name}.yaml"
+        hw = str(own) if own.is_file() else None
         for r in tierlab.validate_runs([str(folder)], hardware=hw).report.rows:
             if r.metric in METRICS and r.error_pct is not None:
                 machine, case = r.case.split("/", 1)
-                out[(machine, case)][r.metric] = math.log(r.predicted / r.measured)
+                out[(machine, case.split("/")[-1])][r.metric] = (r.predicted, r.measured)
+    return out
+
+
+def log_errors(root=FRESH) -> dict[tuple[str, str], dict[str, float]]:
+    """(machine, case) -> {metric: log(predicted / measured)} on each machine's default
+    calibration."""
+    return {key: {k: math.log(p / m) for k, (p, m) in runs.items()}
+            for key, runs in predicted_measured(root).items()}
+
+
+def reference_seconds(root) -> dict[str, tuple[int, dict[str, tuple[float, float]]]]:
+    """Reference case -> (runs, {metric: (median predicted, median measured)}) on `root`'s
+    machines (a repeat `.pK` counts as a run)."""
+    runs = predicted_measured(root)
+    out = {}
+    for ref in REFERENCES.values():
+        got = [r for (m, c), r in runs.items() if c.split(".p")[0] == ref]
+        if got:
+            out[ref] = (len(got), {k: (statistics.median(r[k][0] for r in got if k in r),
+                                       statistics.median(r[k][1] for r in got if k in r))
+                                   for k in METRICS})
     return out
 
 
@@ -69,6 +93,12 @@ def main() -> int:
         print(f"{ref:34s} {len(runs):>2d} "
               + "  ".join(f"{k[:-2]} median {pct(statistics.median(r[k] for r in runs))}"
                           for k in METRICS))
+    print("\nthe references on the lab's machines (lab/cases, where the host-speed rule and the "
+          "stock\nmedians were chosen) and on the fresh ones: median seconds, measured / predicted")
+    for name, root in (("lab", LAB / "cases"), ("fresh", FRESH)):
+        for ref, (n, med) in reference_seconds(root).items():
+            print(f"{name:6s}{ref:28s} {n:>2d} "
+                  + "  ".join(f"{k[:-2]} {m:.3f} / {p:.3f}" for k, (p, m) in med.items()))
     return 0
 
 
