@@ -56,6 +56,12 @@ ATTENTION_WINDOW = Bound(1, 100_000_000, why="100M tokens")
 RANDOM_BLOCKS = Bound(0, 100_000, why="BigBird's published configs pick 3 random blocks")
 """Random key blocks a BigBird query block attends (a config.json's num_random_blocks,
 profiles/hf_bigbird.py): none or more."""
+HASH_ROUNDS = Bound(1, 1_000, why="the Reformer paper runs 1-8 hash rounds")
+"""Reformer's LSH hash rounds (a config.json's num_hashes, profiles/hf_reformer.py): at least
+one."""
+NEIGHBOUR_CHUNKS = Bound(0, 100_000, why="Reformer's published configs attend 0-1 neighbours")
+"""Chunks before or after its own that a Reformer chunk attends (local_num_chunks_before ...,
+profiles/hf_reformer.py): none or more."""
 
 FLAGS = {
     "micro_batch": Bound(1, 1_000_000, why="1M sequences per GPU"),

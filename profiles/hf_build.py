@@ -18,6 +18,7 @@ from tierlab.profiles.hf_altup import altup_blocks, altup_notes, check_altup
 from tierlab.profiles.hf_bert import bert_blocks, bert_fields
 from tierlab.profiles.hf_bigbird import block_sparse
 from tierlab.profiles.hf_blt import refuse_byte_latent
+from tierlab.profiles.hf_reformer import refuse_reformer
 from tierlab.profiles.hf_codebooks import check_codebooks, codebook_modules, codebook_notes
 from tierlab.profiles.hf_xmod import adapter_free, adapter_note, check_adapters
 from tierlab.profiles.hf_xlnet import check_xlnet, xlnet_blocks, xlnet_fields
@@ -378,6 +379,7 @@ def fields_of(data: Mapping, where: str) -> dict:
     config = text_config(data, where)
     check_counts(lambda attr: config_value(config, attr), where)    # before a model is built
     refuse_byte_latent(data, config, where)     # BLT: counted, refused (hf_blt.py)
+    refuse_reformer(config, where)              # Reformer: counted, refused (hf_reformer.py)
     check_layer_counts(config, where)
     check_loop_keys(lambda attr: getattr(config, attr, None), where)
     check_loop_layers(config, where)

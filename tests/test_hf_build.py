@@ -205,19 +205,20 @@ def test_real_remote_code_config_is_refused(path):
 def test_encoder_blocks_are_refused_naming_their_layout(tmp_path):
     pytest.importorskip("transformers")
     # (BERT's and XLM's blocks are read now: tests/test_bert_decoders.py, and XLNet's:
-    # tests/test_xlnet.py; Reformer's attention, 4 heads of 32 on a width of 64, is not)
-    path = _write(tmp_path, REFORMER)
+    # tests/test_xlnet.py; Reformer's, counted and refused: tests/test_reformer.py; BERT's
+    # blocks with cross-attention to an encoder's states are not)
+    path = _write(tmp_path, BERT_CROSS)
     res = run("memory", "-m", path, "-H", "dgx-a100")
-    assert_user_error(res, "model_type 'reformer' is not a supported architecture",
-                      "tierlab cannot count it", "attention projections in ReformerAttention",
-                      "without an output projection")
+    assert_user_error(res, "model_type 'bert' is not a supported architecture",
+                      "tierlab cannot count it", "cross-attention to an encoder's states",
+                      "`crossattention`")
 
 
-REFORMER = dict(model_type="reformer", is_decoder=True, hidden_size=64, num_attention_heads=4,
-                attention_head_size=32, axial_pos_embds_dim=[32, 32],
-                attn_layers=["local", "lsh"], vocab_size=1000, feed_forward_size=128)
-"""A small Reformer causal LM: attention projections 64 -> 4 x 32 (no output projection from
-the heads tierlab reads: ReformerAttention)."""
+BERT_CROSS = dict(model_type="bert", is_decoder=True, add_cross_attention=True, hidden_size=64,
+                  num_attention_heads=4, intermediate_size=128, num_hidden_layers=2,
+                  vocab_size=1000)
+"""A small BERT decoder whose blocks attend an encoder's states too (BertLayer.crossattention,
+modeling_bert.py lines 363-371): a layout tierlab does not read."""
 
 
 def test_remote_code_only_model_type_is_refused(tmp_path):

@@ -113,15 +113,15 @@ def test_formulas_fix_the_issue_examples():
 REFORMER = dict(model_type="reformer", is_decoder=True, hidden_size=64, num_attention_heads=4,
                 attention_head_size=32, axial_pos_embds_dim=[32, 32],
                 attn_layers=["local", "lsh"], vocab_size=1000, feed_forward_size=128)
-"""A small Reformer causal LM: attention tierlab does not read (ReformerAttention, no output
-projection from its 4 heads of 32 to the width of 64)."""
+"""A small Reformer causal LM: counted and refused (LSH attention and reversible layers:
+profiles/hf_reformer.py)."""
 
 
 def test_unknown_model_type_is_named():
     # (Mamba and RWKV, the examples here before, are counted now: tests/test_hybrid_arch.py,
     # tests/test_recurrent_mixers.py, and so is Mllama: tests/test_mllama.py, and BERT's and
-    # XLM's blocks: tests/test_bert_decoders.py, and XLNet's: tests/test_xlnet.py; Reformer's
-    # attention is not)
+    # XLM's blocks: tests/test_bert_decoders.py, and XLNet's: tests/test_xlnet.py; Reformer is
+    # counted and refused: tests/test_reformer.py)
     with pytest.raises(ConfigError,
                        match="model_type 'reformer' is not a supported architecture"):
         model_from_hf_config(REFORMER, "cfg.json")
