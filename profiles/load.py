@@ -548,8 +548,8 @@ def model_from_hf_config(data: Any, where: str, name: str | None = None) -> Mode
         return Model(name=name or str(data.get("_name_or_path") or _config_name(where)),
                      seq_len=seq, source=f"Hugging Face config {where} ({family}{left_text})",
                      **fields)
-    except ValueError as e:     # Model's own words get the file's keys; a refusal is as said
-        msg = str(e) if isinstance(e, ConfigError) else _in_hf_words(str(e), data)
+    except ValueError as e:     # Model's and check_model's words get the file's keys
+        msg = _in_hf_words(str(e), data)
         raise ConfigError(msg if msg.startswith(where) else f"{where}: {msg}") from None
 
 
@@ -567,10 +567,12 @@ that Model raises in its own words (`Model.hidden must be > 0`) names the key in
 
 
 def _in_hf_words(msg: str, data: Mapping) -> str:
-    """`msg` with the config.json keys of the Model fields it names appended."""
+    """`msg` with the config.json keys of the Model fields it names as its subject appended
+    (`hidden: must be >= 1`, `Model.hidden must be > 0`, `MoE.expert_ffn ...`; not a word in a
+    refusal's prose)."""
     keys = []
     for field, names in HF_KEYS.items():
-        if re.search(rf"(?<![\w]){field}\b", msg):
+        if re.search(rf"(?:^|: |[A-Z]\w*\.){field}\b", msg):  # the subject (`MoE.expert_ffn`)
             keys += [k for k in names if k in data and k not in keys][:1]
     keys = [k for k in keys if k not in msg]
     return f"{msg} (config.json: {', '.join(keys)})" if keys else msg
