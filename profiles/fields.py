@@ -172,6 +172,8 @@ SOFTWARE_TERMS: tuple[SoftwareTerm, ...] = (
     SoftwareTerm("checkpoint_per_block", "checkpoint_s_per_block", "seconds", False, True),
     SoftwareTerm("checkpoint_bwd_per_block", "checkpoint_bwd_s_per_block", "seconds", False,
                  True),
+    SoftwareTerm("checkpoint_carried_per_block", "checkpoint_carried_s_per_block", "seconds",
+                 False, False),
     SoftwareTerm("zero3_step_per_param", "zero3_step_s_per_param", "seconds", False, True),
     SoftwareTerm("zero12_step_per_param", "zero12_step_s_per_param", "seconds", False, True),
     SoftwareTerm("zero12_hook_bwd_per_module", "zero12_hook_bwd_s_per_module", "seconds", False,
@@ -188,9 +190,11 @@ HOST_COST_FIELDS = tuple(t.field for t in SOFTWARE_TERMS if t.host_cost)
 """Software terms that are DeepSpeed's per-event host costs: `tierlab calibrate` measures them
 on a host (runner/calibrate_ds.py) into its CPU profile's `deepspeed_host_costs`, which then
 override the software profile's values for that host (sim/host_costs.py)."""
-SCALED_BY_HOST_SPEED = tuple(t.field for t in SOFTWARE_TERMS if t.host_cost and t.fitted)
+SCALED_BY_HOST_SPEED = (*(t.field for t in SOFTWARE_TERMS if t.host_cost and t.fitted),
+                        "checkpoint_carried_s_per_block")
 """The fitted host terms: fitted on three machines, they follow another host's measured CPU Adam
-rate (Software.host_speed_share, sim/host_costs.with_host_costs) where it did not measure them."""
+rate (Software.host_speed_share, sim/host_costs.with_host_costs) where it did not measure them;
+with them the part of the dispatch term that is the checkpoint wrapper's (a share of it)."""
 FITTED_TERMS = tuple(t for t in SOFTWARE_TERMS if t.fitted is not None)
 """The terms validate/fit.py fits, in the order it reports them."""
 

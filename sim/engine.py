@@ -151,6 +151,9 @@ class Timer:
                 return op.amount * host_costs.overflow_scan_cost_s(sw, s)
             if op.work == "rank_sync":
                 return op.amount * sw.multi_rank_sync_s
+            if op.work == "host.fwd_unwrapped":     # a block's forward, no checkpoint wrapper
+                return max(0.0, op.amount * host_costs.use_cost_s(sw, s, "fwd")
+                           - host_costs.checkpoint_carried_s(sw, s))
             if op.work.startswith("host."):
                 return op.amount * host_costs.use_cost_s(sw, s, op.work[5:])
             raise ValueError(f"unknown host work {op.work!r}")

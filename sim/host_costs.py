@@ -72,6 +72,8 @@ def with_host_costs(software: Software, hardware: Hardware) -> Software:
     if "host_dispatch_s_per_module" not in measured:
         for key in CARRIED_BY_DISPATCH:
             measured.pop(key, None)
+    else:       # measured without checkpointing: it carries no checkpoint wrapper
+        measured["checkpoint_carried_s_per_block"] = 0.0
     speed = host_speed_factor(software, hardware)
     ratio = speed / software.host_speed
     scaled = {k: getattr(software, k) * ratio for k in SCALED_BY_HOST_SPEED
@@ -82,6 +84,9 @@ def with_host_costs(software: Software, hardware: Hardware) -> Software:
     for key in measured:
         sources[key] = hardware.cpu.sources.get(f"host_costs.{key}",
                                                 f"{hardware.cpu.name} CPU profile")
+    if "host_dispatch_s_per_module" in measured:
+        sources["checkpoint_carried_s_per_block"] = (
+            "0: the dispatch term was measured on this host, without checkpointing")
     ranges = {**software.ranges, **{k: (software.ranges[k][0] * ratio,
                                         software.ranges[k][1] * ratio)
                                     for k in scaled if k in software.ranges}}
@@ -128,6 +133,15 @@ def checkpoint_cost_s(sw: Software, strategy: Strategy, kind: str = "fwd") -> fl
     if not strategy.activation_checkpointing:
         return 0.0
     return sw.checkpoint_bwd_s_per_block if kind == "recompute" else sw.checkpoint_s_per_block
+
+
+def checkpoint_carried_s(sw: Software, strategy: Strategy) -> float:
+    """Host seconds a block's forward is charged less without activation checkpointing: the
+    checkpoint wrapper's share of a fitted dispatch term (Software.checkpoint_carried_s_per_block);
+    0 with checkpointing, whose wrapper the dispatch term already pays."""
+    if strategy.activation_checkpointing:
+        return 0.0
+    return sw.checkpoint_carried_s_per_block
 
 
 def overflow_scan_cost_s(sw: Software, strategy: Strategy) -> float:

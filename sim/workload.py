@@ -23,8 +23,8 @@ from dataclasses import dataclass, field, fields
 
 from tierlab.errors import ConfigError
 from tierlab.profiles.schema import Hardware, Model, Software
-from tierlab.sim.host_costs import (checkpoint_cost_s, grad_event_cost_s, overflow_scan_cost_s,
-                                   step_cost_s, use_cost_s)
+from tierlab.sim.host_costs import (checkpoint_carried_s, checkpoint_cost_s, grad_event_cost_s,
+                                   overflow_scan_cost_s, step_cost_s, use_cost_s)
 from tierlab.sim.grad_swap import SwapOut, flush_swap_out, grad_swapper, swap_out
 from tierlab.sim.layout import (OPT_STATE_TENSORS, optimizer_buffers_needed, param_layout,
                                partition)
@@ -152,6 +152,9 @@ class _Ctx:
     """Host seconds of the activation-checkpoint wrapper per block forward (0: none)."""
     ckpt_bwd_s: float = 0.0
     """Host seconds of the checkpoint's recompute machinery per block backward (0: none)."""
+    unwrap: bool = False
+    """A block's forward is charged less than its submodules' dispatch by the checkpoint wrapper
+    the dispatch term carries (no checkpointing; host_costs.checkpoint_carried_s)."""
     swap: SwapOut | None = None
     """ZeRO-3 with the optimizer on NVMe: the gradient swapper's state over the backward."""
 
@@ -301,9 +304,11 @@ def _micro_step(b: _Builder, c: _Ctx, uses: list[Use], depth: int, micro: int, g
             # the Python thread launches each submodule's kernels (and under ZeRO-3 first runs
             # its pre-forward hook, which waits for its gathered params); it runs ahead of the
             # GPU otherwise, so the GPU work of a use waits for its dispatch
+            # without checkpointing a block's forward sheds the wrapper the dispatch term carries
+            work = ("host.fwd_unwrapped" if c.unwrap and use.kind == "fwd" and mod.kind == "block"
+                    else f"host.{use.kind}")
             hook = b.add(f"m{micro}.{use_tag(c, use)}.hooks", "cpu_host",
-                         deps[len(prev):] + host_block, work=f"host.{use.kind}",
-                         amount=float(mod.hooked))
+                         deps[len(prev):] + host_block, work=work, amount=float(mod.hooked))
             deps += (hook,)
         deps += host_block
         host_block = ()
@@ -436,6 +441,7 @@ class _HostTerms:
     grad_s: tuple[float, float]
     ckpt_s: float
     ckpt_bwd_s: float
+    ckpt_carried_s: float
     rank_sync_s: float
     step_s: float
     overflow_scan_s: float
@@ -449,6 +455,7 @@ def _host_terms(software: Software | None, strategy: Strategy) -> _HostTerms | N
         grad_s=(grad_event_cost_s(software, False), grad_event_cost_s(software, True)),
         ckpt_s=checkpoint_cost_s(software, strategy),
         ckpt_bwd_s=checkpoint_cost_s(software, strategy, "recompute"),
+        ckpt_carried_s=checkpoint_carried_s(software, strategy),
         rank_sync_s=software.multi_rank_sync_s, step_s=step_cost_s(software, strategy),
         overflow_scan_s=overflow_scan_cost_s(software, strategy))
 
@@ -505,6 +512,7 @@ def _build(hw: Hardware, model: Model, strategy: Strategy, first_step: bool,
              grad_s=terms.grad_s if terms else (0.0, 0.0),
              ckpt_s=terms.ckpt_s if terms else 0.0,
              ckpt_bwd_s=terms.ckpt_bwd_s if terms else 0.0,
+             unwrap=bool(terms and terms.ckpt_carried_s > 0),
              swap=grad_swapper(lay, strategy))
     uses = trace(mods, strategy, first_step, forward_uses(model))
     depth = prefetch_depth(mods, strategy, first_step)

@@ -386,3 +386,61 @@ def test_measured_checkpoint_costs_apply_only_beside_a_measured_dispatch():
     p = load_hardware("h200-p")
     mp = with_host_costs(sw, p)
     assert all(getattr(mp, k) == p.cpu.host_costs[k] > 0 for k in CARRIED_BY_DISPATCH)
+
+
+def _forward_s(checkpointing: bool, software) -> tuple[float, int]:
+    """(simulated forward seconds, blocks) of a host-bound TinyLlama ZeRO-3 offload step."""
+    from tierlab.sim.engine import simulate
+    from tests._simhelp import scenario
+
+    hw, m, s = scenario("zero3-cpu", hardware="h200-host", micro_batch=4, seq=1024,
+                        checkpointing=checkpointing)
+    return simulate(hw, m, s, software=software).phases["forward_s"], m.n_layers
+
+
+@pytest.mark.lab
+def test_without_checkpointing_a_block_forward_sheds_the_wrapper_the_dispatch_term_carries():
+    """The fitted dispatch term was fitted on checkpointed runs, so it carries the checkpoint
+    wrapper's cost: a forward without checkpointing is charged checkpoint_carried_s_per_block
+    less per block (the fresh machines ran TinyLlama ZeRO-3's forward ~15 ms faster without
+    it, median of 11; lab/fresh). Checkpointed runs are unchanged; a host that measured its
+    own dispatch (on runs without checkpointing) sheds nothing."""
+    from tierlab.sim.host_costs import checkpoint_carried_s
+
+    sw = load_software()
+    assert 0.4e-3 < sw.checkpoint_carried_s_per_block < 1.4e-3
+    assert "layer benchmark" in sw.sources["checkpoint_carried_s_per_block"]
+    off = replace(sw, checkpoint_carried_s_per_block=0.0)
+    ckpt_with, _ = _forward_s(True, sw)
+    assert ckpt_with == _forward_s(True, off)[0]                  # checkpointed: unchanged
+    plain_with, blocks = _forward_s(False, sw)
+    plain_off, _ = _forward_s(False, off)
+    assert plain_off - plain_with == pytest.approx(blocks * sw.checkpoint_carried_s_per_block,
+                                                   rel=0.02)
+    p = load_hardware("h200-p")                 # measured DeepSpeed's host costs itself
+    assert "host_dispatch_s_per_module" in p.cpu.host_costs
+    merged = with_host_costs(sw, p)
+    assert merged.checkpoint_carried_s_per_block == 0.0
+    assert "measured on this host" in merged.sources["checkpoint_carried_s_per_block"]
+    from tests._simhelp import scenario
+
+    _, _, s = scenario("zero3-cpu", hardware="h200-host", checkpointing=False)
+    assert checkpoint_carried_s(merged, s) == 0.0 < checkpoint_carried_s(sw, s)
+    _, _, s = scenario("zero3-cpu", hardware="h200-host", checkpointing=True)
+    assert checkpoint_carried_s(sw, s) == 0.0
+
+
+@pytest.mark.lab
+def test_the_carried_checkpoint_wrapper_follows_the_host_speed_rule():
+    """It is a part of the dispatch term, so it scales with it on a slower or faster host."""
+    from tierlab.profiles.fields import SCALED_BY_HOST_SPEED
+
+    assert "checkpoint_carried_s_per_block" in SCALED_BY_HOST_SPEED
+    sw = load_software()
+    hw = load_hardware(str(ROOT / "lab" / "fresh" / "h100-j-profiles" / "hardware" / "systems"
+                           / "h100-j.yaml"))    # calibrated: CPU Adam measured, dispatch not
+    merged = with_host_costs(sw, hw)
+    ratio = merged.host_dispatch_s_per_module / sw.host_dispatch_s_per_module
+    assert ratio != 1.0
+    assert merged.checkpoint_carried_s_per_block == pytest.approx(
+        sw.checkpoint_carried_s_per_block * ratio)
