@@ -24,6 +24,7 @@ import statistics
 from dataclasses import dataclass, replace
 
 from tierlab.profiles.schema import HOST_COST_FIELDS, Hardware, Model, Software
+from tierlab.sim.host_costs import measured_costs
 
 TERMS = (  # (Software field, variant, phase, event: 'use' per submodule use | 'tensor' per step
     #          | 'accum' per tensor and micro-step)
@@ -58,8 +59,9 @@ CHECKS = (("zero3_offload_gas2", "forward_s"), ("zero3_offload_gas2", "backward_
 
 def zeroed(software: Software) -> Software:
     """`software` with every host cost at zero, none left to fall back on another (the
-    derivation's starting point: each term is charged only what it measured)."""
-    return replace(software, **dict.fromkeys(HOST_COST_FIELDS, 0.0))
+    derivation's starting point: each term is charged only what it measured; the dispatch term
+    it derives carries no checkpoint wrapper, so none is taken off: host_costs.measured_costs)."""
+    return replace(software, **measured_costs(dict.fromkeys(HOST_COST_FIELDS, 0.0)))
 
 
 def _scenario(variant_name: str, layers: int, hardware: Hardware):
@@ -204,7 +206,7 @@ def adopt(points: list[dict], hardware: Hardware, base: Software, values: dict[s
             decisions.append(TermDecision(field, stock, value, False,
                                           "no held-out configuration was measured"))
             continue
-        trial = replace(sw, **{field: value})
+        trial = replace(sw, **measured_costs({field: value}))
         e, _ = held_out_error(points, hardware, trial)
         if e < err - ADOPT_MARGIN_PCT:
             decisions.append(TermDecision(field, stock, value, True,

@@ -63,17 +63,26 @@ def host_speed_factor(software: Software, hardware: Hardware) -> float:
     return 1.0 + software.host_speed_share * (rates[0] / rates[1] - 1.0)
 
 
+def measured_costs(values: dict[str, float]) -> dict[str, float]:
+    """Host costs measured on a host ({Software field: seconds}) with what they imply for the
+    software profile: a measured dispatch term carries no checkpoint wrapper (DeepSpeed's host
+    costs are measured on narrow models trained without checkpointing), so
+    checkpoint_carried_s_per_block goes to 0 beside it. The one rule with_host_costs and the
+    calibration's derivation and held-out check (runner/calibrate_host.py) apply."""
+    if "host_dispatch_s_per_module" in values:
+        return {**values, "checkpoint_carried_s_per_block": 0.0}
+    return dict(values)
+
+
 def with_host_costs(software: Software, hardware: Hardware) -> Software:
     """`software` with the host costs `hardware`'s CPU profile measured (sources kept); the
     checkpoint terms only with a measured dispatch term (CARRIED_BY_DISPATCH); the fitted host
     terms it did not measure scaled by host_speed_factor (their ranges with them). Applied again
     to its own result, or to another hardware, it gives the same as once."""
-    measured = dict(hardware.cpu.host_costs)
+    measured = measured_costs(hardware.cpu.host_costs)
     if "host_dispatch_s_per_module" not in measured:
         for key in CARRIED_BY_DISPATCH:
             measured.pop(key, None)
-    else:       # measured without checkpointing: it carries no checkpoint wrapper
-        measured["checkpoint_carried_s_per_block"] = 0.0
     speed = host_speed_factor(software, hardware)
     ratio = speed / software.host_speed
     scaled = {k: getattr(software, k) * ratio for k in SCALED_BY_HOST_SPEED

@@ -13,6 +13,12 @@ the reference, and the shares are tried as bench_host_scale.py tries them.
 Prints per share: the lab's 16 calibrated machines (pooled step MAPE, worst, runs), h200x2-e (the
 lab machine no fit saw), and the fresh machines' step, forward, backward and optimizer MAPE.
 About a minute per share on a 2-core machine. Prints; asserts nothing.
+
+--split A:B,...: the split rule instead (docs/calibration.md "Host-bound classes against their
+machine's reference"): the per-submodule terms (dispatch, its checkpoint-wrapper share, the ZeRO-3
+hook) by the one-thread rate at share A, the per-parameter ones (stage-0 loop, gradient copy) by
+the all-core CPU Adam rate at share B; first the shipped rule for comparison. --machines NAME...:
+only these lab/fresh folders in the fresh rows (e.g. the machines measured after a choice).
 """
 from __future__ import annotations
 
@@ -63,13 +69,60 @@ def mape(rs: list) -> str:
     return f"{statistics.mean(errors):5.2f}% (worst {max(errors):4.1f}%, n={len(errors)})"
 
 
+PER_MODULE = ("host_dispatch_s_per_module", "zero3_hook_s_per_module",
+              "checkpoint_carried_s_per_block")
+"""The fitted terms charged per submodule (Python on one core); the rest of SCALED_BY_HOST_SPEED
+is charged per parameter tensor."""
+
+
+def split_rule(shipped, rate: dict, ref: float, a: float, b: float):
+    """`shipped` (host_costs.with_host_costs) with the split rule: PER_MODULE terms by the
+    one-thread rate (`rate`, the fit machines' `ref`) at share a, the others by the all-core rate
+    at share b."""
+    def with_costs(software, hardware):
+        base = shipped(replace(software, host_speed_share=0.0), hardware)
+        rates = host_costs.host_speed_rates(replace(software, host_speed_share=1.0), hardware)
+        one = rate.get(hardware.name)
+        if rates is None or not one:
+            return base
+        fa, fb = 1 + a * (ref / one - 1), 1 + b * (rates[0] / rates[1] - 1)
+        return replace(base, **{k: getattr(base, k) * (fa if k in PER_MODULE else fb)
+                                for k in host_costs.SCALED_BY_HOST_SPEED
+                                if k not in hardware.cpu.host_costs})
+    return with_costs
+
+
+def split(rate: dict, ref: float, pairs: list[tuple[float, float]], only=None) -> None:
+    lab, fresh = scale.lab_machines(), scale.fresh_machines()
+    fresh = [m for m in fresh if not only or m[0].rsplit("/", 1)[-1] in only]
+    shipped_share = default_software().host_speed_share
+    print(f"shipped rule (all four by the all-core rate, share {shipped_share:g}): "
+          f"lab {mape(rows(lab, shipped_share))}; fresh {mape(rows(fresh, shipped_share))}")
+    shipped = host_costs.with_host_costs
+    try:
+        for a, b in pairs:
+            host_costs.with_host_costs = split_rule(shipped, rate, ref, a, b)
+            print(f"split one-thread {a:4.2f} / all-core {b:4.2f}: lab {mape(rows(lab, 0.0))}; "
+                  f"fresh {mape(rows(fresh, 0.0))}, forward {mape(rows(fresh, 0.0, 'forward_s'))}")
+    finally:
+        host_costs.with_host_costs = shipped
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shares", default="0,0.35,0.5,0.75,1")
-    shares = [float(s) for s in ap.parse_args().shares.split(",")]
+    ap.add_argument("--split", help="A:B pairs, comma-separated (see above)")
+    ap.add_argument("--machines", nargs="+", metavar="NAME", help="with --split: only these "
+                    "lab/fresh folders in the fresh rows")
+    args = ap.parse_args()
+    shares = [float(s) for s in args.shares.split(",")]
     rate = rates_by_machine()
     ref = statistics.median(rate[f"h200x2-{x}"] for x in "bcd")
     print(f"fit machines' one-thread DeepSpeed CPU Adam, median: {ref / 1e9:.3f} G params/s")
+    if args.split:
+        split(rate, ref, [tuple(float(x) for x in p.split(":")) for p in args.split.split(",")],
+              args.machines)
+        return 0
 
     def factor(software, hardware):
         value = rate.get(hardware.name)
