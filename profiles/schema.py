@@ -1387,7 +1387,9 @@ class Software:
     `host_dispatch_s_per_module` carries: it was fitted on checkpointed runs with
     checkpoint_s_per_block at 0, so a block's forward **without** activation checkpointing is
     charged this much less (sim/host_costs.checkpoint_carried_s). 0 where the host measured its
-    own dispatch (runner/calibrate_ds.py trains its narrow models without checkpointing)."""
+    own dispatch (runner/calibrate_ds.py trains its narrow models without checkpointing). The
+    shipped profile leaves it at 0: docs/calibration.md, "The checkpoint wrapper the dispatch term
+    carries", says what 0.762 ms (the lab's layer-benchmark median) did to which runs."""
     overflow_scan_s_per_element: float = 0.0
     """Host seconds per gradient element of ZeRO-3's fp16 overflow check with the optimizer
     offloaded: stage3.py `has_overflow` (0.19.8 lines 3009-3027) runs `torch.isinf(buf).any()`

@@ -110,7 +110,8 @@ def host_speed_line(hw, sw) -> list[str]:
         return []
     return [f"host speed: CPU Adam {rates[1] / 1e9:.2f} G params/s, the fit machines' "
             f"{rates[0] / 1e9:.2f}: the fitted host terms "
-            f"({', '.join(SCALED_BY_HOST_SPEED)}) x{host_speed_factor(sw, hw):.3f} here "
+            f"({', '.join(k for k in SCALED_BY_HOST_SPEED if getattr(sw, k))}) "
+            f"x{host_speed_factor(sw, hw):.3f} here "
             f"(host_speed_share {sw.host_speed_share:g}; docs/calibration.md#host-speed)"]
 
 

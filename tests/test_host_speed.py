@@ -37,7 +37,8 @@ def test_the_shipped_profile_names_the_fit_machines_rate_and_a_share():
     assert sw.fit_adam_params_per_s == pytest.approx(5.271e9)
     assert sw.host_speed_share == pytest.approx(0.35)
     assert set(SCALED_BY_HOST_SPEED) == {"host_dispatch_s_per_module", "stage0_step_s_per_param",
-                                         "offload_grad_s_per_param", "zero3_hook_s_per_module"}
+                                         "offload_grad_s_per_param", "zero3_hook_s_per_module",
+                                         "checkpoint_carried_s_per_block"}   # dispatch's share
 
 
 def test_a_stock_host_whose_rate_is_not_measured_is_not_scaled():
