@@ -10,7 +10,7 @@ did not take are predicted with the result.
     .venv/bin/python lab/scripts/bench_refit_population.py --lomo
 
 --test NAMES: fit on the fit machines plus every other fresh machine, predict NAMES (default: the
-five measured after every choice of the software profile, h100-g to -k) and the lab's 16
+six measured after every choice of the software profile, h100-g to -l) and the lab's 16
 calibrated machines. --lomo: leave one machine out: each fresh machine predicted by a fit on
 the fit machines and the other fresh machines (one fit per machine: about 12 min on 2 cores).
 Prints the fitted values against the shipped ones and step / forward MAPE; asserts nothing.
@@ -30,7 +30,7 @@ from tierlab.validate.compare import case_key, find_measurements
 from tierlab.validate.fit import fit_software, fitted_values
 
 FIT_MACHINES = [str(LAB / "cases" / f"h200x2-{x}") for x in "bcd"]
-LAST_FIVE = "h100-g,h100-h,h100-i,h100-j,h100-k"
+LAST = "h100-g,h100-h,h100-i,h100-j,h100-k,h100-l"
 SHOWN = ("host_dispatch_per_module", "offload_grad_copy_per_param", "zero3_hook_per_module")
 
 
@@ -104,7 +104,7 @@ def lomo() -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--test", default=LAST_FIVE, help="fresh machines to hold out, comma-separated")
+    ap.add_argument("--test", default=LAST, help="fresh machines to hold out, comma-separated")
     ap.add_argument("--lomo", action="store_true", help="leave each fresh machine out in turn")
     args = ap.parse_args()
     if args.lomo:
