@@ -71,6 +71,8 @@ HARDWARE_FIELDS: tuple[HardwareField, ...] = (
     HardwareField("cpu", "sockets", "sockets", "count", exact=True),
     HardwareField("cpu", "dram_bandwidth", "dram_bandwidth_Bps", "bytes/s"),
     HardwareField("cpu", "adam_throughput", "adam_params_per_s", "params/s"),
+    HardwareField("cpu", "adam_one_thread_throughput", "adam_one_thread_params_per_s", "params/s",
+                  False, sweep=None, steady=False),
     HardwareField("cpu", "module_call", "module_call_s", "seconds", False, sweep=None,
                   steady=False),
     HardwareField("cpu", "cast16_throughput", "cast16_params_per_s", "params/s", False,

@@ -94,6 +94,14 @@ class CPU:
     """Achievable (STREAM-like) DRAM bandwidth of the node, bytes/s."""
     adam_params_per_s: float
     """DeepSpeedCPUAdam throughput using every core, fp32 parameters updated per second."""
+    adam_one_thread_params_per_s: float | None = None
+    """DeepSpeedCPUAdam throughput on one thread (the thread sweep's one-thread point, the median
+    process), measured by `tierlab calibrate`: one core's speed under DeepSpeed's own CPU kernel.
+    A recorded fact, not a model input: as the fitted host terms' measure of host speed (they are
+    one Python thread's work; the all-core rate also counts cores, 32 on the fit machines, 16 on
+    the hosts lent since) it predicts machines no fit saw better than the all-core rate but
+    breaks the lab's step-time bound on a fit machine's own run, and it moves by x1.2-1.4 from one
+    process to the next (docs/calibration.md#host-speed). None: not measured."""
     module_call_s: float | None = None
     """Host seconds of one forward call of a small hooked nn.Module on the GPU (Python + hook +
     torch dispatch + kernel launch, autograd on), measured by `tierlab calibrate`. A recorded
@@ -128,6 +136,8 @@ class CPU:
             _positive(self, "module_call_s")
         if self.cast16_params_per_s is not None:
             _positive(self, "cast16_params_per_s")
+        if self.adam_one_thread_params_per_s is not None:
+            _positive(self, "adam_one_thread_params_per_s")
 
 
 @dataclass(frozen=True, kw_only=True)

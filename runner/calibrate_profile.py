@@ -34,6 +34,7 @@ DRAM_BW = yaml_key("cpu", "dram_bandwidth_Bps")
 ADAM = yaml_key("cpu", "adam_params_per_s")
 MODULE_CALL = yaml_key("cpu", "module_call_s")
 CAST16 = yaml_key("cpu", "cast16_params_per_s")
+ADAM_ONE_THREAD = yaml_key("cpu", "adam_one_thread_params_per_s")
 HBM = yaml_key("gpu", "hbm_bytes")
 HBM_BW = yaml_key("gpu", "hbm_bandwidth_Bps")
 NVLINK = yaml_key("gpu", "nvlink_bandwidth_Bps")
@@ -156,6 +157,9 @@ def cpu_document(results: dict, facts: dict, base: dict, m: str) -> dict:
             f"data"), ad_reps, "params_per_s", ad, spans(ad_how))
     else:
         doc[ADAM] = copy.deepcopy(base_cpu[ADAM])
+    one = one_thread_entry(results.get("adam", []), m)
+    if one:
+        doc[ADAM_ONE_THREAD] = one
     fastest, calls, calls_how = per_process(results.get("dispatch", []), "seconds_per_call",
                                             fastest_of)
     if fastest:
@@ -246,6 +250,22 @@ def measured_entry(value: float, unit: str, source: str, points: list[dict] | No
         source += f"; range: min-max of its {len(reps)} {what}"
     entry["source"] = source
     return entry
+
+
+def one_thread_entry(points: list[dict], m: str) -> dict | None:
+    """The CPU profile's one-thread CPU Adam entry from the `adam` benchmark's points: the best
+    repeat of DeepSpeedCPUAdam at one thread in each process's thread sweep, the median process
+    (its spread the range: per_process), or the calibrating process's repeats where it ran
+    alone; None where no sweep has a one-thread point. `m` is the provenance prefix ('measured
+    <date> by tierlab calibrate')."""
+    one, reps, how = per_process(points, "params_per_s", best_of, optimizer="deepspeed",
+                                 threads=1)
+    if one is None:
+        return None
+    return measured_entry(one["params_per_s"], "Gparams/s", (
+        f"{m}: DeepSpeedCPUAdam.step on {one['n_params'] / 2**20:g} Mi fp32 params on one "
+        f"thread, best of {_reps(points)}{how} (the thread sweep's one-thread point: a recorded "
+        f"fact, docs/calibration.md#host-speed)"), reps, "params_per_s", one, spans(how))
 
 
 def _reps(points: list[dict]) -> int:

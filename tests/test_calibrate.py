@@ -54,12 +54,16 @@ def calibrated(tmp_path_factory, disk_dir):
 
 def test_host_rates_are_measured_in_a_second_process_and_the_profile_says_so(calibrated):
     """--quick measures CPU Adam, the cast and the module call again in one fresh process
-    (host_processes=2: runner/calibrate_process.py); the profile takes the median process."""
+    (host_processes=2: runner/calibrate_process.py); the profile takes the median process, for
+    CPU Adam on every core and on one thread alike."""
     raw = calibrated["raw"]["results"]
     for group in ("adam", "cast", "dispatch"):
         assert {p.get("process", 0) for p in raw[group]} == {0, 1}, group
+    assert {p.get("process", 0) for p in raw["adam"] if p["threads"] == 1} == {0, 1}
     text = calibrated["out"].parent.parent.joinpath("cpus", "ci-box.yaml").read_text()
-    assert text.count("median of 2 processes") == 3, text
+    assert text.count("median of 2 processes") == 4, text
+    one = next(line for line in text.splitlines() if line.startswith("adam_one_thread"))
+    assert "on one thread" in one and "median of 2 processes" in one
 
 
 def _numbers(points):
@@ -294,6 +298,41 @@ def test_dram_bandwidth_is_what_cpu_adam_was_measured_to_move():
     copy_only = cpu_document({"memcpy": fast_copy["memcpy"]}, facts, base, "m")["dram_bandwidth"]
     assert copy_only["value"] == "160 GB/s"          # no Adam measured: the copy is all there is
 
+
+
+def test_the_one_thread_adam_rate_is_the_sweeps_one_thread_point(tmp_path):
+    """The CPU profile records DeepSpeedCPUAdam on one thread (the host-speed rule's measure,
+    sim/host_costs.py): the best repeat of the calibrating process's sweep at threads 1, its
+    repeats the range; other processes (run at the best thread count) do not enter; a sweep
+    without a one-thread point records none, and such a profile loads."""
+    from tierlab.profiles.load import load_part
+    from tierlab.runner.calibrate_profile import cpu_document
+
+    facts = {"cpu_model": "x", "sockets": 1, "cores_physical": 16, "cores_usable": 16}
+    point = {"optimizer": "deepspeed", "n_params": 2**26, "seconds": 1.0}
+    adam = [{**point, "threads": 1, "rep": 0, "params_per_s": 0.61e9},
+            {**point, "threads": 1, "rep": 1, "params_per_s": 0.58e9},
+            {**point, "threads": 1, "rep": 0, "params_per_s": 0.9e9, "optimizer": "torch"},
+            {**point, "threads": 16, "rep": 0, "params_per_s": 4.2e9},
+            {**point, "threads": 16, "rep": 0, "params_per_s": 4.1e9, "process": 1}]
+    memcpy = [{"nbytes": 2**30, "rep": 0, "seconds": 1.0, "threads": 16,
+               "bytes_moved": 3 * 2**30, "Bps": 100e9}]
+    doc = cpu_document({"adam": adam, "memcpy": memcpy}, facts, {},
+                       "measured today by tierlab calibrate")
+    entry = doc["adam_one_thread_throughput"]
+    assert entry["value"] == "0.61 Gparams/s"
+    assert entry["range"] == ["0.58 Gparams/s", "0.61 Gparams/s"]
+    assert entry["source"].startswith("measured today by tierlab calibrate: ") and \
+        "one thread" in entry["source"]
+    only16 = cpu_document({"adam": adam[3:], "memcpy": memcpy}, facts, {}, "m")
+    assert "adam_one_thread_throughput" not in only16
+    base = {"kind": "cpu", "name": "x", "sockets": {"value": 1, "source": "s"},
+            "cores": {"value": 16, "source": "s"},
+            "dram_bandwidth": {"value": "100 GB/s", "source": "s"},
+            "adam_throughput": {"value": "4 Gparams/s", "source": "s"}}
+    path = tmp_path / "x.yaml"
+    path.write_text(yaml.safe_dump({**base, "adam_one_thread_throughput": entry}))
+    assert load_part("cpus", str(path)).adam_one_thread_params_per_s == pytest.approx(0.61e9)
 
 def test_layer_point_times_a_real_decoder_layer_on_cpu():
     """The `layer` benchmark runs the runner's real HF Llama layer (here on CPU, fp32, a small
