@@ -10,7 +10,8 @@ calibrations deliberately keep as they were.
 Profiles: lab/profiles/hardware/cpus/NAME.yaml with lab/cases/NAME/NAME-raw.json (h200x2-host
 with lab/cases/h200x2/calibrate-raw.json), lab/fresh/NAME-profiles/hardware/cpus/NAME[-hc].yaml
 with lab/fresh/NAME/NAME-raw.json. A profile that has the key already is left alone. --check:
-exit 1 if any profile lacks it.
+exit 1 if any profile lacks it. validate/example/hardware/cpus/h200x2-e.yaml is a byte copy of
+the lab's (tests/test_package_data.py): copy it again after a change.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from pathlib import Path
 from labenv import LAB  # noqa: E402
 
 from tierlab.profiles.fields import yaml_key
-from tierlab.runner.calibrate_profile import one_thread_entry
+from tierlab.runner.calibrate_profile import one_thread_entry, render_yaml
 
 KEY = yaml_key("cpu", "adam_one_thread_params_per_s")
 ADAM = yaml_key("cpu", "adam_params_per_s")
@@ -44,15 +45,6 @@ def pairs() -> list[tuple[Path, Path]]:
     return out
 
 
-def flow(entry: dict) -> str:
-    """The entry as the profiles spell it: {value: ..., range: [...], source: "..."}."""
-    parts = [f"value: {entry['value']}"]
-    if "range" in entry:
-        parts.append(f"range: [{', '.join(entry['range'])}]")
-    parts.append(f"source: {json.dumps(entry['source'])}")
-    return "{" + ", ".join(parts) + "}"
-
-
 def backfill(cpu: Path, raw: Path) -> str | None:
     """The profile's new text, or None where it has the key or its record no one-thread point."""
     text = cpu.read_text(encoding="utf-8")
@@ -66,7 +58,7 @@ def backfill(cpu: Path, raw: Path) -> str | None:
     if entry is None:
         return None
     line_end = text.index("\n", adam.start())
-    return text[:line_end + 1] + f"{KEY}: {flow(entry)}\n" + text[line_end + 1:]
+    return text[:line_end + 1] + render_yaml({KEY: entry}) + text[line_end + 1:]
 
 
 def main() -> int:
